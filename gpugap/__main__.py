@@ -1,0 +1,3 @@
+from gpugap.cli import main
+
+raise SystemExit(main())

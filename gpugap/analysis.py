@@ -1,0 +1,168 @@
+"""One call from a loaded trace to everything gpugap says about it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpugap import __version__, metrics
+from gpugap import timeline as tl
+from gpugap import ranges as nvtx_ranges
+from gpugap import rules as rule_registry
+from gpugap.errors import NoCudaActivity
+from gpugap.metrics import Metrics
+from gpugap.report.trace import Trace
+from gpugap.rules.base import Finding
+
+
+@dataclass
+class RangeMetrics:
+    name: str
+    domain: str
+    depth: int
+    count: int
+    cpu_ns: int
+    metrics: Metrics
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "domain": self.domain, "depth": self.depth,
+                "count": self.count, "cpu_ns": self.cpu_ns, "metrics": self.metrics.to_dict()}
+
+
+@dataclass
+class Analysis:
+    report: str
+    sqlite: str
+    nsys_version: str | None
+    schema_version: str | None
+    gpu: dict[str, Any]
+    metrics: Metrics | None
+    devices: list[dict[str, Any]]
+    ranges: list[RangeMetrics]
+    findings: list[Finding]
+    warnings: list[str] = field(default_factory=list)
+    scope: str | None = None
+    status: str = "ok"
+    error: str | None = None
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
+            "nsys_version": self.nsys_version, "schema_version": self.schema_version,
+            "status": self.status, "error": self.error, "scope": self.scope,
+            "gpu": self.gpu,
+            "metrics": None if self.metrics is None else self.metrics.to_dict(),
+            "devices": self.devices,
+            "ranges": [r.to_dict() for r in self.ranges],
+            "findings": [f.to_dict() for f in self.findings],
+            "warnings": self.warnings, "thresholds": self.thresholds,
+        }
+
+    def findings_of(self, rule: str, cause: str | None = None) -> list[Finding]:
+        return [f for f in self.findings
+                if f.rule == rule and (cause is None or f.cause == cause)]
+
+
+def _gpu_summary(trace: Trace) -> dict[str, Any]:
+    devices = trace.devices
+    if devices.empty:
+        return {"name": None, "count": 0}
+    active = set(trace.gpu_ops["device"].unique().tolist()) if len(trace.gpu_ops) else set()
+    row = next((r for _, r in devices.iterrows() if int(r["device"]) in active),
+               devices.iloc[0])
+    return {"name": row["name"], "count": int(len(devices)), "device": int(row["device"]),
+            "sm_count": int(row["sm_count"]), "compute_capability": row["compute_capability"],
+            "memory_bytes": None if pd.isna(row["memory_bytes"]) else int(row["memory_bytes"]),
+            "max_threads_per_sm": int(row["max_threads_per_sm"]),
+            "max_blocks_per_sm": int(row["max_blocks_per_sm"])}
+
+
+def no_cuda_reason(trace: Trace) -> str:
+    """Why a valid report has no GPU activity, and what to do."""
+    api = trace.api
+    path, version = trace.info.path, trace.info.nsys_version or "unknown"
+    if trace.info.cuda_traced is False or ("CUPTI_ACTIVITY_KIND_RUNTIME" not in trace.info.tables
+                                           and api.empty):
+        return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
+                "profile with nsys profile -t cuda,nvtx,osrt ...")
+    launches = int(api["name"].astype(str).str.contains("Launch|Memcpy|Memset").sum()) \
+        if len(api) else 0
+    if launches:
+        return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
+                f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "
+                "it?); capture again with a newer Nsight Systems")
+    return (f"{path} has no CUDA GPU activity: CUDA was traced but the program ran no "
+            "kernels, copies or memsets; check it uses the GPU")
+
+
+def inside(times, instances: pd.DataFrame) -> np.ndarray:
+    """For each time: does it fall inside (the CPU time of) an instance of a range?"""
+    cpu = tl.union(instances["start"].to_numpy(dtype=np.int64),
+                   instances["end"].to_numpy(dtype=np.int64))
+    return tl.within(times, cpu)
+
+
+def in_range(finding: Finding, instances: pd.DataFrame) -> bool:
+    """Does the moment a finding is attributed to fall inside an instance of the range?"""
+    at = finding.at_ns if finding.at_ns is not None else finding.start_ns
+    return bool(inside([at], instances)[0])
+
+
+def analyze(trace: Trace, *, rules: list[str] | None = None,
+            thresholds: Mapping[str, Mapping[str, float]] | None = None,
+            range_name: str | None = None, require_gpu: bool = True) -> Analysis:
+    """Metrics (whole report, per device, per NVTX range) and findings of every rule.
+
+    With *range_name*, metrics and findings are restricted to that NVTX range. Without GPU
+    activity, raises NoCudaActivity when *require_gpu*, else returns an Analysis whose
+    status is 'no-cuda-activity' (its ranges still list the NVTX ranges found).
+    """
+    selected = rule_registry.select(rules)
+    effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {})) for r in selected}
+    instances = nvtx_ranges.select(trace, range_name) if range_name else None
+    result = Analysis(
+        report=trace.info.path, sqlite=trace.info.sqlite_path,
+        nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
+        gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
+        warnings=list(trace.info.warnings), scope=range_name, thresholds=effective)
+    if not trace.has_gpu_activity:
+        reason = no_cuda_reason(trace)
+        if require_gpu:
+            raise NoCudaActivity(reason)
+        result.status, result.error = "no-cuda-activity", reason
+        result.ranges = [RangeMetrics(key.name, key.domain, int(inst["depth"].min()), len(inst),
+                                      int((inst["end"] - inst["start"]).sum()),
+                                      metrics.compute(trace, (np.zeros(0, np.int64),
+                                                              np.zeros(0, np.int64))))
+                         for key, inst in nvtx_ranges.reported_ranges(trace)]
+        return result
+
+    scope_windows = nvtx_ranges.windows_of(trace, instances) if instances is not None else None
+    result.metrics = metrics.compute(trace, scope_windows)
+    for device in sorted(trace.gpu_ops["device"].unique().tolist()):
+        row = trace.device_row(int(device))
+        result.devices.append({"device": int(device),
+                               "name": None if row is None else row["name"],
+                               "metrics": metrics.compute(trace, scope_windows,
+                                                          [int(device)]).to_dict()})
+    for key, inst in nvtx_ranges.reported_ranges(trace):
+        if instances is not None:
+            inst = inst[inside(inst["start"].to_numpy(), instances)]
+            if inst.empty:
+                continue
+        windows = nvtx_ranges.windows_of(trace, inst)
+        result.ranges.append(RangeMetrics(
+            name=key.name, domain=key.domain, depth=int(inst["depth"].min()), count=len(inst),
+            cpu_ns=int((inst["end"] - inst["start"]).sum()),
+            metrics=metrics.compute(trace, windows)))
+
+    findings = rule_registry.run(trace, selected, effective)
+    if instances is not None:
+        findings = [f for f in findings if in_range(f, instances)]
+    result.findings = findings
+    return result

@@ -1,0 +1,151 @@
+"""The gpugap command line. Thin: parse, call the library, render, map errors to exit codes.
+
+Exit codes: 0 done, 1 a gate/expectation failed, 2 bad usage or unreadable input,
+3 nsys missing/failing, 4 no CUDA activity in the report, 5 the profiled program failed,
+6 no GPU where one is needed.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gpugap.errors import EXIT_USAGE, GpugapError, UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find the holes in a GPU timeline (Nsight Systems reports), say why "
+                       "they are there and how to fix them.")
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+# Options shared by several commands.
+NsysOpt = Annotated[str | None, typer.Option("--nsys", help="nsys executable to use "
+                                             "(default: $GPUGAP_NSYS, PATH, install dirs)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document to stdout")]
+RuleOpt = Annotated[list[str] | None, typer.Option("--rule", help="run only this rule "
+                                                   "(repeatable); see gpugap rules")]
+RangeOpt = Annotated[str | None, typer.Option("--range", help="restrict to this NVTX range "
+                                              "(name or domain:name)")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="override a rule threshold: RULE.NAME=VALUE (repeatable)")]
+
+
+@contextmanager
+def status(message: str):
+    """A spinner on stderr for long work, only for humans on a terminal."""
+    if stderr.is_terminal:
+        with stderr.status(message):
+            yield
+    else:
+        yield
+
+
+def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
+                     ) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        rule, dot, name = key.strip().partition(".")
+        if not (eq and dot and rule and name):
+            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
+                             "e.g. launch-gap.min_gap_us=50")
+        try:
+            out.setdefault(rule, {})[name] = float(value)
+        except ValueError:
+            raise UsageError(f"bad --set '{item}': '{value}' is not a number") from None
+    if min_gap_us is not None:
+        if min_gap_us <= 0:
+            raise UsageError("--min-gap-us must be positive")
+        out.setdefault("launch-gap", {})["min_gap_us"] = float(min_gap_us)
+    return out
+
+
+def load_trace(report: Path, nsys: str | None):
+    from gpugap.report import load
+
+    with status(f"Loading {report.name}") if stderr.is_terminal else nullcontext():
+        return load(report, nsys=nsys, status=status)
+
+
+@app.command()
+def analyze(
+    report: Annotated[Path, typer.Argument(help="a .nsys-rep or its .sqlite export")],
+    json_: JsonOpt = False,
+    rule: RuleOpt = None,
+    range_: RangeOpt = None,
+    min_gap_us: Annotated[float | None, typer.Option(
+        "--min-gap-us", help="launch-gap threshold in microseconds (default 100)")] = None,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+    max_findings: Annotated[int, typer.Option(help="findings shown in the terminal")] = 20,
+) -> int:
+    """Diagnose a report: launch gaps, serialized streams, blocking copies, warm-up, overlap."""
+    from gpugap.analysis import analyze as run_analysis
+    from gpugap.errors import NoCudaActivity
+    from gpugap.render.jsonout import dumps
+    from gpugap.render.terminal import render
+
+    thresholds = parse_thresholds(set_, min_gap_us)
+    trace = load_trace(report, nsys)
+    with status("Analyzing"):
+        result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
+                              require_gpu=False)
+    if json_:
+        stdout.out(dumps(result.to_dict()), highlight=False)
+    else:
+        render(result, stdout, max_findings=max_findings)
+    if result.status == "no-cuda-activity":
+        raise NoCudaActivity(result.error or "no CUDA activity")
+    return 0
+
+
+@app.command("rules")
+def list_rules(json_: JsonOpt = False) -> int:
+    """List the rules with their causes, thresholds (defaults) and fixes."""
+    from gpugap.render.jsonout import dumps
+    from gpugap.rules import registry
+
+    reg = registry()
+    if json_:
+        stdout.out(dumps([{"id": r.id, "title": r.title, "rationale": r.rationale,
+                           "fix": r.fix, "causes": dict(r.causes),
+                           "thresholds": {k: {"default": t.default, "unit": t.unit,
+                                              "help": t.help}
+                                          for k, t in r.thresholds.items()}}
+                          for r in reg.values()]))
+        return 0
+    for r in reg.values():
+        stdout.print(f"[bold]{r.id}[/bold]: {r.title}")
+        stdout.print(f"  why: {r.rationale}")
+        for cause, text in r.causes.items():
+            stdout.print(f"  cause [magenta]{cause}[/magenta]: {text}")
+        for name, t in r.thresholds.items():
+            stdout.print(f"  {r.id}.{name} = {t.default:g} {t.unit}: {t.help}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="gpugap")
+        return rv if isinstance(rv, int) else 0
+    except GpugapError as exc:
+        stderr.print(f"gpugap: error: {exc}", soft_wrap=True, markup=False)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        stderr.print("gpugap: aborted")
+        return 130
+    except Exception as exc:
+        # Usage errors of the option parser (click's, or the one vendored by newer typer):
+        # duck-typed so gpugap works with either.
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
+            exc.show(file=sys.stderr)
+            return EXIT_USAGE
+        raise

@@ -1,0 +1,105 @@
+"""NVTX ranges as time windows on the GPU timeline.
+
+An NVTX range marks CPU time, but the GPU work launched inside it runs later. A range's
+*window* is therefore [range start, max(range end, end of the last GPU op its thread
+launched inside the range)]; all instances of a name make one union of windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpugap import timeline as tl
+from gpugap.errors import UsageError
+from gpugap.report.trace import Trace
+
+
+@dataclass(frozen=True)
+class RangeKey:
+    name: str
+    domain: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.domain}:{self.name}" if self.domain else self.name
+
+
+def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.ndarray
+               ) -> np.ndarray:
+    """max(values[lo[i]:hi[i]]) for every i (``empty[i]`` where the slice is empty),
+    in one ``reduceat`` over interleaved bounds."""
+    if values.size == 0:
+        return empty
+    padded = np.r_[values, np.iinfo(np.int64).min]
+    bounds = np.empty(2 * lo.size, dtype=np.int64)
+    bounds[0::2], bounds[1::2] = lo, hi
+    out = np.maximum.reduceat(padded, bounds)[0::2]
+    return np.where(hi > lo, out, empty)
+
+
+def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
+    """For each range: max(its end, end of the GPU work its thread launched inside it)."""
+    ends = ranges["end"].to_numpy(dtype=np.int64).copy()
+    ops = trace.gpu_ops
+    if ops.empty or ranges.empty:
+        return ends
+    ops = ops[ops["api_start"].notna()]
+    starts = ranges["start"].to_numpy(dtype=np.int64)
+    for gtid, idx in ranges.groupby("gtid").indices.items():
+        mine = ops[ops["gtid"] == gtid]
+        if mine.empty:
+            continue
+        launch = mine["api_start"].to_numpy(dtype=np.int64)
+        order = np.argsort(launch, kind="stable")
+        launch, op_end = launch[order], mine["end"].to_numpy(dtype=np.int64)[order]
+        lo = np.searchsorted(launch, starts[idx], side="left")
+        hi = np.searchsorted(launch, ends[idx], side="right")
+        ends[idx] = np.maximum(ends[idx], _slice_max(op_end, lo, hi, ends[idx]))
+    return ends
+
+
+def user_ranges(trace: Trace) -> pd.DataFrame:
+    """NVTX ranges of the program (not the ones nsys makes for traced libraries)."""
+    nv = trace.nvtx
+    return nv[~nv["library"]] if len(nv) else nv
+
+
+def select(trace: Trace, name: str) -> pd.DataFrame:
+    """Instances of the range called *name* (or ``domain:name``); UsageError if none."""
+    nv = user_ranges(trace)
+    match = nv[nv["name"] == name]
+    if match.empty and ":" in name:
+        domain, _, short = name.partition(":")
+        match = nv[(nv["domain"] == domain) & (nv["name"] == short)]
+    if match.empty:
+        known = ", ".join(sorted(set(nv["name"].tolist()))[:12]) or "none"
+        raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} "
+                         f"(ranges: {known}); pick one of those with --range")
+    return match
+
+
+def windows_of(trace: Trace, instances: pd.DataFrame) -> tl.Intervals:
+    return tl.union(instances["start"].to_numpy(dtype=np.int64),
+                    _projected_ends(trace, instances))
+
+
+def window(trace: Trace, name: str) -> tl.Intervals:
+    return windows_of(trace, select(trace, name))
+
+
+def reported_ranges(trace: Trace, max_depth: int = 1) -> list[tuple[RangeKey, pd.DataFrame]]:
+    """Distinct (domain, name) of user ranges at depth <= max_depth, in order of first
+    appearance, each with its instances."""
+    nv = user_ranges(trace)
+    if nv.empty:
+        return []
+    shallow = nv[nv["depth"] <= max_depth]
+    out = []
+    for (domain, name), inst in shallow.groupby(["domain", "name"], sort=False):
+        out.append((RangeKey(name=str(name), domain=str(domain)), nv[(nv["name"] == name)
+                                                                    & (nv["domain"] == domain)]))
+    out.sort(key=lambda item: int(item[1]["start"].min()))
+    return out

@@ -1,0 +1,1 @@
+"""Output layers: terminal (rich), JSON, Markdown, JUnit. The CLI picks one."""

@@ -1,0 +1,174 @@
+"""Read-only access to an nsys SQLite export: validation, schema discovery, queries.
+
+The file is opened with ``mode=ro&immutable=1``: SQLite neither writes nor locks it, so a
+report on a read-only mount or owned by someone else reads the same, and stays
+byte-identical. Tables and columns are discovered, never assumed: nsys exports lazily
+(a table exists only when it has rows) and its schema changes between versions.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import struct
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from gpugap.errors import ReportError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+
+
+def sniff(path: Path) -> str:
+    """'sqlite', 'nsys-rep' or 'unknown' from the first bytes; ReportError if unreadable."""
+    if not path.exists():
+        raise ReportError(f"{path}: no such file; check the path")
+    if path.is_dir():
+        raise ReportError(f"{path} is a directory; pass a .nsys-rep or .sqlite report file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror}); check its permissions") from None
+    if not head:
+        raise ReportError(f"{path} is empty; re-export the report "
+                          "(nsys export --type sqlite REPORT.nsys-rep)")
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    if head.startswith(NSYS_REP_MAGIC):
+        return "nsys-rep"
+    return "unknown"
+
+
+def _check_not_truncated(path: Path) -> None:
+    """Compare the page count in the SQLite header with the file size: a cheap check
+    that catches a copy that stopped half-way before any query fails obscurely."""
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100:
+        raise ReportError(f"{path} is truncated (shorter than an SQLite header); "
+                          "copy or export the report again")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter, n_pages, valid_for = (struct.unpack(">I", header[o:o + 4])[0]
+                                          for o in (24, 28, 92))
+    # The in-header page count is trustworthy only when written by SQLite >= 3.7.0,
+    # which also records the change counter it belongs to.
+    if n_pages and change_counter == valid_for and path.stat().st_size < n_pages * page_size:
+        raise ReportError(f"{path} is truncated ({path.stat().st_size} of "
+                          f"{n_pages * page_size} bytes); copy or export the report again")
+
+
+class Database:
+    """A validated, read-only nsys SQLite export."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        kind = sniff(path)
+        if kind != "sqlite":
+            raise ReportError(f"{path} is not an SQLite file"
+                              + (" (it is an .nsys-rep: give it the .nsys-rep extension)"
+                                 if kind == "nsys-rep" else "")
+                              + "; pass an nsys report (.nsys-rep) or its SQLite export")
+        _check_not_truncated(path)
+        uri = f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1"
+        try:
+            self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            names = self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ReportError(f"{path} is corrupt ({exc}); copy or export the report again") \
+                from None
+        self.tables: frozenset[str] = frozenset(n for (n,) in names)
+        self._columns: dict[str, tuple[str, ...]] = {}
+        self._validate()
+
+    def _validate(self) -> None:
+        if not self.tables:
+            raise ReportError(f"{self.path} is an empty SQLite database, not an nsys export; "
+                              "export the report with nsys export --type sqlite")
+        kernel_cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
+        if "_id_" in kernel_cols or "CUPTI_ACTIVITY_KIND_CDP_KERNEL" in self.tables:
+            raise ReportError(f"{self.path} is an nvprof database, not an nsys export; "
+                              "profile with nsys (nsys profile -t cuda,nvtx ...)")
+        markers = {"StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "ANALYSIS_DETAILS"}
+        if "StringIds" not in self.tables or not (markers - {"StringIds"}) & self.tables:
+            raise ReportError(f"{self.path} is an SQLite database but not an nsys export "
+                              "(no StringIds/META_DATA_EXPORT tables); pass a report made "
+                              "by nsys export --type sqlite")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def has(self, table: str, *columns: str) -> bool:
+        if table not in self.tables:
+            return False
+        have = self.columns(table)
+        return all(c in have for c in columns)
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        if table not in self._columns:
+            if table not in self.tables:
+                self._columns[table] = ()
+            else:
+                rows = self._execute(f'SELECT name FROM pragma_table_info("{table}")')
+                self._columns[table] = tuple(r[0] for r in rows)
+        return self._columns[table]
+
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
+                              "copy or export the report again") from None
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self._execute(sql, params)
+
+    def frame(self, sql: str, columns: list[str]) -> pd.DataFrame:
+        """Run *sql* and return its result as a DataFrame with *columns* (numeric columns
+        come back as int64/float64 numpy arrays; NULLs as NaN in float columns)."""
+        from gpugap.report.reader import read_frame
+
+        try:
+            return read_frame(self, sql, columns)
+        except sqlite3.DatabaseError as exc:
+            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
+                              "copy or export the report again") from None
+
+    # --- metadata ---------------------------------------------------------------------
+    @cached_property
+    def export_meta(self) -> dict[str, str]:
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if self.has(table, "name", "value"):
+                return {k: v for k, v in self._execute(f"SELECT name, value FROM {table}")}
+        return {}
+
+    @cached_property
+    def capture_meta(self) -> dict[str, str]:
+        if not self.has("META_DATA_CAPTURE", "name", "value"):
+            return {}
+        out: dict[str, str] = {}
+        for k, v in self._execute("SELECT name, value FROM META_DATA_CAPTURE"):
+            out[k] = v if k not in out else f"{out[k]},{v}"
+        return out
+
+    def enum(self, table: str) -> dict[int, str]:
+        """id -> name of an ENUM_* table ({} if the table is missing)."""
+        if not self.has(table, "id", "name"):
+            return {}
+        label = "label" if "label" in self.columns(table) else "name"
+        return {int(i): (lbl or name) for i, name, lbl in
+                self._execute(f"SELECT id, name, {label} FROM {table}")}
+
+    def enum_id(self, table: str, name: str, fallback: int | None) -> int | None:
+        """The id of the enum member called *name* (its ``name`` column), so that code
+        never depends on nsys's numbering; *fallback* when the table is missing."""
+        if not self.has(table, "id", "name"):
+            return fallback
+        row = self._execute(f"SELECT id FROM {table} WHERE name = ?", (name,))
+        return int(row[0][0]) if row else fallback

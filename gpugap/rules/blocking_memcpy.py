@@ -1,0 +1,120 @@
+"""blocking-memcpy: a copy whose API call held its CPU thread.
+
+Causes:
+- ``pageable-async``: cudaMemcpyAsync (or a driver *Async copy) touching pageable host
+  memory. The driver stages the data through its own pinned buffers and the call
+  returns only when the last chunk is staged: asynchronous in name only.
+- ``synchronous``: a synchronous copy (cudaMemcpy, cuMemcpyDtoH, ...), which returns only
+  when the copy, and all work queued before it, is done. Like NVIDIA's cuda_memcpy_sync
+  rule, small host-to-device copies (<= 64000 B, staged and returned at once) and
+  device-to-device copies (no host synchronisation) are left out.
+
+Cost: the time the thread spent inside the call (API end - API start). Evidence: bytes,
+the achieved copy bandwidth on the GPU, memory kinds, correlation ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from gpugap.report.trace import Trace
+from gpugap.rules._common import ASYNC, analysed_span, range_labels, split_label
+from gpugap.rules.base import Finding, Rule, Threshold, fmt_bytes, fmt_ns, severity_for
+
+FIX_PAGEABLE = (
+    "Put the host buffer in pinned (page-locked) memory so cudaMemcpyAsync returns at once "
+    "and the copy overlaps compute: torch tensor.pin_memory() / DataLoader(pin_memory=True) "
+    "then .to(device, non_blocking=True); in CUDA cudaMallocHost/cudaHostAlloc, or "
+    "cudaHostRegister on an existing buffer. Issue it on a non-default stream.")
+FIX_SYNC = (
+    "Use cudaMemcpyAsync from pinned memory on a non-default stream and synchronise only "
+    "where the data is needed (torch: non_blocking=True with pinned memory; keep .item(), "
+    ".cpu() and .tolist() out of the hot loop).")
+
+
+def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+    m = trace.memcpys
+    if m.empty:
+        return []
+    m = m[m["api_start"].notna()].copy()
+    if m.empty:
+        return []
+    m["blocked"] = (m["api_end"] - m["api_start"]).astype(np.int64)
+    is_async = m["api_name"].astype(str).str.contains(ASYNC)
+    pageable = (m["src_kind"].astype(str) == "Pageable") | (m["dst_kind"].astype(str) == "Pageable")
+    kind = m["kind"].astype(str)
+    small_h2d = (kind == "Host-to-Device") & (m["bytes"] <= config["sync_h2d_max_bytes"])
+    d2d = kind.isin(["Device-to-Device", "Peer-to-Peer"])
+    m["cause"] = np.where(is_async & pageable, "pageable-async",
+                          np.where(~is_async & ~small_h2d & ~d2d, "synchronous", ""))
+    m = m[(m["cause"] != "") & (m["blocked"] >= config["min_blocked_us"] * 1e3)]
+    if m.empty:
+        return []
+    m["gtid"] = m["gtid"].astype(np.int64)
+    m["range"] = range_labels(trace, m["api_start"].to_numpy(dtype=np.int64))
+    m["copy_ns"] = (m["end"] - m["start"]).astype(np.int64)
+    span = analysed_span(trace)
+    findings = []
+    keys = ["device", "gtid", "api_name", "cause", "kind", "src_kind", "dst_kind", "stream",
+            "range"]
+    for key, g in m.groupby(keys, sort=False, observed=True):
+        device, gtid, api_name, cause, direction, src, dst, stream, label = key
+        cost = int(g["blocked"].sum())
+        total_bytes = int(g["bytes"].sum())
+        gbps = total_bytes / max(int(g["copy_ns"].sum()), 1)  # bytes/ns == GB/s
+        thread = trace.thread_name(int(gtid))
+        examples = g.nlargest(5, "blocked")
+        what = (("staged through the driver's pinned buffer: the call returns only when "
+                 "the last chunk is staged" if src == "Pageable" else
+                 "bounced through the driver's pinned buffer: the call returns only once "
+                 "the data has landed in pageable memory")
+                + ", so it blocks like a synchronous copy"
+                if cause == "pageable-async" else
+                "a synchronous copy returns only when it and all earlier work are done")
+        message = (f"{len(g)} {api_name} {direction} cop{'y' if len(g) == 1 else 'ies'} "
+                   f"({src} -> {dst}, {fmt_bytes(total_bytes)}) held {thread} for "
+                   f"{fmt_ns(cost)} in total (worst {fmt_ns(int(examples['blocked'].iloc[0]))}); "
+                   f"{what}. The copy engine ran at {gbps:.3g} GB/s while the host could "
+                   "queue no other work.")
+        findings.append(Finding(
+            rule=RULE.id, cause=cause, severity=severity_for(cost, span),
+            start_ns=int(g["api_start"].min()), end_ns=int(max(g["api_end"].max(), g["end"].max())),
+            cost_ns=cost, at_ns=int(g["api_start"].min()), message=message,
+            fix=FIX_PAGEABLE if cause == "pageable-async" else FIX_SYNC,
+            streams=[int(stream)], device=int(device), count=len(g),
+            ranges=split_label(label),
+            evidence={
+                "api": api_name, "thread": thread, "direction": direction,
+                "memory": f"{src} -> {dst}", "bytes_total": total_bytes,
+                "blocked_ns_total": cost, "copy_ns_total": int(g["copy_ns"].sum()),
+                "achieved_gbps": round(gbps, 3),
+                "copies": [{"correlation_id": int(r.corr), "api_start_ns": int(r.api_start),
+                            "blocked_ns": int(r.blocked), "bytes": int(r.bytes),
+                            "copy_start_ns": int(r.start), "copy_ns": int(r.copy_ns),
+                            "gbps": round(r.bytes / max(r.copy_ns, 1), 3)}
+                           for r in examples.itertuples()],
+            }))
+    return findings
+
+
+RULE = Rule(
+    id="blocking-memcpy",
+    title="Copy that blocked its CPU thread",
+    thresholds={
+        "min_blocked_us": Threshold(
+            50, "us", "report copies whose API call held the thread at least this long; "
+            "a pinned cudaMemcpyAsync returns in about 3-25 us"),
+        "sync_h2d_max_bytes": Threshold(
+            64000, "B", "synchronous host-to-device copies up to this size return once "
+            "staged and are not reported (NVIDIA's cuda_memcpy_sync uses 64000)"),
+    },
+    rationale=("While a copy call blocks, the thread cannot launch anything else: kernels "
+               "queued after it start late and the copy cannot overlap with them."),
+    fix=FIX_PAGEABLE,
+    causes={"pageable-async": "async copy API on pageable host memory",
+            "synchronous": "synchronous copy API"},
+    detect=detect,
+)
+

@@ -1,0 +1,131 @@
+"""Interval algebra on numpy arrays: unions, gaps, coverage, overlap. No loops over events.
+
+An *interval set* is a pair of int64 arrays (starts, ends) of half-open intervals
+[start, end). A *union* is an interval set that is sorted, disjoint and non-adjacent:
+the form ``union`` returns and most functions here expect.
+
+    events:   [====)    [=====)
+                 [=====)          [==)
+    union:    [========)[=====)   [==)   (adjacent pieces stay apart only if not touching)
+    gaps:               ^ none   ^^^ gap between 11 and 14, within [lo, hi)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+EMPTY: Intervals = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def as_intervals(starts, ends) -> Intervals:
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def union(starts, ends) -> Intervals:
+    """Merge overlapping or touching intervals into a sorted disjoint set."""
+    s, e = as_intervals(starts, ends)
+    if s.size == 0:
+        return EMPTY
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # A new piece starts where an interval begins after everything before it ended.
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, s.size - 1]
+    return s[first], reach[last]
+
+
+def total(iv: Intervals) -> int:
+    return int((iv[1] - iv[0]).sum())
+
+
+def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
+    s = np.clip(iv[0], lo, hi)
+    e = np.clip(iv[1], lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def gaps(u: Intervals, lo: int | None = None, hi: int | None = None) -> Intervals:
+    """Holes of a union between lo and hi (default: its own first start and last end)."""
+    s, e = u
+    if s.size == 0:
+        if lo is None or hi is None or hi <= lo:
+            return EMPTY
+        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+    lo = int(s[0]) if lo is None else lo
+    hi = int(e[-1]) if hi is None else hi
+    gs = np.r_[lo, e]
+    ge = np.r_[s, hi]
+    return clip((gs, ge), lo, hi)
+
+
+def covered_before(u: Intervals, t: np.ndarray) -> np.ndarray:
+    """For each time t: how much of union u lies before t (vectorised via prefix sums)."""
+    s, e = u
+    t = np.asarray(t, dtype=np.int64)
+    if s.size == 0:
+        return np.zeros(t.shape, dtype=np.int64)
+    lengths = np.r_[0, np.cumsum(e - s)]
+    k = np.searchsorted(s, t, side="right")  # pieces starting at or before t
+    inside = np.where(k > 0, np.minimum(t, e[np.maximum(k - 1, 0)]) - s[np.maximum(k - 1, 0)], 0)
+    return lengths[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
+
+
+def overlap_each(starts, ends, u: Intervals) -> np.ndarray:
+    """Per interval [starts[i], ends[i]): length of its overlap with union u."""
+    a = covered_before(u, np.asarray(starts, dtype=np.int64))
+    b = covered_before(u, np.asarray(ends, dtype=np.int64))
+    return np.maximum(b - a, 0)
+
+
+def intersect_total(a: Intervals, b: Intervals) -> int:
+    """Length of the intersection of two unions."""
+    return int(overlap_each(a[0], a[1], b).sum())
+
+
+def coverage_profile(starts, ends, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Step function of how many intervals are active: (times, level from that time on).
+
+    With *weights*, each interval adds its weight instead of 1."""
+    s, e = as_intervals(starts, ends)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    w = np.ones(s.size, dtype=np.int64) if weights is None else np.asarray(weights)[
+        (np.asarray(ends) > np.asarray(starts))]
+    times = np.r_[s, e]
+    deltas = np.r_[w, -w]
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)
+    # Keep the last level at each distinct time.
+    last = np.r_[times[1:] != times[:-1], True]
+    return times[last], level[last]
+
+
+def time_at_level(times: np.ndarray, level: np.ndarray, predicate) -> tuple[int, int]:
+    """(Σ level·dt, Σ dt) over the steps of a coverage profile where predicate(level)."""
+    if times.size < 2:
+        return 0, 0
+    dt = np.diff(times)
+    lv = level[:-1]
+    mask = predicate(lv)
+    return int((lv[mask] * dt[mask]).sum()), int(dt[mask].sum())
+
+
+def within(points, u: Intervals) -> np.ndarray:
+    """Boolean: does each time point lie inside union u?"""
+    s, e = u
+    p = np.asarray(points, dtype=np.int64)
+    if s.size == 0:
+        return np.zeros(p.shape, dtype=bool)
+    k = np.searchsorted(s, p, side="right") - 1
+    return (k >= 0) & (p < e[np.maximum(k, 0)])
