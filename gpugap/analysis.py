@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from gpugap import __version__, metrics
-from gpugap import timeline as tl
 from gpugap import ranges as nvtx_ranges
 from gpugap import rules as rule_registry
+from gpugap import timeline as tl
 from gpugap.errors import NoCudaActivity
 from gpugap.metrics import Metrics
 from gpugap.report.trace import Trace
@@ -86,8 +86,7 @@ def no_cuda_reason(trace: Trace) -> str:
     """Why a valid report has no GPU activity, and what to do."""
     api = trace.api
     path, version = trace.info.path, trace.info.nsys_version or "unknown"
-    if trace.info.cuda_traced is False or ("CUPTI_ACTIVITY_KIND_RUNTIME" not in trace.info.tables
-                                           and api.empty):
+    if trace.info.cuda_traced is False or (trace.info.cuda_traced is None and api.empty):
         return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
                 "profile with nsys profile -t cuda,nvtx,osrt ...")
     launches = int(api["name"].astype(str).str.contains("Launch|Memcpy|Memset").sum()) \
@@ -96,8 +95,8 @@ def no_cuda_reason(trace: Trace) -> str:
         return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
                 f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "
                 "it?); capture again with a newer Nsight Systems")
-    return (f"{path} has no CUDA GPU activity: CUDA was traced but the program ran no "
-            "kernels, copies or memsets; check it uses the GPU")
+    return (f"{path} has no CUDA activity: CUDA was traced but the program made no "
+            "kernel launches, copies or memsets; check that it uses the GPU")
 
 
 def inside(times, instances: pd.DataFrame) -> np.ndarray:
@@ -137,8 +136,7 @@ def analyze(trace: Trace, *, rules: list[str] | None = None,
         result.status, result.error = "no-cuda-activity", reason
         result.ranges = [RangeMetrics(key.name, key.domain, int(inst["depth"].min()), len(inst),
                                       int((inst["end"] - inst["start"]).sum()),
-                                      metrics.compute(trace, (np.zeros(0, np.int64),
-                                                              np.zeros(0, np.int64))))
+                                      metrics.compute(trace, nvtx_ranges.windows_of(trace, inst)))
                          for key, inst in nvtx_ranges.reported_ranges(trace)]
         return result
 

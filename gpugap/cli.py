@@ -130,7 +130,16 @@ def list_rules(json_: JsonOpt = False) -> int:
     return 0
 
 
+_ARGV: list[str] = []
+
+
+def current_argv() -> list[str]:
+    """The arguments main() was called with (commands that must see a literal --)."""
+    return _ARGV
+
+
 def main(argv: list[str] | None = None) -> int:
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="gpugap")
         return rv if isinstance(rv, int) else 0
@@ -149,3 +158,16 @@ def main(argv: list[str] | None = None) -> int:
             exc.show(file=sys.stderr)
             return EXIT_USAGE
         raise
+
+
+def _register_commands() -> None:
+    import importlib
+    import pkgutil
+
+    from gpugap import commands
+
+    for module in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
+        importlib.import_module(f"gpugap.commands.{module}")
+
+
+_register_commands()

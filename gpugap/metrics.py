@@ -120,6 +120,12 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
     devices = all_devices if devices is None else [d for d in devices if d in all_devices]
     sums = {"busy": 0, "kernel_time": 0, "kernel_union": 0, "overlapped": 0,
             "copy_time": 0, "copy_overlap": 0, "kernels": 0, "copies": 0, "memsets": 0}
+    if not devices:
+        # No GPU activity in scope: only the span is known.
+        return Metrics(span_ns=0 if windows is None else tl.total(windows), gpu_busy_ns=0,
+                       gpu_busy_pct=None, gpu_idle_pct=None, kernel_time_ns=0,
+                       concurrency=None, kernel_overlap_pct=None, copy_time_ns=0,
+                       copy_compute_overlap_pct=None, kernels=0, copies=0, memsets=0)
     span_total = 0
     span = 0
     for device in devices:
@@ -145,7 +151,8 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
         span_ns=int(span),
         gpu_busy_ns=int(sums["busy"]),
         gpu_busy_pct=_pct(sums["busy"], span_total),
-        gpu_idle_pct=None if span_total <= 0 else round(100.0 - 100.0 * sums["busy"] / span_total, 3),
+        gpu_idle_pct=(None if span_total <= 0
+                      else round(100.0 - 100.0 * sums["busy"] / span_total, 3)),
         kernel_time_ns=int(sums["kernel_time"]),
         concurrency=(None if sums["kernel_union"] <= 0
                      else round(sums["kernel_time"] / sums["kernel_union"], 4)),

@@ -98,8 +98,8 @@ def reported_ranges(trace: Trace, max_depth: int = 1) -> list[tuple[RangeKey, pd
         return []
     shallow = nv[nv["depth"] <= max_depth]
     out = []
-    for (domain, name), inst in shallow.groupby(["domain", "name"], sort=False):
-        out.append((RangeKey(name=str(name), domain=str(domain)), nv[(nv["name"] == name)
-                                                                    & (nv["domain"] == domain)]))
+    for domain, name in shallow[["domain", "name"]].drop_duplicates().itertuples(index=False):
+        every = nv[(nv["name"] == name) & (nv["domain"] == domain)]
+        out.append((RangeKey(name=str(name), domain=str(domain)), every))
     out.sort(key=lambda item: int(item[1]["start"].min()))
     return out

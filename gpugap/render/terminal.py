@@ -62,12 +62,14 @@ def finding_panel(f: Finding, index: int) -> Panel:
 
 def ranges_table(analysis: Analysis) -> Table:
     table = Table(title="NVTX ranges", title_justify="left")
-    for col in ("range", "count", "span", "GPU busy", "kernel overlap", "copy/compute",
-                "concurrency"):
-        table.add_column(col, justify="left" if col == "range" else "right")
+    table.add_column("range", no_wrap=True, overflow="ellipsis", min_width=12, max_width=40)
+    for col in ("count", "span", "busy", "k-overlap", "copy/comp", "conc."):
+        table.add_column(col, justify="right", no_wrap=True)
+    several_domains = len({r.domain for r in analysis.ranges}) > 1
     for r in analysis.ranges:
         m = r.metrics
-        name = ("  " * r.depth) + (f"{r.domain}:" if r.domain else "") + r.name
+        name = ("  " * r.depth) + (f"{r.domain}:" if several_domains and r.domain else "") \
+            + r.name
         table.add_row(name, str(r.count), fmt_ns(m.span_ns), pct(m.gpu_busy_pct),
                       pct(m.kernel_overlap_pct), pct(m.copy_compute_overlap_pct),
                       _num(m.concurrency))

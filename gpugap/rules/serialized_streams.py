@@ -103,22 +103,24 @@ def _transitions(trace: Trace, k: pd.DataFrame, cap: np.ndarray, config: Mapping
     syncs = _count_between(sync_rows["gtid"].to_numpy(dtype=np.int64),
                            sync_rows["start"].to_numpy(dtype=np.int64), gtid[b], lo, hi)
 
-    # The legacy default stream: its ops, their launch times per process.
-    legacy = trace.legacy_streams()
-    on_legacy = np.array([(p, s) in legacy for p, s in zip(pid.tolist(), stream.tolist(),
-                                                             strict=True)], dtype=bool)
-    flags = trace.streams.set_index(["pid", "stream"])["flag"] if len(trace.streams) else None
-    nonblocking = np.array([flags is not None and flags.get((p, s), "") == "Non-blocking stream"
-                            for p, s in zip(pid.tolist(), stream.tolist(), strict=True)],
-                           dtype=bool)
-    legacy_ops = trace.gpu_ops
-    legacy_ops = legacy_ops[[(p, s) in legacy for p, s in
-                             zip(legacy_ops["pid"].tolist(), legacy_ops["stream"].tolist(),
-                                 strict=True)]] if len(legacy_ops) and legacy else legacy_ops.iloc[:0]
+    # The legacy default stream: which kernels ran on it, and when work was launched
+    # onto it (per process). Streams are keyed pid << 32 | stream id.
+    def keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
+        return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
+
+    streams = trace.streams
+    stream_keys = keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
+    legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
+    nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream").to_numpy()]
+    kernel_keys = keys(pid, stream)
+    on_legacy = np.isin(kernel_keys, legacy_keys)
+    nonblocking = np.isin(kernel_keys, nonblocking_keys)
+    ops = trace.gpu_ops
+    legacy_ops = ops[np.isin(keys(ops["pid"].to_numpy(), ops["stream"].to_numpy()),
+                             legacy_keys) & ops["api_start"].notna().to_numpy()]
     legacy_between = _count_between(legacy_ops["pid"].to_numpy(dtype=np.int64),
-                                    legacy_ops["api_start"].fillna(0).to_numpy(dtype=np.int64),
-                                    pid[b], lo + 1, hi) if len(legacy_ops) else np.zeros(b.size,
-                                                                                          np.int64)
+                                    legacy_ops["api_start"].to_numpy(dtype=np.int64),
+                                    pid[b], lo + 1, hi)
     blocking_pair = ~nonblocking[a] & ~nonblocking[b]
     implicit = blocking_pair & (on_legacy[a] | on_legacy[b] | (legacy_between > 0))
     saturated = k["blocks"].to_numpy(dtype=np.int64)[a] >= cap[a]
@@ -199,7 +201,8 @@ def _runs_to_findings(trace: Trace, device: int, k: pd.DataFrame, cap: np.ndarra
         cost = int(g["cost"].sum())
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members = np.arange(worst["first"], worst["last"] + 1)
-        examples = _examples(trace, k, cap, t[t["run"] == worst["run"]], int(config["max_examples"]))
+        examples = _examples(trace, k, cap, t[t["run"] == worst["run"]],
+                             int(config["max_examples"]))
         streams = sorted({s for ss in g["streams"] for s in ss})
         n_kernels = int(sum(r["last"] - r["first"] + 1 for _, r in g.iterrows()))
         message = _message(str(cause), g, k, cap, members, streams, n_kernels, examples)

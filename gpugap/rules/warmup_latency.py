@@ -128,9 +128,9 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         for burst in np.split(np.arange(s.size), np.flatnonzero(new)[1:]):
             cost = int((e[burst] - s[burst]).sum())
             if cost >= config["min_excess_us"] * 1e3:
-                names = g["name"].astype(str).to_numpy()[burst]
+                names = ", ".join(sorted(set(g["name"].astype(str).to_numpy()[burst])))
                 items.append({"cause": "module-load",
-                              "what": f"{burst.size} module loads ({', '.join(sorted(set(names)))})",
+                              "what": f"{burst.size} module loads ({names})",
                               "start": int(s[burst[0]]), "end": int(e[burst[-1]]),
                               "gtid": int(gtid), "cost": cost, "calls": int(burst.size)})
     return items

@@ -1,0 +1,300 @@
+"""Baselines: the metrics of known-good runs, and a check that a new run did not regress.
+
+``gpugap baseline save RUN1.sqlite RUN2.sqlite ... -o baseline.json`` measures every run
+(whole report and each NVTX range) and stores, per scope and metric, the median, min,
+max and sample standard deviation across runs (one run: spread 0). The file is JSON:
+
+.. code-block:: json
+
+    {"gpugap_baseline": 1, "gpugap_version": "0.1.0", "created_utc": "...",
+     "reports": ["run1.sqlite", "run2.sqlite"], "gpu": "NVIDIA H200",
+     "min_severity": "info", "thresholds": {"launch-gap": {"min_gap_us": 100, ...}},
+     "whole": {"kernel_overlap_pct": {"median": 98.7, "min": 98.1, "max": 99.0,
+                                      "stdev": 0.45, "n": 2, "runs": [98.1, 99.0]}, ...},
+     "ranges": {"measured": {...}, "iter": {...}}}
+
+The regression rule, per metric with a direction (:data:`gpugap.gates.DIRECTIONS`)::
+
+    delta   = value - baseline median
+    allowed = max(tolerance, noise_k x stdev)      tolerance: percentage points for
+                                                   *_pct metrics, percent of the median
+                                                   for every other metric
+    fail   when |delta| > allowed and delta goes the wrong way (a drop of a
+           higher-is-better metric, a rise of a lower-is-better one)
+
+A change with ``|delta| > allowed`` is *beyond the noise*: a real change, not run-to-run
+jitter; one in the good direction passes and says so (time to save a new baseline).
+Which metrics are compared: :data:`DEFAULT_METRICS` (override with ``Policy.metrics``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpugap.errors import ReportError, UsageError
+from gpugap.gates import (
+    BASELINE,
+    FAIL,
+    HIGHER,
+    NONE,
+    PASS,
+    GateResult,
+    Measurements,
+    direction_of,
+    fmt_value,
+    is_pct,
+    matches,
+    null_result,
+    scope_label,
+)
+
+FORMAT = 1
+DEFAULT_TOLERANCE = 5.0     # points for *_pct metrics, percent of the median otherwise
+DEFAULT_NOISE_K = 3.0       # a change within 3 standard deviations of the runs is noise
+# Compared by default: what a lost overlap or a returning blocking copy moves. Times
+# (span_ns, findings.*.cost_ms) have a direction too but jitter from run to run; add them
+# with Policy.metrics (config: [tool.gpugap.baseline] metrics) when the runs are stable.
+DEFAULT_METRICS = ("kernel_overlap_pct", "copy_compute_overlap_pct", "gpu_busy_pct",
+                   "gpu_idle_pct", "concurrency", "findings.count", "findings.*.count")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One metric across the runs of a baseline (None where no run had a value)."""
+
+    median: float | None
+    min: float | None
+    max: float | None
+    stdev: float
+    n: int                       # runs with a value
+    runs: tuple[float | int | None, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median": self.median, "min": self.min, "max": self.max,
+                "stdev": self.stdev, "n": self.n, "runs": list(self.runs)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Stats:
+        return cls(data["median"], data["min"], data["max"], float(data["stdev"]),
+                   int(data["n"]), tuple(data["runs"]))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a run is compared with a baseline."""
+
+    tolerance: float = DEFAULT_TOLERANCE
+    noise_k: float = DEFAULT_NOISE_K
+    metrics: tuple[str, ...] = DEFAULT_METRICS        # patterns, as in gates.matches
+    directions: Mapping[str, str] = field(default_factory=dict)   # overrides
+
+    def __post_init__(self) -> None:
+        if self.tolerance < 0 or self.noise_k < 0:
+            raise UsageError("baseline tolerance and noise_k must be >= 0")
+
+
+@dataclass
+class Baseline:
+    scopes: dict[str | None, dict[str, Stats]]      # None: the whole report
+    reports: list[str]
+    thresholds: dict[str, dict[str, float]]
+    min_severity: str
+    gpu: str | None
+    gpugap_version: str
+    created_utc: str
+    path: str | None = None
+
+    def scope(self, scope: str | None) -> dict[str, Stats]:
+        if scope in self.scopes:
+            return self.scopes[scope]
+        have = ", ".join(sorted(s for s in self.scopes if s is not None)) or "none"
+        raise UsageError(f"baseline {self.path or ''} has no {scope_label(scope)} "
+                         f"(its ranges: {have}); save it again with gpugap baseline save "
+                         f"... --range {scope}")
+
+    def to_dict(self) -> dict[str, Any]:
+        def stats(metrics: dict[str, Stats]) -> dict[str, Any]:
+            return {name: s.to_dict() for name, s in metrics.items()}
+
+        return {"gpugap_baseline": FORMAT, "gpugap_version": self.gpugap_version,
+                "created_utc": self.created_utc, "reports": self.reports, "gpu": self.gpu,
+                "min_severity": self.min_severity, "thresholds": self.thresholds,
+                "whole": stats(self.scopes[None]) if None in self.scopes else None,
+                "ranges": {k: stats(v) for k, v in self.scopes.items() if k is not None}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: str | None = None) -> Baseline:
+        def stats(metrics: Mapping[str, Any]) -> dict[str, Stats]:
+            return {name: Stats.from_dict(s) for name, s in metrics.items()}
+
+        scopes: dict[str | None, dict[str, Stats]] = {}
+        if data.get("whole") is not None:
+            scopes[None] = stats(data["whole"])
+        scopes.update({name: stats(m) for name, m in data.get("ranges", {}).items()})
+        return cls(scopes=scopes, reports=list(data.get("reports", [])),
+                   thresholds=dict(data.get("thresholds", {})),
+                   min_severity=data.get("min_severity", "info"), gpu=data.get("gpu"),
+                   gpugap_version=data.get("gpugap_version", "?"),
+                   created_utc=data.get("created_utc", "?"), path=path)
+
+
+def _clean(value: float) -> float | None:
+    return None if np.isnan(value) else round(float(value), 6)
+
+
+def build(runs: Sequence[Measurements]) -> Baseline:
+    """Median and spread of every metric of every scope across repeated runs."""
+    from gpugap import __version__
+
+    if not runs:
+        raise UsageError("a baseline needs at least one report")
+    first = runs[0]
+    for run in runs[1:]:
+        if run.thresholds != first.thresholds or run.min_severity != first.min_severity:
+            raise UsageError(f"{run.report} was analysed with other thresholds than "
+                             f"{first.report}; measure every run the same way")
+    scopes: dict[str | None, dict[str, Stats]] = {}
+    for scope in dict.fromkeys(s for run in runs for s in run.scopes):
+        names = list(dict.fromkeys(n for run in runs if scope in run.scopes
+                                   for n in run.scopes[scope].values))
+        # One row per metric, one column per run (NaN: null or range absent in that run).
+        raw = [[run.scopes[scope].values.get(n) if scope in run.scopes else None
+                for run in runs] for n in names]
+        table = pd.DataFrame(raw, index=names, dtype="float64")
+        median, lo, hi = table.median(axis=1), table.min(axis=1), table.max(axis=1)
+        stdev = table.std(axis=1, ddof=1).fillna(0.0)
+        n = table.notna().sum(axis=1)
+        scopes[scope] = {
+            name: Stats(_clean(median[name]), _clean(lo[name]), _clean(hi[name]),
+                        round(float(stdev[name]), 6), int(n[name]), tuple(row))
+            for name, row in zip(names, raw)}
+    return Baseline(scopes=scopes, reports=[r.report for r in runs],
+                    thresholds=first.thresholds, min_severity=first.min_severity,
+                    gpu=first.gpu, gpugap_version=__version__,
+                    created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def save(baseline: Baseline, path: str | Path) -> Path:
+    from gpugap.render.jsonout import dumps
+
+    path = Path(path)
+    try:
+        path.write_text(dumps(baseline.to_dict()) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write the baseline {path} ({exc.strerror})") from None
+    baseline.path = str(path)
+    return path
+
+
+def load(path: str | Path) -> Baseline:
+    """A baseline file, or ReportError (one line) saying what is wrong with it."""
+    path = Path(path)
+    remedy = "make one with gpugap baseline save REPORT... -o FILE"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such baseline file; {remedy}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"cannot read the baseline {path} ({exc}); {remedy}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path} is not a gpugap baseline (invalid JSON: {exc.msg} at "
+                          f"line {exc.lineno}); {remedy}") from None
+    if not isinstance(data, dict) or "gpugap_baseline" not in data:
+        raise ReportError(f"{path} is not a gpugap baseline (no 'gpugap_baseline' key); "
+                          f"{remedy}")
+    if data["gpugap_baseline"] != FORMAT:
+        raise ReportError(f"{path} is a gpugap baseline of format {data['gpugap_baseline']}, "
+                          f"this gpugap reads format {FORMAT}; save it again with this "
+                          "gpugap or upgrade gpugap")
+    try:
+        return Baseline.from_dict(data, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ReportError(f"{path} is a malformed gpugap baseline ({type(exc).__name__}: "
+                          f"{exc}); {remedy}") from None
+
+
+def judge(m, metric: str, stats: Stats | None, policy: Policy,
+          allow_missing: bool = False) -> GateResult:
+    """One metric of one measured scope against its baseline statistics."""
+    value = m.value(metric)
+    where = scope_label(m.scope)
+    if stats is None or stats.median is None:
+        # Nothing to regress from (the metric is new, or was null in every baseline run).
+        return GateResult(m.report, m.scope, metric, BASELINE, None, value, PASS,
+                          f"{metric} = {fmt_value(metric, value)} in {where}; the baseline "
+                          "has no value for it, nothing to compare", BASELINE)
+    direction = direction_of(metric, policy.directions)
+    median = stats.median
+    pct = is_pct(metric)
+    tolerance = policy.tolerance if pct else policy.tolerance / 100.0 * abs(median)
+    noise = policy.noise_k * stats.stdev
+    allowed = max(tolerance, noise)
+    info = {"median": median, "min": stats.min, "max": stats.max, "stdev": stats.stdev,
+            "runs": stats.n, "direction": direction, "tolerance": round(tolerance, 6),
+            "noise": round(noise, 6), "allowed": round(allowed, 6)}
+    limit = round(median - allowed if direction == HIGHER else median + allowed, 6)
+    if value is None:
+        return null_result(m, metric, BASELINE, limit, BASELINE, allow_missing,
+                           info | {"delta": None, "beyond_noise": None})
+    delta = round(float(value) - median, 6)
+    beyond = abs(delta) > allowed + 1e-9
+    worse = delta < 0 if direction == HIGHER else delta > 0
+    info |= {"delta": delta, "beyond_noise": beyond}
+    unit = " points" if pct else ""
+    rule = (f"allowed {allowed:.3g}{unit} = max(tolerance "
+            f"{policy.tolerance:g}{' points' if pct else '% of the median'}, "
+            f"{policy.noise_k:g} x stdev {stats.stdev:.3g})")
+    shift = (f"from {fmt_value(metric, median)} (baseline median of {stats.n}) to "
+             f"{fmt_value(metric, value)} in {where} ({delta:+.3g}{unit})")
+    if beyond and worse:
+        verb = "dropped" if direction == HIGHER else "rose"
+        return GateResult(m.report, m.scope, metric, BASELINE, limit, value, FAIL,
+                          f"{metric} {verb} {shift} in {m.report}, beyond the noise: {rule}",
+                          BASELINE, info)
+    if beyond:
+        note = f"{metric} improved {shift}, beyond the noise; save a new baseline to keep it"
+    else:
+        note = f"{metric} moved {shift}, within the noise ({rule})"
+    return GateResult(m.report, m.scope, metric, BASELINE, limit, value, PASS, note,
+                      BASELINE, info)
+
+
+def compare(measured: Measurements, baseline: Baseline, *, scopes: Sequence[str | None],
+            policy: Policy | None = None, allow_missing: bool = False
+            ) -> tuple[list[GateResult], list[str]]:
+    """Every compared metric of each scope in *scopes* against *baseline*: results, plus
+    warnings when the run was analysed differently from the baseline's runs."""
+    policy = policy or Policy()
+    notes = []
+    if measured.thresholds != baseline.thresholds:
+        notes.append(f"{measured.report} was analysed with other rule thresholds than the "
+                     "baseline: finding counts may not compare; save the baseline again "
+                     "with the same configuration")
+    if measured.min_severity != baseline.min_severity:
+        notes.append(f"{measured.report} counts findings from severity "
+                     f"'{measured.min_severity}', the baseline from "
+                     f"'{baseline.min_severity}': finding counts do not compare")
+    if baseline.gpu and measured.gpu and baseline.gpu != measured.gpu:
+        notes.append(f"{measured.report} ran on {measured.gpu}, the baseline on "
+                     f"{baseline.gpu}")
+    results = []
+    for scope in scopes:
+        stats = baseline.scope(scope)
+        m = measured[scope]
+        names = [n for n in dict.fromkeys([*m.values, *stats])
+                 if any(matches(p, n) for p in policy.metrics)
+                 and direction_of(n, policy.directions) != NONE]
+        results += [judge(m, n, stats.get(n), policy, allow_missing) for n in names]
+    return results, notes
+
+
+__all__ = ["Baseline", "Policy", "Stats", "build", "compare", "judge", "load", "save",
+           "DEFAULT_METRICS", "DEFAULT_NOISE_K", "DEFAULT_TOLERANCE", "FORMAT"]

@@ -1,0 +1,89 @@
+"""Terminal rendering of scenario runs: bad vs good side by side, then PASS/FAIL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gpugap.render.terminal import pct
+from gpugap.rules.base import fmt_ns
+
+
+def _measured_metrics(run: Any) -> Any:
+    from gpugap import metrics
+    from gpugap import ranges as nvtx_ranges
+    from gpugap.errors import UsageError
+
+    if run.trace is None or not run.trace.has_gpu_activity:
+        return None
+    try:
+        return metrics.compute(run.trace, nvtx_ranges.window(run.trace, "measured"))
+    except UsageError:
+        return None
+
+
+def _findings(run: Any) -> str:
+    if run.analysis is None:
+        return "-"
+    inside = [f for f in run.analysis.findings if "measured" in f.ranges
+              and f.severity != "info" or ("measured" in f.ranges and f.cost_ns == 0)]
+    if not inside:
+        return "none"
+    return "\n".join(f"{f.rule}/{f.cause} x{f.count} ({fmt_ns(f.cost_ns)})"
+                     for f in inside[:4]) + (f"\n+{len(inside) - 4} more" if len(inside) > 4
+                                             else "")
+
+
+def _verdict(run: Any) -> str:
+    if run.error:
+        return "[bold red]ERROR[/bold red]"
+    failed = [c for c in run.checks if not c.passed]
+    if failed:
+        return "[bold red]FAIL[/bold red]\n" + "\n".join(f"{c.what}: {c.detail}"
+                                                        for c in failed)
+    return f"[bold green]PASS[/bold green] ({len(run.checks)} checks)"
+
+
+def time_per_iter(run: Any) -> float | None:
+    return (run.result or {}).get("time_per_iter_ms")
+
+
+def render_runs(results: list[tuple[Any, Any, dict[str, Any]]], console: Console,
+                gpu: str | None = None) -> None:
+    for scenario, target, runs in results:
+        table = Table(title=f"{scenario.name} (seed {scenario.seed}): {scenario.title}",
+                      title_justify="left", show_lines=True)
+        table.add_column("measured range")
+        for variant in runs:
+            table.add_column(variant)
+        rows: list[tuple[str, list[str]]] = []
+        ms = {v: _measured_metrics(r) for v, r in runs.items()}
+        rows.append(("time / iteration", [f"{t:.3f} ms" if (t := time_per_iter(r)) is not None
+                                          else "-" for r in runs.values()]))
+        for label, key, fmt in (("span", "span_ns", fmt_ns), ("GPU busy", "gpu_busy_pct", pct),
+                                ("kernel overlap", "kernel_overlap_pct", pct),
+                                ("copy/compute overlap", "copy_compute_overlap_pct", pct),
+                                ("concurrency", "concurrency",
+                                 lambda v: "-" if v is None else f"{v:.2f}")):
+            rows.append((label, [fmt(getattr(m, key)) if m is not None else "-"
+                                 for m in ms.values()]))
+        rows.append(("findings", [_findings(r) for r in runs.values()]))
+        rows.append(("expected diagnosis", [_verdict(r) for r in runs.values()]))
+        for label, cells in rows:
+            table.add_row(label, *cells)
+        console.print(table)
+        console.print(f"[dim]output: {target}[/dim]")
+    summary = Table(title="Summary" + (f" on {gpu}" if gpu else ""), title_justify="left")
+    for col in ("scenario", "bad ms/iter", "good ms/iter", "speed-up", "result"):
+        summary.add_column(col, justify="left" if col in ("scenario", "result") else "right")
+    for scenario, _, runs in results:
+        bad, good = time_per_iter(runs.get("bad")) if "bad" in runs else None, \
+            time_per_iter(runs.get("good")) if "good" in runs else None
+        speedup = f"{bad / good:.1f}x" if bad and good else "-"
+        ok = all(r.passed for r in runs.values())
+        summary.add_row(scenario.name, f"{bad:.3f}" if bad else "-",
+                        f"{good:.3f}" if good else "-", speedup,
+                        "[bold green]PASS[/bold green]" if ok else "[bold red]FAIL[/bold red]")
+    console.print(summary)

@@ -1,0 +1,43 @@
+"""Shared fixtures: the real reports captured on an H200 (tests/data/scenarios, see its
+manifest.txt and capture.sh), loaded once per session."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+SCENARIO_DATA = DATA / "scenarios"
+
+
+def report_path(name: str) -> Path:
+    """tests/data/scenarios/<name>.sqlite, e.g. report_path('h2d-copy-bad')."""
+    path = SCENARIO_DATA / f"{name}.sqlite"
+    assert path.is_file(), f"missing test report {path}"
+    return path
+
+
+@cache
+def load_report(name: str):
+    from gpugap.report import load
+
+    return load(report_path(name))
+
+
+@cache
+def analyze_report(name: str):
+    from gpugap.analysis import analyze
+
+    return analyze(load_report(name))
+
+
+@pytest.fixture
+def trace_of():
+    return load_report
+
+
+@pytest.fixture
+def analysis_of():
+    return analyze_report

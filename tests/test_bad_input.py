@@ -1,0 +1,228 @@
+"""Bad input: one line naming the problem and the fix, the documented exit code, no
+traceback, and the input byte-identical afterwards."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gpugap import nsys as nsys_mod
+from gpugap.cli import main
+from gpugap.errors import EXIT_NO_CUDA, EXIT_NSYS, EXIT_USAGE
+from tests.conftest import DATA, report_path
+
+CPU_ONLY = DATA / "cpu-only"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["analyze", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def fingerprint(path: Path) -> tuple[str, float] | None:
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime
+
+
+def assert_one_line(err: str, *needles: str) -> None:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gpugap: error: ")
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.fixture
+def no_nsys(monkeypatch, tmp_path):
+    """An environment where no nsys can be found anywhere."""
+    monkeypatch.delenv("GPUGAP_NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(nsys_mod, "INSTALL_GLOBS", ())
+
+
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("GPUGAP_CACHE_DIR", str(directory))
+    return directory
+
+
+def test_missing_path(capsys, tmp_path):
+    code, out, err = run(capsys, str(tmp_path / "nope.sqlite"))
+    assert code == EXIT_USAGE and out == ""
+    assert_one_line(err, "no such file", "check the path")
+
+
+def test_directory(capsys, tmp_path):
+    code, _, err = run(capsys, str(tmp_path))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "is a directory", "pass a .nsys-rep or .sqlite")
+
+
+def test_empty_file(capsys, tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    code, _, err = run(capsys, str(empty))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "is empty", "nsys export --type sqlite")
+    assert empty.stat().st_size == 0
+
+
+@pytest.mark.parametrize("suffix", [".sqlite", ".nsys-rep", ".txt"])
+def test_not_a_report(capsys, tmp_path, suffix):
+    text = tmp_path / f"notes{suffix}"
+    text.write_text("this is not a profile\n")
+    before = fingerprint(text)
+    code, _, err = run(capsys, str(text))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "neither an nsys report", "nsys export --type sqlite")
+    assert fingerprint(text) == before
+
+
+def test_sqlite_that_is_not_an_nsys_export(capsys, tmp_path):
+    # Hand-built: no real run produces an SQLite file without nsys's tables.
+    db = tmp_path / "handbuilt_not_nsys.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE people (name TEXT)")
+        conn.execute("INSERT INTO people VALUES ('ada')")
+    before = fingerprint(db)
+    code, _, err = run(capsys, str(db))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "not an nsys export", "nsys export --type sqlite")
+    assert fingerprint(db) == before
+
+
+def test_nvprof_database_is_named(capsys, tmp_path):
+    # Hand-built: the shape of nvprof's database (its CUPTI tables carry _id_).
+    db = tmp_path / "handbuilt_nvprof.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (_id_ INTEGER, start INTEGER)")
+    code, _, err = run(capsys, str(db))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "nvprof database", "profile with nsys")
+
+
+def test_no_cuda_activity_is_exit_4_with_ranges_in_json(capsys):
+    report = CPU_ONLY / "cpu-only-nvtx.sqlite"
+    before = fingerprint(report)
+    code, out, err = run(capsys, str(report), "--json")
+    assert code == EXIT_NO_CUDA
+    assert_one_line(err, "no CUDA activity", "-t cuda")
+    doc = json.loads(out)
+    assert doc["status"] == "no-cuda-activity" and doc["metrics"] is None
+    assert doc["nsys_version"] == "2023.4.4.54"
+    assert [r["name"] for r in doc["ranges"]][:2] == ["outer_step", "inner_0"]
+    assert fingerprint(report) == before
+
+
+def test_truncated_report(capsys, tmp_path):
+    real = report_path("default-stream-good")
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(real.read_bytes()[: real.stat().st_size // 2])
+    before = fingerprint(cut)
+    code, _, err = run(capsys, str(cut))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "truncated", "copy or export the report again")
+    assert fingerprint(cut) == before
+
+
+def test_corrupt_report(capsys, tmp_path):
+    real = report_path("default-stream-good")
+    data = bytearray(real.read_bytes())
+    # Scribble over everything after the first page (the schema survives, the data not).
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = b"\xa5" * (len(data) - page)
+    bad = tmp_path / "scribbled.sqlite"
+    bad.write_bytes(bytes(data))
+    before = fingerprint(bad)
+    code, _, err = run(capsys, str(bad))
+    assert code == EXIT_USAGE
+    assert_one_line(err, "corrupt", "copy or export the report again")
+    assert fingerprint(bad) == before
+
+
+def test_nsys_rep_without_nsys(capsys, tmp_path, no_nsys, cache):
+    rep = tmp_path / "r.nsys-rep"
+    shutil.copy(report_path("default-stream-bad").with_suffix(".nsys-rep"), rep)
+    before = fingerprint(rep)
+    code, _, err = run(capsys, str(rep))
+    assert code == EXIT_NSYS
+    assert_one_line(err, "nsys", "not found", "--nsys PATH")
+    assert fingerprint(rep) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nsys-rep"]
+
+
+def test_explicit_nsys_that_is_not_executable(capsys, tmp_path, cache):
+    rep = tmp_path / "r.nsys-rep"
+    shutil.copy(report_path("default-stream-bad").with_suffix(".nsys-rep"), rep)
+    code, _, err = run(capsys, str(rep), "--nsys", str(tmp_path / "missing-nsys"))
+    assert code == EXIT_NSYS
+    assert_one_line(err, "--nsys is not an executable file")
+
+
+def test_nsys_rep_newer_than_nsys(capsys, tmp_path, cache):
+    """A report written by nsys 2025.3 and the oldest nsys gpugap supports, Debian's 2023.4
+    (installed by .ci/install-nsys.sh), which cannot read it."""
+    tool = nsys_mod.find_nsys()
+    assert nsys_mod.version_tuple(tool.version) < (2025, 3), tool
+    rep = tmp_path / "from-2025.nsys-rep"
+    shutil.copy(report_path("default-stream-bad").with_suffix(".nsys-rep"), rep)
+    before = fingerprint(rep)
+    code, _, err = run(capsys, str(rep))
+    assert code == EXIT_NSYS
+    assert_one_line(err, "newer Nsight Systems", tool.version, "--nsys")
+    assert fingerprint(rep) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name != "cache"] == [rep.name]
+
+
+def test_nsys_rep_is_exported_once_into_the_cache(capsys, tmp_path, cache, monkeypatch):
+    rep_dir = tmp_path / "reports"
+    rep_dir.mkdir()
+    rep = rep_dir / "cpu.nsys-rep"
+    shutil.copy(CPU_ONLY / "cpu-only-nvtx.nsys-rep", rep)
+    before = fingerprint(rep)
+    code, out, err = run(capsys, str(rep), "--json")
+    assert code == EXIT_NO_CUDA, err
+    assert json.loads(out)["ranges"][0]["name"] == "outer_step"
+    # Nothing written beside the input; the export went to the cache.
+    assert [p.name for p in rep_dir.iterdir()] == ["cpu.nsys-rep"]
+    exports = list(cache.glob("*.sqlite"))
+    assert len(exports) == 1 and fingerprint(rep) == before
+    stamp = exports[0].stat().st_mtime_ns
+    # The second time needs no nsys at all: the fresh cache entry is reused.
+    monkeypatch.setenv("GPUGAP_NSYS", str(tmp_path / "no-such-nsys"))
+    code, out, _ = run(capsys, str(rep), "--json")
+    assert code == EXIT_NO_CUDA and json.loads(out)["ranges"]
+    assert exports[0].stat().st_mtime_ns == stamp
+
+
+def test_bad_usage_is_exit_2(capsys):
+    code, _, err = run(capsys, str(report_path("h2d-copy-bad")), "--rule", "no-such-rule")
+    assert code == EXIT_USAGE
+    assert_one_line(err, "unknown rule no-such-rule", "blocking-memcpy")
+    code, _, err = run(capsys, str(report_path("h2d-copy-bad")), "--range", "nope")
+    assert code == EXIT_USAGE
+    assert_one_line(err, "no NVTX range named 'nope'", "measured")
+    code, _, err = run(capsys, str(report_path("h2d-copy-bad")), "--set", "launch-gap.bogus=1")
+    assert code == EXIT_USAGE
+    assert_one_line(err, "has no threshold bogus")
+
+
+def test_read_only_open_leaves_no_side_files(capsys, tmp_path):
+    report = tmp_path / "r.sqlite"
+    shutil.copy(report_path("h2d-copy-good"), report)
+    os.chmod(report, 0o444)
+    before = fingerprint(report)
+    code, _, _ = run(capsys, str(report), "--json")
+    assert code == 0
+    assert fingerprint(report) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.sqlite"]   # no -journal, -wal, -shm

@@ -1,0 +1,137 @@
+"""Each rule fires where the puzzle is, with the right cause, and stays silent where it is
+not: exact verdicts on the real reports of every seed puzzle (tests/data/scenarios)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpugap.analysis import Analysis, analyze
+from tests.conftest import load_report
+
+
+def measured(name: str) -> Analysis:
+    return analyze(load_report(name), range_name="measured")
+
+
+def causes(a: Analysis, rule: str) -> set[str]:
+    return {f.cause for f in a.findings if f.rule == rule}
+
+
+# (report, rule, cause) that must fire in the measured range of the bad variant, and
+# must not fire (with that cause) in the measured range of the good variant.
+PUZZLES = [
+    ("h2d-copy", "blocking-memcpy", "pageable-async"),
+    ("default-stream", "serialized-streams", "legacy-default-stream"),
+    ("cublas-warmup", "warmup-latency", "module-load"),
+    ("cublas-warmup", "launch-gap", "module-load"),
+    ("moe-experts", "serialized-streams", "host-launch-bound"),
+    ("grid-sweep", "small-grid", "undersized-grid"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "rule", "cause"), PUZZLES)
+def test_bad_variant_fires_with_cause(scenario: str, rule: str, cause: str) -> None:
+    assert cause in causes(measured(f"{scenario}-bad"), rule)
+
+
+@pytest.mark.parametrize(("scenario", "rule", "cause"), PUZZLES)
+def test_good_variant_stays_silent(scenario: str, rule: str, cause: str) -> None:
+    assert cause not in causes(measured(f"{scenario}-good"), rule)
+
+
+def test_saturated_grids_are_serialized_by_saturation_as_info() -> None:
+    good = measured("grid-sweep-good")
+    saturated = good.findings_of("serialized-streams", "resource-saturation")
+    assert saturated and all(f.severity == "info" and f.cost_ns == 0 for f in saturated)
+    assert "neither possible nor needed" in saturated[0].message
+    # Only saturation explains it; undersized grids overlap and are never 'serialized'.
+    assert causes(good, "serialized-streams") == {"resource-saturation"}
+    assert causes(measured("grid-sweep-bad"), "serialized-streams") == set()
+    assert causes(good, "small-grid") == set()
+
+
+def test_pinned_copies_never_block() -> None:
+    for name in ("h2d-copy-good", "prefetch-pipeline-bad", "prefetch-pipeline-good"):
+        assert measured(name).findings_of("blocking-memcpy") == [], name
+
+
+def test_blocking_copy_evidence_names_the_copies() -> None:
+    a = measured("h2d-copy-bad")
+    (f,) = a.findings_of("blocking-memcpy", "pageable-async")
+    trace = load_report("h2d-copy-bad")
+    copies = trace.memcpys
+    assert f.count == 8                      # one per measured iteration
+    assert f.evidence["api"] == "cudaMemcpyAsync"
+    assert f.evidence["memory"] == "Pageable -> Device"
+    assert f.evidence["bytes_total"] == 8 * 64 * 2**20
+    # The cost is the time the thread sat in the calls: each 64 MiB copy held it ~9 ms.
+    assert 8 * 7e6 < f.cost_ns < 8 * 12e6
+    for c in f.evidence["copies"]:
+        row = copies[copies["corr"] == c["correlation_id"]].iloc[0]
+        assert c["bytes"] == row["bytes"] == 64 * 2**20
+        assert c["copy_ns"] == row["end"] - row["start"]
+        assert c["blocked_ns"] == row["api_end"] - row["api_start"]
+        assert 4 < c["gbps"] < 20            # staged pageable copies, far below pinned
+
+
+def test_legacy_default_stream_evidence() -> None:
+    (f,) = measured("default-stream-bad").findings_of("serialized-streams",
+                                                      "legacy-default-stream")
+    trace = load_report("default-stream-bad")
+    legacy = sorted(s for _, s in trace.legacy_streams())
+    assert legacy == [7]
+    # 3 rounds x 5 streams of add_one, each followed by a bump on the NULL stream.
+    assert f.evidence["kernels"] == 30
+    assert set(f.streams) == {7, 13, 14, 15, 16, 17}
+    first = f.evidence["transitions"][0]
+    assert 7 in (first["first"]["stream"], first["then"]["stream"])
+    assert f.cost_ns > 1_000_000                 # >1 ms of lost overlap in a 2 ms region
+
+
+def test_host_launch_bound_evidence() -> None:
+    (f,) = measured("moe-experts-bad").findings_of("serialized-streams", "host-launch-bound")
+    assert len(f.streams) == 8
+    assert f.evidence["runs"] == 20              # one run per forward
+    # The GPU waited on the host for most of the measured region.
+    assert f.cost_ns > 0.5 * measured("moe-experts-bad").metrics.span_ns
+
+
+def test_module_load_gap_points_at_cublas_loading() -> None:
+    a = measured("cublas-warmup-bad")
+    (gap,) = a.findings_of("launch-gap", "module-load")
+    assert gap.evidence["module_load_ns"] > 50e6         # tens of cuLibraryLoadData calls
+    names = {h["name"] for g in gap.evidence["gaps"] for h in g["host_calls"]}
+    assert "cuLibraryLoadData" in names
+    first_iter = a.findings_of("warmup-latency", "first-iteration")
+    assert first_iter and first_iter[0].evidence["items"][0]["first_ns"] > 100 * \
+        first_iter[0].evidence["items"][0]["typical_ns"]
+
+
+def test_small_grid_weighs_by_time_share() -> None:
+    bad = measured("grid-sweep-bad")
+    by_range = {tuple(f.ranges): f for f in bad.findings_of("small-grid")}
+    assert set(by_range) == {("measured", "grid=1"), ("measured", "grid=8"),
+                             ("measured", "grid=32")}
+    one = by_range[("measured", "grid=1")]
+    assert one.evidence["kernels"][0]["blocks"] == 1
+    assert one.evidence["kernels"][0]["sms_used"] == 1
+    assert one.evidence["sm_count"] == 132
+    # Rare tiny kernels stay silent: prefetch-pipeline's 'check' range launches 15 of
+    # them, but they take about 0.1% of its kernel time (threshold 5%).
+    trace = load_report("prefetch-pipeline-bad")
+    k = trace.kernels
+    from gpugap.rules._common import range_labels
+    in_check = range_labels(trace, k["api_start"].fillna(k["start"]).astype("int64")) == "check"
+    assert (k["blocks"][in_check] < 66).sum() == 15
+    assert analyze(trace, range_name="check").findings_of("small-grid") == []
+
+
+def test_rule_filter_and_thresholds() -> None:
+    trace = load_report("cublas-warmup-bad")
+    only = analyze(trace, rules=["launch-gap"], range_name="measured")
+    assert {f.rule for f in only.findings} == {"launch-gap"}
+    # Raising the gap threshold above the longest gap silences the rule.
+    longest = max(g["gap_ns"] for f in only.findings for g in f.evidence["gaps"])
+    quiet = analyze(trace, rules=["launch-gap"],
+                    thresholds={"launch-gap": {"min_gap_us": longest / 1e3 + 1}})
+    assert quiet.findings == []

@@ -1,0 +1,134 @@
+"""gpugap run/profile end to end with a real nsys (Debian's 2023.4 in CI, installed by
+.ci/install-nsys.sh) on CPU-only programs: profile -> export -> analyze, and the failures
+the runner must explain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gpugap import nsys as nsys_mod
+from gpugap import runner
+from gpugap.cli import main
+from gpugap.errors import EXIT_NO_CUDA, EXIT_NO_GPU, EXIT_NSYS, EXIT_PROGRAM, EXIT_USAGE
+from tests.conftest import DATA
+
+NVTX_PROGRAM = DATA / "cpu-only" / "cpu_only_nvtx.py"
+
+
+def gpugap(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
+    import nvtx  # noqa: F401 - the program needs it; nvtx <= 0.2.11 emits under nsys 2023.4
+
+    out = tmp_path / "run"
+    code, stdout, err = gpugap(capsys, "run", "--out", str(out), "--json", "--",
+                               sys.executable, str(NVTX_PROGRAM))
+    assert code == EXIT_NO_CUDA, err
+    doc = json.loads(stdout)
+    assert doc["run"]["program_exit_code"] == 0
+    analysis = doc["analysis"]
+    assert analysis["status"] == "no-cuda-activity"
+    assert "CUDA was traced but the program made no kernel launches" in analysis["error"]
+    names = [r["name"] for r in analysis["ranges"]]
+    assert names == ["outer_step", "inner_0", "inner_1", "inner_2", "pushpop_range",
+                     "default_domain_range", "startend_range"]
+    assert {r["domain"] for r in analysis["ranges"]} == {"gpugap", ""}
+    inner = next(r for r in analysis["ranges"] if r["name"] == "pushpop_range")
+    assert 45e6 < inner["cpu_ns"] < 500e6          # time.sleep(0.05) in the program
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["cpu_only_nvtx.analysis.json", "cpu_only_nvtx.log",
+                     "cpu_only_nvtx.nsys-rep", "cpu_only_nvtx.sqlite", "manifest.json"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["nsys"]["version"] == nsys_mod.find_nsys().version
+    assert manifest["program"] == [sys.executable, str(NVTX_PROGRAM)]
+    assert "--sample=none" in manifest["command"]
+    # The same report, analyzed again, gives the same ranges.
+    code, again, _ = gpugap(capsys, "analyze", str(out / "cpu_only_nvtx.sqlite"), "--json")
+    assert code == EXIT_NO_CUDA and [r["name"] for r in json.loads(again)["ranges"]] == names
+
+
+def test_failing_program_keeps_its_exit_code_and_output(capsys, tmp_path):
+    code, _, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"), "--",
+                          sys.executable, "-c",
+                          "import sys; print('about to fail'); sys.exit(3)")
+    assert code == EXIT_PROGRAM
+    assert "exited with code 3" in err and "about to fail" in err
+    assert "program exit code 3" in err
+
+
+def test_program_not_found(capsys, tmp_path):
+    code, _, err = gpugap(capsys, "run", "--out", str(tmp_path / "x"), "--",
+                          str(tmp_path / "no-such-program"))
+    assert code == EXIT_USAGE
+    assert "program not found" in err
+
+
+def test_existing_output_needs_force(capsys, tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("user data")
+    code, _, err = gpugap(capsys, "run", "--out", str(target), "--", sys.executable, "-c", "0")
+    assert code == EXIT_USAGE and "pass --force" in err
+    assert (target / "keep.txt").read_text() == "user data"
+
+
+def test_importer_failure_leaving_a_qdstrm_is_explained(capsys, tmp_path):
+    """A real nsys whose importer cannot load one of its libraries: the failure mode of
+    NVIDIA's nsys on the GPU machine without libdw.so.1."""
+    real = Path(nsys_mod.find_nsys().path).resolve()
+    prefix = real.parent.parent
+    broken = Path(tempfile.mkdtemp(prefix="gpugap-broken-nsys-", dir=prefix.parent))
+    try:
+        for part in ("target-linux-x64", "host-linux-x64"):
+            shutil.copytree(prefix / part, broken / part, symlinks=True,
+                            copy_function=lambda s, d: Path(d).hardlink_to(s))
+        for lib in ("libssh.so", "libssh.so.4"):
+            (broken / "host-linux-x64" / lib).unlink()
+        code, _, err = gpugap(capsys, "profile", "--nsys", str(broken / real.parent.name /
+                                                                real.name),
+                              "--out", str(tmp_path / "o"), "--", sys.executable, "-c", "0")
+    finally:
+        shutil.rmtree(broken)
+    assert code == EXIT_NSYS
+    assert "could not turn the raw capture into a report" in err
+    assert ".qdstrm" in err and "libdw.so.1" in err
+
+
+def test_scenarios_need_a_gpu(capsys, monkeypatch):
+    def no_driver(name, *a, **k):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(runner.ctypes, "CDLL", no_driver)
+    code, _, err = gpugap(capsys, "run", "h2d-copy")
+    assert code == EXIT_NO_GPU
+    assert "no CUDA driver here" in err
+
+
+def test_unknown_scenario_and_bad_variant(capsys):
+    code, _, err = gpugap(capsys, "run", "no-such-puzzle")
+    assert code == EXIT_USAGE and "unknown scenario 'no-such-puzzle'" in err
+    code, _, err = gpugap(capsys, "run", "h2d-copy", "--variant", "ugly")
+    assert code == EXIT_USAGE and "--variant must be bad, good or all" in err
+
+
+@pytest.mark.parametrize("flag", [[], ["--json"]])
+def test_scenarios_listing(capsys, flag):
+    code, out, _ = gpugap(capsys, "scenarios", *flag)
+    assert code == 0
+    for name in ("h2d-copy", "default-stream", "grid-sweep", "cublas-warmup", "moe-experts",
+                 "prefetch-pipeline"):
+        assert name in out
+    if flag:
+        doc = json.loads(out)
+        assert {s["seed"] for s in doc} == {"000", "001", "002", "003", "004"}
+        assert all(set(s["variants"]) == {"bad", "good"} for s in doc)
