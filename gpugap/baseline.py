@@ -175,7 +175,7 @@ def build(runs: Sequence[Measurements]) -> Baseline:
         scopes[scope] = {
             name: Stats(_clean(median[name]), _clean(lo[name]), _clean(hi[name]),
                         round(float(stdev[name]), 6), int(n[name]), tuple(row))
-            for name, row in zip(names, raw)}
+            for name, row in zip(names, raw, strict=True)}
     return Baseline(scopes=scopes, reports=[r.report for r in runs],
                     thresholds=first.thresholds, min_severity=first.min_severity,
                     gpu=first.gpu, gpugap_version=__version__,
@@ -241,6 +241,8 @@ def judge(m, metric: str, stats: Stats | None, policy: Policy,
             "runs": stats.n, "direction": direction, "tolerance": round(tolerance, 6),
             "noise": round(noise, 6), "allowed": round(allowed, 6)}
     limit = round(median - allowed if direction == HIGHER else median + allowed, 6)
+    if pct:     # a percentage cannot leave [0, 100]: show the bound that can bind
+        limit = min(max(limit, 0.0), 100.0)
     if value is None:
         return null_result(m, metric, BASELINE, limit, BASELINE, allow_missing,
                            info | {"delta": None, "beyond_noise": None})
@@ -289,9 +291,12 @@ def compare(measured: Measurements, baseline: Baseline, *, scopes: Sequence[str 
     for scope in scopes:
         stats = baseline.scope(scope)
         m = measured[scope]
-        names = [n for n in dict.fromkeys([*m.values, *stats])
-                 if any(matches(p, n) for p in policy.metrics)
-                 and direction_of(n, policy.directions) != NONE]
+        # In the order of the policy's patterns, so the output reads like the config.
+        names = sorted((n for n in dict.fromkeys([*m.values, *stats])
+                        if any(matches(p, n) for p in policy.metrics)
+                        and direction_of(n, policy.directions) != NONE),
+                       key=lambda n: next(i for i, p in enumerate(policy.metrics)
+                                          if matches(p, n)))
         results += [judge(m, n, stats.get(n), policy, allow_missing) for n in names]
     return results, notes
 

@@ -84,14 +84,26 @@ def analyze(
     set_: SetOpt = None,
     nsys: NsysOpt = None,
     max_findings: Annotated[int, typer.Option(help="findings shown in the terminal")] = 20,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="write a self-contained HTML timeline with the findings drawn on it",
+        metavar="FILE")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", help="write a static SVG of the timeline (the --range window, else the "
+                      "GPU span)", metavar="FILE")] = None,
+    png: Annotated[Path | None, typer.Option(
+        "--png", help="write that SVG as PNG (needs chromium)", metavar="FILE")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="overwrite existing --html/--svg/--png files")] = False,
 ) -> int:
     """Diagnose a report: launch gaps, serialized streams, blocking copies, warm-up, overlap."""
     from gpugap.analysis import analyze as run_analysis
     from gpugap.errors import NoCudaActivity
+    from gpugap.render.html import timeline_outputs
     from gpugap.render.jsonout import dumps
     from gpugap.render.terminal import render
 
     thresholds = parse_thresholds(set_, min_gap_us)
+    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_)
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
@@ -100,6 +112,8 @@ def analyze(
         stdout.out(dumps(result.to_dict()), highlight=False)
     else:
         render(result, stdout, max_findings=max_findings)
+    with status("Drawing the timeline") if outputs.wanted else nullcontext():
+        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False))
     if result.status == "no-cuda-activity":
         raise NoCudaActivity(result.error or "no CUDA activity")
     return 0

@@ -39,6 +39,7 @@ Directions (used by baselines and ``gpugap diff``): see :data:`DIRECTIONS`.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -125,7 +126,9 @@ def validate_metric(name: str, where: str = "gate") -> str:
         return name
     parts = name.split(".")
     if parts[0] != "findings":
-        raise UsageError(f"unknown metric '{name}' in {where}; metrics: "
+        close = difflib.get_close_matches(name, METRIC_NAMES, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"unknown metric '{name}' in {where}{hint}; metrics: "
                          f"{', '.join(METRIC_NAMES)}, findings.count, findings.cost_ms, "
                          "findings.RULE[.CAUSE].count|cost_ms")
     if len(parts) not in (2, 3, 4) or parts[-1] not in FINDING_FIELDS:
@@ -276,7 +279,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
         instances = nvtx_ranges.select(trace, name)
         keep = inside(at, instances)
         scope(name, timeline_metrics.compute(trace, nvtx_ranges.windows_of(trace, instances)),
-              [f for f, k in zip(findings, keep) if k])
+              [f for f, k in zip(findings, keep, strict=True) if k])
     return result
 
 
@@ -351,11 +354,16 @@ class GateResult:
     baseline: dict[str, Any] | None = None   # median, spread, delta, allowed, ...
 
     @property
-    def name(self) -> str:
-        where = "whole" if self.scope is None else self.scope
+    def label(self) -> str:
+        """The gate without its scope: 'kernel_overlap_pct >= 50'."""
         if self.kind == BASELINE:
-            return f"{where}: {self.metric} vs baseline"
-        return f"{where}: {self.metric} {'>=' if self.kind == MIN else '<='} {self.limit:g}"
+            return f"{self.metric} vs baseline"
+        return f"{self.metric} {'>=' if self.kind == MIN else '<='} {self.limit:g}"
+
+    @property
+    def name(self) -> str:
+        """Unique within a report: 'measured: kernel_overlap_pct >= 50'."""
+        return f"{'whole' if self.scope is None else self.scope}: {self.label}"
 
     @property
     def failed(self) -> bool:

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpugap import __version__
 from gpugap.analysis import Analysis, analyze, no_cuda_reason
 from gpugap.errors import (
     EXIT_NO_CUDA,
@@ -260,14 +261,16 @@ def environment_manifest(nsys: Nsys, python: str = sys.executable) -> dict[str, 
              "except Exception: out['torch_cuda'] = None\n"
              "print(json.dumps(out))")
     packages = query([python, "-c", probe])
-    smi = query(["nvidia-smi"]) or ""
-    cuda_driver = next((part.split(":")[1].strip().split()[0] for part in smi.split("|")
-                        if "CUDA Version" in part), None)
+    cuda_driver = re.search(r"CUDA Version:\s*([\d.]+)", query(["nvidia-smi"]) or "")
+    here = Path(__file__).resolve().parent.parent
+    commit = os.environ.get("GPUGAP_COMMIT") or query(["git", "-C", str(here), "rev-parse",
+                                                       "--short", "HEAD"])
     return {
         "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "gpu": gpu.split(",")[0].strip() if gpu else None,
         "driver": gpu.split(",")[1].strip() if gpu and "," in gpu else None,
-        "cuda_driver_api": cuda_driver,
+        "cuda_driver_api": cuda_driver.group(1) if cuda_driver else None,
+        "gpugap": {"version": __version__, "commit": commit},
         "nsys": {"path": nsys.path, "version": nsys.version},
         "python": sys.version.split()[0],
         "packages": json.loads(packages) if packages else None,

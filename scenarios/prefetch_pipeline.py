@@ -27,12 +27,14 @@ SCENARIO = Scenario(
     variants={
         "bad": Variant(
             "bad", "copies and compute on one stream",
-            expect=(Expect("blocking-memcpy", fire=False),),
+            expect=(Expect("copy-compute-serialized", "same-stream"),
+                    Expect("blocking-memcpy", fire=False)),
             bounds=(Bound("copy_compute_overlap_pct", max=10.0),),
         ),
         "good": Variant(
             "good", "copy stream + compute stream, double-buffered, ordered by events",
-            expect=(Expect("blocking-memcpy", fire=False),),
+            expect=(Expect("copy-compute-serialized", fire=False),
+                    Expect("blocking-memcpy", fire=False)),
             bounds=(Bound("copy_compute_overlap_pct", min=60.0),),
         ),
     },

@@ -229,5 +229,8 @@ def _write_timeline(target: Path, scenario: Any, runs: dict[str, Any]) -> None:
     panels = [(f"{scenario.name} {v}", r.trace, r.analysis) for v, r in runs.items()
               if r.trace is not None and r.analysis is not None]
     if panels and hasattr(html, "write_html"):
-        html.write_html(panels, target / "timeline.html", title=f"gpugap: {scenario.name}")
+        try:
+            html.write_html(panels, target / "timeline.html", title=f"gpugap: {scenario.name}")
+        except Exception as exc:  # the timeline is a bonus: never lose the run over it
+            stderr.print(f"gpugap: warning: no timeline.html ({exc})", markup=False)
 

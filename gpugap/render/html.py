@@ -23,7 +23,8 @@ What is drawn (see docs/html.md):
   warm-up costs marked on the thread's lane, other evidence outlined by correlation id.
 
 Times in the model are int64 ns relative to the panel's origin: the start of the
-``--range`` window when one is given, else the panel's first event.
+``--range`` window when one is given, else the panel's first GPU activity (the start of
+the span gpugap's metrics use), so bad and good variants line up.
 """
 
 from __future__ import annotations
@@ -203,8 +204,9 @@ class Timeline:
 
 
 def _api_category(names: pd.Series) -> np.ndarray:
-    """API call name -> category id, by what the call does."""
-    s = names.astype(str)
+    """API call name -> category id, by what the call does (computed per distinct name)."""
+    codes, uniques = pd.factorize(names.astype(str))
+    s = pd.Series(uniques, dtype=object)
     cat = np.full(len(s), CATEGORY_INDEX["api-other"], dtype=np.int16)
     rules = (("api-module", r"Module|Library|LinkComplete|GetProcAddress"),
              ("api-memory", r"Malloc|Free|MemAlloc|HostAlloc|HostRegister|MemPool|MemCreate|"
@@ -213,8 +215,18 @@ def _api_category(names: pd.Series) -> np.ndarray:
              ("api-copy", r"Memcpy|Memset|MemPrefetch"),
              ("api-launch", r"Launch"))
     for cid, pattern in rules:
-        cat[s.str.contains(pattern, regex=True).to_numpy()] = CATEGORY_INDEX[cid]
-    return cat
+        cat[s.str.contains(pattern, regex=True).to_numpy(dtype=bool)] = CATEGORY_INDEX[cid]
+    return cat[codes] if len(s) else np.zeros(len(names), dtype=np.int16)
+
+
+def _per_distinct(frame: pd.DataFrame, columns: list[str], fmt) -> pd.Series:
+    """fmt(distinct rows of *columns*) mapped back onto every row: string building per
+    distinct launch configuration instead of per event."""
+    keys = frame[columns]
+    distinct = keys.drop_duplicates()
+    text = fmt(distinct).astype(object)
+    codes = pd.MultiIndex.from_frame(distinct).get_indexer(pd.MultiIndex.from_frame(keys))
+    return pd.Series(text.to_numpy()[codes], index=frame.index)
 
 
 def _copy_category(frame: pd.DataFrame) -> np.ndarray:
@@ -267,17 +279,21 @@ def _fmt_dims(x, y, z) -> pd.Series:
 
 
 def _kernel_info(k: pd.DataFrame) -> pd.Series:
-    info = ("grid " + _fmt_dims(k["grid_x"], k["grid_y"], k["grid_z"])
-            + " · block " + _fmt_dims(k["block_x"], k["block_y"], k["block_z"])
-            + " · " + k["registers"].astype(str) + " regs/thread · shared "
-            + (k["shared_static"] + k["shared_dynamic"]).astype(str) + " B")
-    return info + _launch_info(k)
+    def fmt(d: pd.DataFrame) -> pd.Series:
+        return ("grid " + _fmt_dims(d["grid_x"], d["grid_y"], d["grid_z"])
+                + " · block " + _fmt_dims(d["block_x"], d["block_y"], d["block_z"])
+                + " · " + d["registers"].astype(str) + " regs/thread · shared "
+                + (d["shared_static"] + d["shared_dynamic"]).astype(str) + " B")
+
+    cols = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
+            "shared_static", "shared_dynamic"]
+    return _per_distinct(k, cols, fmt) + _launch_info(k)
 
 
 def _launch_info(frame: pd.DataFrame) -> pd.Series:
-    name = frame["api_name"].astype(object)
-    return pd.Series(np.where(name.notna(), " · launched by " + name.fillna("").astype(str),
-                              ""), index=frame.index)
+    codes, uniques = pd.factorize(frame["api_name"].astype(object), use_na_sentinel=True)
+    text = np.array([" · launched by " + str(u) for u in uniques] + [""], dtype=object)
+    return pd.Series(text[codes], index=frame.index)     # code -1 (no call) -> ""
 
 
 def _bytes_labels(values: pd.Series) -> pd.Series:
@@ -360,16 +376,18 @@ def _host_lanes(trace: Trace, first: int) -> tuple[list[Lane], dict[int, int], d
         if len(frame):
             for g, s in frame.groupby("gtid")["start"].min().items():
                 firsts[int(g)] = min(firsts.get(int(g), s), int(s))
+    pids: dict[int, int] = {}
+    for frame in (trace.api, trace.nvtx):
+        if len(frame):
+            pids |= dict(zip(frame["gtid"].astype("int64").tolist(),
+                             frame["pid"].astype("int64").tolist(), strict=True))
+    multi_pid = len(set(pids.values())) > 1
     lanes: list[Lane] = []
     nvtx_lane: dict[int, int] = {}
     api_lane: dict[int, int] = {}
-    names = dict(zip(trace.threads["gtid"].astype("int64").tolist(),
-                     trace.threads["name"].astype(str).tolist(), strict=True)) \
-        if len(trace.threads) else {}
     for gtid in sorted(api_threads | nvtx_threads, key=lambda g: (firsts.get(g, 0), g)):
-        pid, tid = gtid >> 24 & 0xFFFFFF, gtid & 0xFFFFFF
-        name = names.get(gtid)
-        group = f"{name} (pid {pid}, tid {tid})" if name else f"pid {pid}, tid {tid}"
+        pid = pids.get(gtid)
+        group = trace.thread_name(gtid) + (f" · pid {pid}" if multi_pid else "")
         if gtid in nvtx_threads:
             nvtx_lane[gtid] = first + len(lanes)
             lanes.append(Lane("nvtx", group, "NVTX", gtid=gtid, pid=pid))
@@ -433,15 +451,18 @@ def _launched_info(trace: Trace) -> dict[int, str]:
 
 def _origin_and_view(trace: Trace, starts: np.ndarray, ends: np.ndarray,
                      range_name: str | None) -> tuple[int, tuple[int, int] | None]:
+    """t=0 and the initial view (absolute ns): the range's windows when one is given, else
+    the report's span as gpugap's metrics define it (first to last GPU activity), else
+    (no GPU work) the first event."""
     if range_name:
         win = nvtx_ranges.window(trace, range_name)
         if win[0].size:
             lo, hi = int(win[0].min()), int(win[1].max())
             return lo, (lo, hi)
-    if starts.size:
-        return int(starts.min()), None
     span = trace.span()
-    return (span[0] if span else 0), None
+    if span is not None:
+        return span[0], span
+    return (int(starts.min()) if starts.size else 0), None
 
 
 def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None,
@@ -450,7 +471,8 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
 
     *range_name* (default: the analysis's scope) sets the origin (t=0 at the range's
     first instance) and the initial view (the range's windows); without it t=0 is the
-    first event and the view is the whole report.
+    first GPU activity and the view is the report's GPU span (the span of its metrics).
+    Host events before t=0 get negative times.
     """
     range_name = range_name if range_name is not None else analysis.scope
     gpu_lanes, gpu_index = _gpu_lanes(trace)
@@ -690,7 +712,9 @@ def timeline_json(tl: Timeline) -> dict[str, Any]:
         "groups": groups.astype(np.int64).tolist(),
         "start": np.diff(tl.start, prepend=0).tolist(), "dur": tl.dur.tolist(),
         "cat": tl.cat.tolist(), "name": tl.name.tolist(), "info": tl.info.tolist(),
-        "corr": np.diff(tl.corr, prepend=0).tolist(), "bytes": tl.nbytes.tolist(),
+        "corr": np.diff(tl.corr, prepend=0).tolist(),
+        "bytes": np.stack([nz := np.flatnonzero(tl.nbytes), tl.nbytes[nz]], axis=1)
+        .ravel().tolist(),                      # sparse: event index, bytes, ...
         "strings": tl.strings,
         "findings": [_finding_json(f, tl, i) for i, f in enumerate(tl.findings)],
         "markers": [m.to_json() for m in tl.markers],
@@ -841,7 +865,9 @@ def render_html(panels: list[Timeline], *, title: str) -> str:
         f"<h4>NVTX ranges</h4>{_ranges_html(tl, p)}"
         + "".join(f'<p class="warn">warning: {_esc(w)}</p>' for w in tl.analysis.warnings)
         + "</section>" for p, tl in enumerate(panels))
-    heads = "".join(f'<div class="panel-head" data-panel="{p}">{_panel_header(tl)}</div>'
+    lanes = "".join(f'<div class="panel" data-panel="{p}"><div class="panel-head">'
+                    f'{_panel_header(tl)}</div><canvas class="lanes" data-panel="{p}" '
+                    f'aria-label="timeline of {_esc(tl.label)}"></canvas></div>'
                     for p, tl in enumerate(panels))
     total = sum(tl.events for tl in panels)
     n_findings = sum(len(tl.findings) for tl in panels)
@@ -870,8 +896,7 @@ do not.</p></noscript></header>
 </div>
 <canvas id="overview" height="36" aria-label="overview: drag to pick the time window">
 </canvas>
-{heads}
-<div id="panels"></div>
+<div id="panels">{lanes}</div>
 <div id="tooltip" hidden></div>
 {_legend_html()}
 </div>
@@ -899,24 +924,34 @@ def build_panels(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]
             for p in as_panels(source, trace)]
 
 
+def output_args(source, trace, path) -> tuple[Trace | None, Path]:
+    """(trace, path) of the writers' ``(source, trace, path)`` arguments, where a list of
+    panels may also be followed directly by the path: ``write_html(panels, "t.html")``."""
+    if path is None and isinstance(trace, (str, os.PathLike)):
+        trace, path = None, trace
+    if path is None:
+        raise TypeError("no output path given")
+    return trace, Path(path)
+
+
 def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
-               trace: Trace | None = None, path: str | os.PathLike | None = None, *,
+               trace: Trace | str | os.PathLike | None = None,
+               path: str | os.PathLike | None = None, *,
                title: str | None = None, range_name: str | None = None) -> Written:
     """Write the self-contained HTML timeline.
 
     *source* is an Analysis (then *trace* is its Trace) or a list of
     ``Panel(label, trace, analysis)`` (or plain tuples) drawn one above the other on one
     time scale, each aligned to its own start: the start of *range_name* (default: each
-    analysis's scope) when given, else its first event. Overwrites *path*; callers that
-    must not (the CLI without --force) check first with :func:`check_outputs`.
+    analysis's scope) when given, else its first GPU activity. With a list, the path may
+    come second: ``write_html(panels, path)``. Overwrites *path*; callers that must not
+    (the CLI without --force) check first with :func:`check_outputs`.
     """
-    if path is None:
-        raise TypeError("write_html needs a path")
+    trace, out = output_args(source, trace, path)
     panels = build_panels(source, trace, range_name=range_name)
     if title is None:
         title = ("gpugap: " + " vs ".join(tl.label for tl in panels))
     text = render_html(panels, title=title)
-    out = Path(path)
     _write_text(out, text)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
                    sum(len(tl.findings) for tl in panels))
@@ -967,7 +1002,7 @@ class Outputs:
         """Write each requested file; one line per file to *report* (a callable)."""
         if not self.wanted:
             return []
-        from gpugap.render.timeline_svg import render_svg, write_png
+        from gpugap.render.timeline_svg import render_svg, svg_to_png
 
         panels = build_panels(analysis, trace, range_name=self.range_name)
         done: list[Written] = []
@@ -983,7 +1018,7 @@ class Outputs:
                 done.append(Written(self.svg, self.svg.stat().st_size, panels[0].events,
                                     len(panels[0].findings)))
             if self.png:
-                write_png(svg, self.png)
+                svg_to_png(svg, self.png)
                 done.append(Written(self.png, self.png.stat().st_size, panels[0].events,
                                     len(panels[0].findings)))
         if report is not None:

@@ -452,7 +452,8 @@ def load_database(db: Database, shown_path: str) -> Trace:
     return trace
 
 
-def load_sqlite(path: Path, shown_path: str | None = None) -> Trace:
+def load_sqlite(path: str | Path, shown_path: str | None = None) -> Trace:
+    path = Path(path)
     db = Database(path)
     try:
         return load_database(db, shown_path or str(path))

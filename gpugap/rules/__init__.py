@@ -15,6 +15,7 @@ RULE_MODULES = (
     "serialized_streams",
     "small_grid",
     "warmup_latency",
+    "copy_compute_serialized",
 )
 
 

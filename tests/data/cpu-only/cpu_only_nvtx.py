@@ -6,8 +6,11 @@ import nvtx
 
 def work(n):
     s = 0
-    for i in range(n): s += i*i
+    for i in range(n):
+        s += i * i
     return s
+
+
 with nvtx.annotate("outer_step", domain="gpugap", color="blue"):
     for k in range(3):
         with nvtx.annotate(f"inner_{k}", domain="gpugap"):

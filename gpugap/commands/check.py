@@ -1,0 +1,316 @@
+"""`gpugap check`, `gpugap baseline save` and `gpugap diff`: gpugap as a CI gate.
+
+Thin: options are merged with the project configuration (gpugap.config), the work is
+gpugap.gates / gpugap.baseline / gpugap.diff, the output gpugap.render.*.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from gpugap.cli import (
+    JsonOpt,
+    NsysOpt,
+    RangeOpt,
+    SetOpt,
+    app,
+    load_trace,
+    parse_thresholds,
+    status,
+    stderr,
+    stdout,
+)
+from gpugap.errors import UsageError
+
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="read gates and thresholds from this gpugap.toml / pyproject.toml "
+                     "(default: gpugap.toml here, else the nearest pyproject.toml with "
+                     "[tool.gpugap])")]
+NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
+MarkdownOpt = Annotated[Path | None, typer.Option(
+    "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
+                       "append it to $GITHUB_STEP_SUMMARY)")]
+SeverityOpt = Annotated[str | None, typer.Option(
+    "--min-severity", help="findings.* metrics count findings of this severity and up: "
+                           "info (default), warning, error")]
+
+baseline_app = typer.Typer(no_args_is_help=True, help="Save the metrics of known-good runs "
+                                                      "for gpugap check --baseline.")
+app.add_typer(baseline_app, name="baseline")
+
+
+def project_config(config: Path | None, no_config: bool, *, range_name: str | None = None,
+                   set_: list[str] | None = None, min_severity: str | None = None):
+    """The configuration file merged with the command line (which wins)."""
+    from gpugap.config import load_config
+    from gpugap.gates import SEVERITY_RANK
+
+    if min_severity is not None and min_severity not in SEVERITY_RANK:
+        raise UsageError(f"bad --min-severity '{min_severity}'; use one of "
+                         f"{', '.join(SEVERITY_RANK)}")
+    if config is not None and no_config:
+        raise UsageError("--config and --no-config contradict each other; give one")
+    cfg = load_config(config, discover=not no_config)
+    thresholds = {rule: dict(values) for rule, values in cfg.thresholds.items()}
+    for rule, values in parse_thresholds(set_).items():
+        thresholds.setdefault(rule, {}).update(values)
+    return cfg.overridden(range=range_name, thresholds=thresholds, min_severity=min_severity)
+
+
+def write_output(path: Path, text: str, *, append: bool = False) -> None:
+    try:
+        with path.open("a" if append else "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+
+
+def markdown_out(markdown: Path | None, text: str) -> None:
+    """To --markdown, else appended to the GitHub job summary when there is one."""
+    from gpugap.render.github import step_summary
+
+    if markdown is not None:
+        write_output(markdown, text)
+    elif (summary := step_summary()) is not None:
+        write_output(summary, text + "\n", append=True)
+
+
+@app.command()
+def check(
+    reports: Annotated[list[Path], typer.Argument(
+        help="reports (.nsys-rep or .sqlite) to check; every gate applies to each")],
+    min_: Annotated[list[str] | None, typer.Option(
+        "--min", help="gate METRIC=VALUE: fail when the metric is below VALUE "
+                      "(repeatable), e.g. --min kernel_overlap_pct=50")] = None,
+    max_: Annotated[list[str] | None, typer.Option(
+        "--max", help="gate METRIC=VALUE: fail when the metric is above VALUE "
+                      "(repeatable), e.g. --max findings.blocking-memcpy.count=0")] = None,
+    range_: RangeOpt = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="also fail on a regression against this baseline "
+                           "(gpugap baseline save)")] = None,
+    tolerance: Annotated[float | None, typer.Option(
+        "--tolerance", help="allowed change before a baseline regression fails: points "
+                            "for *_pct metrics, percent of the baseline otherwise "
+                            "(default 5)")] = None,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="let a gate on a null metric (no copies, say) pass "
+                                "instead of failing")] = False,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="write JUnit XML here (one test case per gate)")] = None,
+    markdown: MarkdownOpt = None,
+    json_: JsonOpt = False,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+) -> int:
+    """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
+    against a baseline. Gates come from --min/--max and [tool.gpugap] in pyproject.toml
+    or gpugap.toml."""
+    from gpugap.baseline import load as load_baseline
+    from gpugap.gates import Check, evaluate, parse_gate
+    from gpugap.render.github import check_annotations, in_github_actions
+    from gpugap.render.jsonout import dumps
+    from gpugap.render.junit import check_junit
+    from gpugap.render.markdown import check_markdown
+
+    cfg = project_config(config, no_config, range_name=range_, set_=set_,
+                         min_severity=min_severity)
+    cfg = cfg.overridden(tolerance=tolerance,
+                         allow_missing=allow_missing or cfg.allow_missing)
+    gates = [*cfg.gates, *(parse_gate("min", g) for g in min_ or []),
+             *(parse_gate("max", g) for g in max_ or [])]
+    baseline_file = baseline or cfg.baseline_file
+    if tolerance is not None and baseline_file is None:
+        raise UsageError("--tolerance applies to a baseline; give --baseline FILE "
+                         "(or file in [tool.gpugap.baseline])")
+    if not gates and baseline_file is None:
+        raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
+                         "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
+                         "gpugap.toml (see docs/ci.md)")
+    known = load_baseline(baseline_file) if baseline_file is not None else None
+    policy = cfg.policy()
+
+    checked = []
+    for report in reports:
+        trace = load_trace(report, nsys)
+        with status(f"Checking {report.name}"):
+            checked.append(evaluate(
+                trace, gates, range_name=cfg.range, thresholds=cfg.thresholds,
+                min_severity=cfg.min_severity, allow_missing=cfg.allow_missing,
+                baseline=known, policy=policy))
+    result = Check(checked, config=None if cfg.path is None else str(cfg.path),
+                   baseline=None if baseline_file is None else str(baseline_file))
+
+    if junit is not None:
+        write_output(junit, check_junit(result))
+    markdown_out(markdown, check_markdown(result))
+    if json_:
+        stdout.out(dumps(result.to_dict()), highlight=False)
+    else:
+        render_check(result)
+    if in_github_actions():
+        # Workflow commands work on either stream; keep a --json stdout parseable.
+        for line in check_annotations(result):
+            (stderr if json_ else stdout).out(line, highlight=False)
+    return 0 if result.passed else 1
+
+
+def render_check(result) -> None:
+    from rich.table import Table
+
+    from gpugap.gates import FAIL, fmt_value
+    from gpugap.render.markdown import _limit
+
+    style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+    for report in result.reports:
+        where = "whole report" if report.scope is None else f"range '{report.scope}'"
+        table = Table(title=Text(f"{report.report} ({where})"), title_justify="left")
+        table.add_column("result")
+        table.add_column("range")
+        table.add_column("gate")
+        table.add_column("value", justify="right")
+        table.add_column("limit", justify="right")
+        for r in report.results:
+            table.add_row(Text(r.status.upper(), style[r.status]),
+                          Text("whole" if r.scope is None else r.scope), Text(r.label),
+                          fmt_value(r.metric, r.value), _limit(r))
+        stdout.print(table)
+        for r in report.results:
+            if r.status == FAIL:
+                stdout.print(Text.assemble(("FAIL ", "bold red"), r.message), soft_wrap=True)
+        for w in report.warnings:
+            stdout.print(Text.assemble(("warning: ", "yellow"), w), soft_wrap=True)
+    counts = result.counts()
+    if result.passed:
+        stdout.print(f"[green]gpugap check passed[/]: {counts['passed']} of {counts['gates']} "
+                     f"gates held in {len(result.reports)} report(s)"
+                     + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+    else:
+        stdout.print(f"[bold red]gpugap check failed[/]: {counts['failed']} of "
+                     f"{counts['gates']} gates failed in {len(result.reports)} report(s)")
+
+
+@baseline_app.command("save")
+def baseline_save(
+    reports: Annotated[list[Path], typer.Argument(
+        help="known-good reports; several runs of one program give median and spread")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="baseline file to write (default: file in "
+                               "[tool.gpugap.baseline])")] = None,
+    range_: Annotated[list[str] | None, typer.Option(
+        "--range", help="also store this NVTX range (repeatable); the ranges analyze "
+                        "lists and those the config gates are always stored")] = None,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+) -> int:
+    """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline."""
+    from gpugap import baseline as baselines
+    from gpugap.gates import measure, reported_range_names
+
+    cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    output = output or cfg.baseline_file
+    if output is None:
+        raise UsageError("where should the baseline go? give -o FILE "
+                         "(or file in [tool.gpugap.baseline])")
+    wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
+    runs = []
+    for report in reports:
+        trace = load_trace(report, nsys)
+        with status(f"Measuring {report.name}"):
+            runs.append(measure(trace, ranges=[*reported_range_names(trace), *wanted],
+                                thresholds=cfg.thresholds, min_severity=cfg.min_severity))
+    saved = baselines.build(runs)
+    baselines.save(saved, output)
+    ranges = [s for s in saved.scopes if s is not None]
+    stdout.print(f"saved baseline {output} from {len(runs)} run(s): whole report and "
+                 f"{len(ranges)} range(s) ({', '.join(ranges) or 'none'})", soft_wrap=True,
+                 highlight=False, markup=False)
+    return 0
+
+
+@app.command("diff")
+def diff_command(
+    before: Annotated[Path, typer.Argument(help="the report before the change")],
+    after: Annotated[Path, typer.Argument(help="the report after the change")],
+    json_: JsonOpt = False,
+    markdown: MarkdownOpt = None,
+    range_: RangeOpt = None,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+) -> int:
+    """Compare two reports: metric deltas per NVTX range, findings new, fixed, changed."""
+    from gpugap.diff import diff
+    from gpugap.render.jsonout import dumps
+    from gpugap.render.markdown import diff_markdown
+
+    cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    traces = [load_trace(before, nsys), load_trace(after, nsys)]
+    with status("Comparing"):
+        result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
+                      min_severity=cfg.min_severity, directions=cfg.directions)
+    markdown_out(markdown, diff_markdown(result))
+    if json_:
+        stdout.out(dumps(result.to_dict()), highlight=False)
+    else:
+        render_diff(result)
+    return 0
+
+
+def render_diff(result) -> None:
+    from rich.table import Table
+
+    from gpugap.gates import fmt_value
+    from gpugap.render.markdown import RANGE_COLUMNS, STATUS_ICON, _arrow, fmt_delta
+
+    colour = {"better": "green", "worse": "bold red"}
+    main = result.scope(result.range)
+    where = "whole report" if main.scope is None else f"range '{main.scope}'"
+    table = Table(title=Text(f"{result.before} -> {result.after} ({where})"),
+                  title_justify="left")
+    for col in ("metric", "before", "after", "delta", "change"):
+        table.add_column(col, justify="left" if col in ("metric", "change") else "right")
+    for m in main.metrics:
+        if m.metric.count(".") == 2 and not m.before and not m.after:
+            continue
+        table.add_row(m.metric, fmt_value(m.metric, m.before), fmt_value(m.metric, m.after),
+                      fmt_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, "")))
+    stdout.print(table)
+    ranges = [s for s in result.scopes if s.scope is not None and s is not main]
+    if ranges:
+        table = Table(title="NVTX ranges (before -> after)", title_justify="left")
+        table.add_column("range")
+        for name, _ in RANGE_COLUMNS:
+            table.add_column(name, justify="right")
+        for s in ranges:
+            table.add_row(Text(s.scope), *(_arrow(m, s.get(m).before, s.get(m).after).replace(
+                "→", "->") for _, m in RANGE_COLUMNS))
+        stdout.print(table)
+    if result.findings:
+        table = Table(title="Findings", title_justify="left")
+        for col in ("status", "rule [cause]", "where", "count", "cost ms"):
+            table.add_column(col, justify="right" if col in ("count", "cost ms") else "left")
+        for f in result.findings:
+            table.add_row(STATUS_ICON[f.status].split(" ")[-1], Text(f"{f.rule} [{f.cause}]"),
+                          " > ".join(f.where) or "outside NVTX ranges",
+                          f"{f.count_before} -> {f.count_after}",
+                          f"{f.cost_ms_before:g} -> {f.cost_ms_after:g} "
+                          f"({f.cost_ms_delta:+.3f})")
+        stdout.print(table)
+    summary = result.summary()
+    stdout.print(f"findings: {summary['fixed']} fixed, {summary['new']} new, "
+                 f"{summary['changed']} changed, {summary['unchanged']} unchanged")
+    for w in result.warnings:
+        stdout.print(Text.assemble(("warning: ", "yellow"), w), soft_wrap=True)

@@ -1,0 +1,271 @@
+"""Project configuration: gates, rule thresholds and baseline policy, so that the CI line
+is just ``gpugap check report.sqlite``.
+
+Where it is read from (first found wins; ``--config FILE`` names one, ``--no-config``
+ignores them all):
+
+1. ``gpugap.toml`` in the current directory (keys at its top level);
+2. the nearest ``pyproject.toml`` upwards from there that has a ``[tool.gpugap]`` table.
+
+Schema (``gpugap.toml`` drops the ``tool.gpugap`` prefix)::
+
+    [tool.gpugap]
+    range = "measured"             # default scope of [gates] (absent: the whole report)
+    allow_missing = false          # a gate on a null metric passes (skipped) instead of failing
+    min_severity = "info"          # findings.* metrics count findings of this severity and up
+
+    [tool.gpugap.gates]            # on the default scope
+    min = { kernel_overlap_pct = 50 }
+    max = { "findings.blocking-memcpy.count" = 0 }
+
+    [tool.gpugap.ranges.step]      # on the NVTX range 'step' (quote names with spaces/dots)
+    min = { copy_compute_overlap_pct = 60 }
+
+    [tool.gpugap.thresholds.launch-gap]   # rule thresholds (see gpugap rules)
+    min_gap_us = 50
+
+    [tool.gpugap.directions]       # override gates.DIRECTIONS: higher | lower | none
+    kernels = "lower"
+
+    [tool.gpugap.baseline]         # used by gpugap check when a file is given
+    file = "gpugap-baseline.json"  # relative to this config file
+    tolerance = 5                  # points for *_pct metrics, percent of the median otherwise
+    noise_k = 3                    # beyond noise: |delta| > max(tolerance, noise_k x stdev)
+    metrics = ["kernel_overlap_pct", "findings.*.count"]   # compared metrics (patterns)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpugap.baseline import DEFAULT_METRICS, DEFAULT_NOISE_K, DEFAULT_TOLERANCE, Policy
+from gpugap.errors import UsageError
+from gpugap.gates import (
+    HIGHER,
+    LOWER,
+    MAX,
+    MIN,
+    NONE,
+    SEVERITY_RANK,
+    Gate,
+    validate_pattern,
+)
+
+CONFIG_NAME = "gpugap.toml"
+PYPROJECT = "pyproject.toml"
+TOP_KEYS = ("range", "allow_missing", "min_severity", "gates", "ranges", "thresholds",
+            "directions", "baseline")
+BASELINE_KEYS = ("file", "tolerance", "noise_k", "metrics")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The configuration in effect; ``Config()`` is the defaults (no file)."""
+
+    path: Path | None = None
+    range: str | None = None
+    gates: tuple[Gate, ...] = ()
+    thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    allow_missing: bool = False
+    min_severity: str = "info"
+    directions: Mapping[str, str] = field(default_factory=dict)
+    baseline_file: Path | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    noise_k: float = DEFAULT_NOISE_K
+    baseline_metrics: tuple[str, ...] = DEFAULT_METRICS
+
+    @property
+    def gated_ranges(self) -> list[str]:
+        """NVTX ranges named by per-range gates."""
+        return list(dict.fromkeys(g.range for g in self.gates if g.range is not None))
+
+    def policy(self) -> Policy:
+        return Policy(tolerance=self.tolerance, noise_k=self.noise_k,
+                      metrics=self.baseline_metrics, directions=dict(self.directions))
+
+    def overridden(self, **changes: Any) -> Config:
+        """A copy with the given settings replaced, skipping those that are None
+        (command-line options that were not given)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:         # Python 3.10
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise UsageError(f"reading {path} needs Python 3.11+ or the tomli package "
+                             "(pip install tomli)") from None
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such config file; check --config") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}") from None
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """gpugap.toml in *start* (default: the current directory), else the nearest
+    pyproject.toml from there upwards that has a [tool.gpugap] table."""
+    start = (start or Path.cwd()).resolve()
+    if (start / CONFIG_NAME).is_file():
+        return start / CONFIG_NAME
+    for directory in (start, *start.parents):
+        candidate = directory / PYPROJECT
+        if candidate.is_file() and "gpugap" in _read_toml(candidate).get("tool", {}):
+            return candidate
+    return None
+
+
+def load_config(path: str | Path | None = None, *, start: Path | None = None,
+                discover: bool = True) -> Config:
+    """The configuration from *path*, else the discovered file, else the defaults.
+
+    *path* may be a gpugap.toml (settings at its top level) or any TOML file with a
+    [tool.gpugap] table, such as a pyproject.toml.
+    """
+    if path is None:
+        path = find_config(start) if discover else None
+        if path is None:
+            return Config()
+    path = Path(path)
+    data = _read_toml(path)
+    tool = data.get("tool", {})
+    if isinstance(tool, dict) and "gpugap" in tool:
+        return parse_config(tool["gpugap"], path, prefix="tool.gpugap")
+    if path.name == PYPROJECT:
+        raise UsageError(f"{path} has no [tool.gpugap] table; add one or point --config "
+                         "at a gpugap.toml")
+    return parse_config(data, path)
+
+
+class _Where:
+    """Names the table a value came from, for one-line errors: 'gpugap.toml [gates]'."""
+
+    def __init__(self, path: Path, prefix: str) -> None:
+        self.path, self.prefix = path, prefix
+
+    def __call__(self, *keys: str) -> str:
+        table = ".".join(k if k.replace("-", "").replace("_", "").isalnum() else f'"{k}"'
+                         for k in [*filter(None, self.prefix.split(".")), *keys])
+        return f"{self.path.name} [{table}]" if table else self.path.name
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{where} must be a table, not {type(value).__name__}")
+    return value
+
+
+def _known(table: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in table if k not in keys]
+    if unknown:
+        raise UsageError(f"unknown key '{unknown[0]}' in {where}; known: {', '.join(keys)}")
+
+
+def _number(value: Any, where: str, *, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise UsageError(f"{where} must be a number, not {value!r}")
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{where} must be >= {minimum:g}, not {value!r}")
+    return float(value)
+
+
+def _gates(table: Any, where: _Where, keys: tuple[str, ...], range_name: str | None
+           ) -> list[Gate]:
+    table = _table(table, where(*keys))
+    _known(table, (MIN, MAX), where(*keys))
+    gates = []
+    for op in (MIN, MAX):
+        for metric, limit in _table(table.get(op, {}), where(*keys, op)).items():
+            source = f"{where(*keys)} {op}"
+            gates.append(Gate(metric, op, _number(limit, f"{source}.{metric}"), range_name,
+                              source))
+    return gates
+
+
+def _thresholds(table: Any, where: _Where) -> dict[str, dict[str, float]]:
+    from gpugap.rules import registry
+
+    rules = registry()
+    out: dict[str, dict[str, float]] = {}
+    for rule_id, values in _table(table, where("thresholds")).items():
+        rule = rules.get(rule_id)
+        if rule is None:
+            raise UsageError(f"unknown rule '{rule_id}' in {where('thresholds')}; rules: "
+                             f"{', '.join(rules)}")
+        values = _table(values, where("thresholds", rule_id))
+        _known(values, tuple(rule.thresholds), where("thresholds", rule_id))
+        out[rule_id] = {k: _number(v, f"{where('thresholds', rule_id)} {k}")
+                        for k, v in values.items()}
+    return out
+
+
+def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Config:
+    """A Config from the gpugap table of a TOML file; UsageError naming the bad key."""
+    where = _Where(path, prefix)
+    table = _table(table, where())
+    _known(table, TOP_KEYS, where())
+    settings: dict[str, Any] = {"path": path}
+
+    if "range" in table:
+        if not isinstance(table["range"], str) or not table["range"]:
+            raise UsageError(f"{where()} range must be the name of an NVTX range")
+        settings["range"] = table["range"]
+    if "allow_missing" in table:
+        if not isinstance(table["allow_missing"], bool):
+            raise UsageError(f"{where()} allow_missing must be true or false")
+        settings["allow_missing"] = table["allow_missing"]
+    if "min_severity" in table:
+        if table["min_severity"] not in SEVERITY_RANK:
+            raise UsageError(f"{where()} min_severity must be one of "
+                             f"{', '.join(SEVERITY_RANK)}, not {table['min_severity']!r}")
+        settings["min_severity"] = table["min_severity"]
+
+    gates = _gates(table["gates"], where, ("gates",), None) if "gates" in table else []
+    for name, ranged in _table(table.get("ranges", {}), where("ranges")).items():
+        gates += _gates(ranged, where, ("ranges", name), name)
+    settings["gates"] = tuple(gates)
+
+    if "thresholds" in table:
+        settings["thresholds"] = _thresholds(table["thresholds"], where)
+    if "directions" in table:
+        directions = _table(table["directions"], where("directions"))
+        for pattern, direction in directions.items():
+            validate_pattern(pattern, where("directions"))
+            if direction not in (HIGHER, LOWER, NONE):
+                raise UsageError(f"{where('directions')} {pattern} must be '{HIGHER}', "
+                                 f"'{LOWER}' or '{NONE}', not {direction!r}")
+        settings["directions"] = dict(directions)
+    if "baseline" in table:
+        base = _table(table["baseline"], where("baseline"))
+        _known(base, BASELINE_KEYS, where("baseline"))
+        if "file" in base:
+            if not isinstance(base["file"], str) or not base["file"]:
+                raise UsageError(f"{where('baseline')} file must be a path")
+            # Relative to the config file, so the check works from any directory.
+            settings["baseline_file"] = path.parent / base["file"]
+        for key in ("tolerance", "noise_k"):
+            if key in base:
+                settings[key] = _number(base[key], f"{where('baseline')} {key}", minimum=0)
+        if "metrics" in base:
+            metrics = base["metrics"]
+            if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+                raise UsageError(f"{where('baseline')} metrics must be a list of metric "
+                                 "names or patterns")
+            settings["baseline_metrics"] = tuple(validate_pattern(m, where("baseline"))
+                                                 for m in metrics)
+    return Config(**settings)
+
+
+__all__ = ["CONFIG_NAME", "Config", "find_config", "load_config", "parse_config"]

@@ -1,0 +1,49 @@
+"""GitHub Actions workflow commands: an annotation per failed gate and per warning.
+
+Printed only when ``GITHUB_ACTIONS=true``; they show on the run's summary page and in the
+pull request. Data and properties are escaped the way actions/toolkit escapes them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpugap.gates import Check
+
+
+def in_github_actions(env: Mapping[str, str] | None = None) -> bool:
+    return (os.environ if env is None else env).get("GITHUB_ACTIONS") == "true"
+
+
+def step_summary(env: Mapping[str, str] | None = None) -> Path | None:
+    """The job summary file GitHub Actions gives each step, when there is one."""
+    path = (os.environ if env is None else env).get("GITHUB_STEP_SUMMARY")
+    return Path(path) if path else None
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(kind: str, message: str, **properties: str) -> str:
+    """``::kind key=value,...::message``, escaped."""
+    props = ",".join(f"{k}={escape_property(v)}" for k, v in properties.items())
+    return f"::{kind}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def check_annotations(check: Check) -> list[str]:
+    lines = [command("error", r.message, title=f"gpugap check failed: {r.name}")
+             for r in check.results if r.failed]
+    lines += [command("warning", w, title="gpugap check")
+              for report in check.reports for w in report.warnings]
+    return lines
+
+
+__all__ = ["check_annotations", "command", "escape_data", "escape_property",
+           "in_github_actions", "step_summary"]

@@ -1,0 +1,135 @@
+"""Markdown for CI: a check's gates or a diff, for $GITHUB_STEP_SUMMARY or a PR comment."""
+
+from __future__ import annotations
+
+from gpugap.diff import FIXED, NEW, Diff, ScopeDiff
+from gpugap.gates import (
+    BASELINE,
+    FAIL,
+    HIGHER,
+    MIN,
+    PASS,
+    Check,
+    GateResult,
+    fmt_value,
+    is_pct,
+)
+
+ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
+CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "same": "same",
+               "changed": "changed", "n/a": ""}
+STATUS_ICON = {FIXED: "✅ fixed", NEW: "🆕 new", "changed": "changed", "unchanged": "same"}
+# The per-range table of a diff: the metrics that say whether the timeline has holes.
+RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overlap_pct"),
+                 ("copy/compute overlap", "copy_compute_overlap_pct"),
+                 ("concurrency", "concurrency"), ("findings", "findings.count"))
+
+
+def cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[object]], align: str = "") -> list[str]:
+    """A GitHub-flavoured Markdown table; *align* is one of 'l', 'r', 'c' per column."""
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    align = align or "l" * len(header)
+    return ["| " + " | ".join(header) + " |",
+            "| " + " | ".join(marks[a] for a in align) + " |",
+            *("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)]
+
+
+def scope_name(scope: str | None) -> str:
+    return "whole report" if scope is None else f"range `{scope}`"
+
+
+def fmt_delta(metric: str, delta: float | int | None) -> str:
+    if delta is None:
+        return ""
+    if isinstance(delta, int):
+        return f"{delta:+d}"
+    text = f"{delta:+.3f}".rstrip("0").rstrip(".")
+    return text + (" pts" if is_pct(metric) else "")
+
+
+def _limit(result: GateResult) -> str:
+    if result.limit is None:
+        return ""
+    shown = fmt_value(result.metric, result.limit)
+    if result.kind == BASELINE:
+        at_least = (result.baseline or {}).get("direction") == HIGHER
+    else:
+        at_least = result.kind == MIN
+    return f"{'≥' if at_least else '≤'} {shown}"
+
+
+def check_markdown(check: Check) -> str:
+    counts = check.counts()
+    if check.passed:
+        head = f"### gpugap check: ✅ passed ({counts['gates']} gates)"
+    else:
+        head = f"### gpugap check: ❌ {counts['failed']} of {counts['gates']} gates failed"
+    lines = [head, ""]
+    if check.baseline:
+        lines += [f"Baseline: `{check.baseline}`", ""]
+    for report in check.reports:
+        verdict = "✅ passed" if report.passed else f"❌ {len(report.failures)} failed"
+        lines += [f"**`{report.report}`** · {scope_name(report.scope)} · {verdict}", ""]
+        # Failures first: in a PR comment they are what the reader is looking for.
+        ordered = sorted(report.results, key=lambda r: r.status != FAIL)
+        lines += table(["", "Gate", "Value", "Limit", "Detail"],
+                       [[ICON.get(r.status, r.status), f"`{r.name}`",
+                         fmt_value(r.metric, r.value), _limit(r), r.message]
+                        for r in ordered], "clrrl")
+        lines += [""] + [f"> ⚠️ {w}" for w in report.warnings] + ([""] if report.warnings
+                                                                   else [])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _scope_table(scope: ScopeDiff) -> list[str]:
+    rows = [[f"`{m.metric}`", fmt_value(m.metric, m.before), fmt_value(m.metric, m.after),
+             fmt_delta(m.metric, m.delta), CHANGE_ICON[m.change]]
+            for m in scope.metrics
+            # Rules that found nothing on either side add rows, not information.
+            if not (m.metric.count(".") == 2 and not m.before and not m.after)]
+    return table(["Metric", "Before", "After", "Δ", ""], rows, "lrrrl")
+
+
+def _arrow(metric: str, before, after) -> str:
+    if before == after:
+        return fmt_value(metric, after)
+    return f"{fmt_value(metric, before)} → {fmt_value(metric, after)}"
+
+
+def diff_markdown(diff: Diff) -> str:
+    summary = diff.summary()
+    lines = [f"### gpugap diff: `{diff.before}` → `{diff.after}`", "",
+             f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
+             f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
+    main = diff.scope(diff.range)
+    lines += [f"#### {scope_name(main.scope).capitalize()}", "", *_scope_table(main), ""]
+    ranges = [s for s in diff.scopes if s.scope is not None and s is not main]
+    if ranges:
+        rows = []
+        for s in ranges:
+            where = s.scope if s.in_before and s.in_after else \
+                f"{s.scope} ({'after only' if s.in_after else 'before only'})"
+            rows.append([f"`{where}`", *(_arrow(m, s.get(m).before, s.get(m).after)
+                                         for _, m in RANGE_COLUMNS)])
+        lines += ["#### NVTX ranges", "",
+                  *table(["Range", *(c for c, _ in RANGE_COLUMNS)], rows, "lrrrrr"), ""]
+    if diff.findings:
+        rows = [[STATUS_ICON[f.status], f"{f.rule} [{f.cause}]",
+                 " > ".join(f.where) or "outside NVTX ranges",
+                 _arrow("count", f.count_before, f.count_after),
+                 f"{_arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
+                 f"({f.cost_ms_delta:+.3f})"]
+                for f in diff.findings]
+        lines += ["#### Findings", "",
+                  *table(["Status", "Rule [cause]", "Where", "Count", "Cost ms (Δ)"], rows,
+                         "lllrr"), ""]
+    lines += [f"> ⚠️ {w}" for w in diff.warnings]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["check_markdown", "diff_markdown", "table"]

@@ -1,0 +1,485 @@
+"""A static SVG (and PNG) of the timeline, for pasting into issues and PR comments.
+
+Same lanes, colours and finding markers as the HTML page (:mod:`gpugap.render.html`),
+drawn for one window: the ``--range`` window when given, else the report's GPU span.
+Events narrower than a pixel are merged into one rectangle per run of touching pixels,
+so the file stays small however many events there are; a note under the title says how
+many were merged. PNG is the SVG rendered by headless chromium
+($GPUGAP_CHROMIUM, else chromium / chromium-browser / google-chrome on PATH).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from gpugap.analysis import Analysis
+from gpugap.errors import UsageError
+from gpugap.render.html import (
+    CATEGORIES,
+    CATEGORY_INDEX,
+    KERNEL_PALETTE,
+    PAGEABLE,
+    SEVERITY_COLORS,
+    Panel,
+    Timeline,
+    Written,
+    build_panels,
+    output_args,
+    rule_color,
+)
+from gpugap.report.trace import Trace
+from gpugap.rules.base import fmt_ns
+
+GUTTER = 190
+RIGHT = 12
+AXIS_H = 20
+TRACK_ROW = 13
+GROUP_H = 16
+PAD = 3
+ROW_H = {"gpu": 16, "api": 12, "nvtx": 13}
+CHAR_W = 5.6            # average glyph width of the 10px font, for truncating labels
+FONT = "system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Arial,sans-serif"
+MAX_FINDINGS_LISTED = 12
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _esc(text: object) -> str:
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def _trunc(text: str, width_px: float) -> str | None:
+    n = int((width_px - 6) / CHAR_W)
+    if n < 3:
+        return None
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _f(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _ticks(v0: float, v1: float, px: float) -> tuple[float, list[float]]:
+    raw = (v1 - v0) / max(1.0, px / 110)
+    p = 10 ** np.floor(np.log10(raw))
+    m = raw / p
+    step = (1 if m < 1.5 else 2 if m < 3.5 else 5 if m < 7.5 else 10) * p
+    first = np.ceil(v0 / step) * step
+    return float(step), [float(t) for t in np.arange(first, v1 + step * 1e-9, step)]
+
+
+def _tick_label(t: float, step: float) -> str:
+    scale, unit = ((1e9, "s") if step >= 1e9 else (1e6, "ms") if step >= 1e6
+                   else (1e3, "µs") if step >= 1e3 else (1, "ns"))
+    digits = max(0, min(6, int(np.ceil(-np.log10(step / scale) - 1e-9))))
+    if abs(t) < step * 1e-6:
+        t = 0.0                                # no "-0 ms"
+    return f"{t / scale:.{digits}f} {unit}"
+
+
+class _Svg:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def rect(self, x: float, y: float, w: float, h: float, cls: str = "", **attrs: str) -> None:
+        extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
+        c = f' class="{cls}"' if cls else ""
+        self.parts.append(f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.5))}" '
+                          f'height="{_f(h)}"{c}{extra}/>')
+
+    def text(self, x: float, y: float, text: str, cls: str = "", **attrs: str) -> None:
+        extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
+        c = f' class="{cls}"' if cls else ""
+        self.parts.append(f'<text x="{_f(x)}" y="{_f(y)}"{c}{extra}>{_esc(text)}</text>')
+
+
+def _layout(tl: Timeline, top: float) -> tuple[list[float], list[float], list[tuple], float,
+                                                 int]:
+    rows = (max(tl.track_rows) + 1) if tl.track_rows else 0
+    y = top + AXIS_H + (rows * TRACK_ROW + 2 * PAD if rows else 0)
+    lane_y, lane_h, groups, prev = [], [], [], None
+    for lane in tl.lanes:
+        if lane.group != prev:
+            groups.append((y, lane.group))
+            y += GROUP_H
+            prev = lane.group
+        h = lane.rows * ROW_H[lane.kind] + 2 * PAD
+        lane_y.append(y)
+        lane_h.append(h)
+        y += h
+    return lane_y, lane_h, groups, y, rows
+
+
+def _event_classes(tl: Timeline) -> np.ndarray:
+    """Per event: the CSS class index (categories, then one per kernel palette colour)."""
+    cls = tl.cat.astype(np.int32).copy()
+    kernel = tl.cat == CATEGORY_INDEX["kernel"]
+    cls[kernel] = len(CATEGORIES) + tl.name[kernel] % len(KERNEL_PALETTE)
+    return cls
+
+
+def _runs(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """Start index of each run to draw as one rectangle: a wide event alone, or touching
+    events narrower than a pixel together."""
+    narrow = (x1 - x0) < 1.0
+    new = np.ones(x0.size, dtype=bool)
+    if x0.size > 1:
+        new[1:] = ~narrow[1:] | ~narrow[:-1] | (x0[1:] > x1[:-1] + 1.0)
+    return np.flatnonzero(new)
+
+
+def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[float, float],
+                stats: dict[str, int]) -> float:
+    v0, v1 = view
+    plot = width - GUTTER - RIGHT
+    scale = plot / max(1.0, v1 - v0)
+    lane_y, lane_h, groups, bottom, track_rows = _layout(tl, top)
+
+    def x(t: float) -> float:
+        return GUTTER + (t - v0) * scale
+
+    def clampx(value: float) -> float:
+        return min(max(value, GUTTER - 1), width - RIGHT + 1)
+
+    for i, (y, h) in enumerate(zip(lane_y, lane_h, strict=True)):
+        svg.rect(0, y, width, h, "l1" if i % 2 else "l0")
+    for y, _ in groups:
+        svg.rect(0, y, width, GROUP_H, "grp")
+    svg.add(f'<svg x="{GUTTER}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
+            f'viewBox="{GUTTER} {_f(top)} {plot} {_f(bottom - top)}" overflow="hidden">')
+    step, ticks = _ticks(v0, v1, plot)
+    for t in ticks:
+        svg.add(f'<path class="grid" d="M{_f(x(t))} {_f(top + AXIS_H - 4)}V{_f(bottom)}"/>')
+        svg.text(x(t) + 3, top + 12, _tick_label(t, step), "ax")
+
+    # Finding markers behind the events: gap bands.
+    marked: set[int] = set()
+    for m in tl.markers:
+        if m.kind == "band" and m.e >= v0 and m.s <= v1:
+            x0, x1 = clampx(x(m.s)), clampx(x(m.e))
+            color = m.color or rule_color(tl.findings[m.finding].rule)
+            y0, y1 = lane_y[m.l0], lane_y[m.l1] + lane_h[m.l1]
+            svg.rect(x0, y0, max(2.0, x1 - x0), y1 - y0, fill=color, fill_opacity="0.17")
+            svg.rect(x0, y0, max(2.0, x1 - x0), 3, fill=color)
+            label = _trunc(m.label, x1 - x0) if m.label and x1 - x0 > 46 else None
+            if label:
+                svg.text(x0 + 4, y0 + 12, label, "ml", fill=color)
+            marked.add(m.finding)
+
+    # Events, one rectangle per wide event or per run of sub-pixel ones.
+    classes = _event_classes(tl)
+    names = tl.strings
+    end = tl.start + tl.dur
+    key = tl.lane.astype(np.int64) * 64 + tl.row
+    bounds = np.flatnonzero(np.diff(key, prepend=-1, append=-1))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        s, e = tl.start[lo:hi], end[lo:hi]
+        idx = np.flatnonzero((e >= v0) & (s <= v1)) + lo
+        if idx.size == 0:
+            continue
+        lane = int(tl.lane[lo])
+        kind = tl.lanes[lane].kind
+        y = lane_y[lane] + PAD + int(tl.row[lo]) * ROW_H[kind]
+        h = ROW_H[kind] - 2
+        x0 = np.clip(GUTTER + (tl.start[idx] - v0) * scale, GUTTER - 1, width - RIGHT + 1)
+        x1 = np.clip(GUTTER + (end[idx] - v0) * scale, GUTTER - 1, width - RIGHT + 1)
+        starts = _runs(x0, x1)
+        stops = np.r_[starts[1:], idx.size]
+        stats["visible"] += int(idx.size)
+        for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+            i = int(idx[a])
+            rx0, rx1 = float(x0[a]), float(x1[a:b].max())
+            if b - a > 1:
+                stats["merged"] += b - a
+                stats["spans"] += 1
+                rx0, rx1 = np.floor(rx0), max(np.ceil(rx1), np.floor(rx0) + 1)
+            w = rx1 - rx0
+            svg.rect(rx0, y, w - 0.4 if w > 3 else max(w, 1.0), h, f"c{classes[i]}")
+            if b - a == 1 and CATEGORIES[int(tl.cat[i])][0] in PAGEABLE:
+                svg.rect(rx0, y, w, h, fill="url(#hatch)")
+            if b - a == 1 and w > 40:
+                label = _trunc(names[int(tl.name[i])], w)
+                if label:
+                    light = CATEGORIES[int(tl.cat[i])][0].startswith(("api", "nvtx"))
+                    svg.text(max(rx0, GUTTER) + 3, y + h / 2 + 3.5, label,
+                             "el" if light else "ew")
+
+    def box(i: int) -> tuple[float, float, float, float]:
+        lane = int(tl.lane[i])
+        kind = tl.lanes[lane].kind
+        bx0, bx1 = x(float(tl.start[i])), x(float(end[i]))
+        if bx1 - bx0 < 4:
+            c = (bx0 + bx1) / 2
+            bx0, bx1 = c - 2, c + 2
+        by = lane_y[lane] + PAD + int(tl.row[i]) * ROW_H[kind]
+        return bx0, bx1, by, ROW_H[kind] - 2
+
+    for m in tl.markers:
+        color = m.color or rule_color(tl.findings[m.finding].rule)
+        if m.kind == "span" and m.e >= v0 and m.s <= v1:
+            x0, x1 = clampx(x(m.s)), clampx(x(m.e))
+            y0, y1 = lane_y[m.l0] + 1, lane_y[m.l1] + lane_h[m.l1] - 1
+            svg.rect(x0, y0, max(2.0, x1 - x0), y1 - y0, fill=color, fill_opacity="0.22",
+                     stroke=color, stroke_width="1.5")
+            label = _trunc(m.label, x1 - x0) if m.label and x1 - x0 > 46 else None
+            if label:
+                svg.text(x0 + 4, (y0 + y1) / 2 + 3.5, label, "ml", fill=color)
+            marked.add(m.finding)
+        elif m.kind == "ev":
+            bx0, bx1, by, bh = box(m.i)
+            if bx1 >= GUTTER and bx0 <= width:
+                svg.rect(bx0 - 1.5, by - 1.5, bx1 - bx0 + 3, bh + 3, fill="none", stroke=color,
+                         stroke_width="2")
+                marked.add(m.finding)
+        elif m.kind == "link":
+            ax0, ax1, ay, ah = box(m.a)
+            zx0, zx1, zy, zh = box(m.b)
+            ax = ax1 if m.ends[0] == "e" else ax0
+            zx = zx1 if m.ends[1] == "e" else zx0
+            ay, zy = ay + ah / 2, zy + zh / 2
+            if max(ax, zx) < GUTTER or min(ax, zx) > width:
+                continue
+            d = 1 if zy >= ay else -1
+            bend = min(60.0, abs(zy - ay) / 2 + 10) * d if zy != ay else -12
+            svg.add(f'<path d="M{_f(ax)} {_f(ay)}C{_f(ax)} {_f(ay + bend)} {_f(zx)} '
+                    f'{_f(zy - bend)} {_f(zx)} {_f(zy)}" fill="none" stroke="{color}" '
+                    'stroke-width="1.5"/>')
+            svg.add(f'<path d="M{_f(zx)} {_f(zy)}l-4 {_f(-7 * d)}h8z" fill="{color}"/>')
+            marked.add(m.finding)
+
+    # The findings track.
+    ty = top + AXIS_H + PAD
+    for i, f in enumerate(tl.findings):
+        s, e = tl.rel(f.start_ns), tl.rel(f.end_ns)
+        if e < v0 or s > v1:
+            continue
+        x0, x1 = clampx(x(s)), clampx(x(e))
+        if x1 - x0 < 4:
+            c = (x0 + x1) / 2
+            x0, x1 = c - 2, c + 2
+        y = ty + tl.track_rows[i] * TRACK_ROW
+        svg.rect(x0, y, x1 - x0, TRACK_ROW - 3, fill=rule_color(f.rule))
+        label = _trunc(f"#{i + 1} {f.rule} [{f.cause}]", x1 - max(x0, GUTTER))
+        if label:
+            svg.text(max(x0, GUTTER) + 3, y + TRACK_ROW - 5.5, label, "tw")
+        marked.add(i)
+    svg.add("</svg>")
+    svg.add(f'<path class="axis" d="M{GUTTER} {_f(top + AXIS_H - 0.5)}H{width - RIGHT}"/>')
+    stats["marked"] += len(marked)
+
+    # Gutter: labels.
+    svg.text(6, top + 12, tl.label, "pl")
+    if track_rows:
+        svg.rect(0, top + AXIS_H, GUTTER, track_rows * TRACK_ROW + 2 * PAD, "trk")
+        svg.text(8, top + AXIS_H + 12, f"findings ({len(tl.findings)})", "tl")
+    for y, group in groups:
+        svg.text(6, y + GROUP_H - 4.5, _trunc(group, GUTTER * 1.6) or group, "gl")
+    for lane, y, h in zip(tl.lanes, lane_y, lane_h, strict=True):
+        svg.text(14, y + min(h, ROW_H[lane.kind] + 2 * PAD) / 2 + 3.5,
+                 _trunc(lane.label, GUTTER - 14) or lane.label, "ll")
+    svg.add(f'<path class="axis" d="M{GUTTER - 0.5} {_f(top)}V{_f(bottom)}"/>')
+    return bottom
+
+
+def _style() -> str:
+    rules = [f".c{i}{{fill:{c[2]}}}" for i, c in enumerate(CATEGORIES)]
+    rules += [f".c{len(CATEGORIES) + i}{{fill:{c}}}" for i, c in enumerate(KERNEL_PALETTE)]
+    return ("<style>text{font-family:" + FONT + ";font-size:10px;fill:#1d2330}"
+            ".ax{fill:#475467}.grid{stroke:#e9ecf2}.axis{stroke:#c0c6d2}"
+            ".l0{fill:#fff}.l1{fill:#f7f8fa}.grp{fill:#eef1f6}.trk{fill:#fff7ed}"
+            ".tl{fill:#9a3412}.gl{font-weight:600;fill:#344054}.ll{fill:#1d2330}"
+            ".pl{fill:#475467}.ew{fill:#fff}.el{fill:#1d2330}.tw{fill:#fff}.ml{font-weight:600}"
+            ".h1{font-size:13px;font-weight:600}.mu{fill:#667085}.sev{font-weight:700}"
+            + "".join(rules) + "</style>")
+
+
+def _legend(svg: _Svg, panels: list[Timeline], y: float, width: int) -> float:
+    used_cats = sorted(set().union(*(set(np.unique(tl.cat).tolist()) for tl in panels)))
+    rules = sorted({f.rule for tl in panels for f in tl.findings})
+    items: list[tuple[str, str, str]] = [(CATEGORIES[c][2], CATEGORIES[c][1],
+                                          "hatch" if CATEGORIES[c][0] in PAGEABLE else "")
+                                         for c in used_cats]
+    items += [(rule_color(r), r, "outline") for r in rules]
+    x = 8.0
+    for color, label, style in items:
+        w = 22 + len(label) * CHAR_W
+        if x + w > width - 8:
+            x, y = 8.0, y + 15
+        if style == "outline":
+            svg.rect(x, y - 8, 13, 9, fill="none", stroke=color, stroke_width="2")
+        else:
+            svg.rect(x, y - 8, 13, 9, fill=color)
+            if style == "hatch":
+                svg.rect(x, y - 8, 13, 9, fill="url(#hatch)")
+        svg.text(x + 17, y, label, "mu")
+        x += w + 10
+    return y + 8
+
+
+def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None = None,
+               view: tuple[float, float] | None = None) -> str:
+    """The SVG document: a title, each panel (same time scale), a legend, the top
+    findings. *view* (relative ns) defaults to the union of the panels' initial views."""
+    if view is None:
+        view = (min(tl.view[0] for tl in panels), max(tl.view[1] for tl in panels))
+    pad = max((view[1] - view[0]) * 0.01, 100)
+    v = (view[0] - pad, view[1] + pad)
+    stats = {"visible": 0, "merged": 0, "spans": 0, "marked": 0}
+    svg = _Svg()
+    y = 8.0
+    a0 = panels[0].analysis
+    gpu = (a0.gpu or {}).get("name") or "unknown GPU"
+    title = title or ("gpugap · " + " vs ".join(tl.label for tl in panels))
+    svg.text(8, y + 12, title, "h1")
+    scope = panels[0].scope
+    sub = [gpu, f"range {scope}" if scope else "whole report (GPU span)",
+           f"window {fmt_ns(v[1] - v[0])}"]
+    if len(panels) == 1 and a0.metrics is not None:
+        m = a0.metrics
+        sub.append(f"GPU busy {m.gpu_busy_pct:.1f}%" if m.gpu_busy_pct is not None else "")
+    sub.append(f"{sum(len(tl.findings) for tl in panels)} findings")
+    y += 20
+    note_y = y + 10
+    y += 18
+    for tl in panels:
+        y = _draw_panel(svg, tl, y, width, v, stats) + 10
+    y = _legend(svg, panels, y + 8, width) + 6
+    for p, tl in enumerate(panels):
+        for i, f in enumerate(tl.findings[:MAX_FINDINGS_LISTED]):
+            y += 14
+            head = f"{tl.label}: " if len(panels) > 1 else ""
+            count = f" ×{f.count}" if f.count > 1 else ""
+            svg.add(f'<text x="8" y="{_f(y)}"><tspan class="sev" '
+                    f'fill="{SEVERITY_COLORS.get(f.severity, "#555")}">'
+                    f"{_esc(head)}#{i + 1} {_esc(f.severity.upper())}</tspan> "
+                    f"{_esc(f.rule)} [{_esc(f.cause)}] cost {_esc(fmt_ns(f.cost_ns))}{count}"
+                    f'<tspan class="mu"> · {_esc(_trunc(f.message, width - 400) or "")}'
+                    "</tspan></text>")
+        if len(tl.findings) > MAX_FINDINGS_LISTED:
+            y += 14
+            svg.text(8, y, f"… and {len(tl.findings) - MAX_FINDINGS_LISTED} more findings"
+                     + (f" in {tl.label}" if len(panels) > 1 else ""), "mu")
+        if p < len(panels) - 1:
+            y += 4
+    height = int(np.ceil(y + 10))
+    merged = (f"; {stats['merged']:,} events narrower than a pixel merged into "
+              f"{stats['spans']:,} spans" if stats["merged"] else "")
+    sub_text = " · ".join(s for s in sub if s) + f" · {stats['visible']:,} events{merged}"
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}">'
+            f"<title>{_esc(title)}</title>{_style()}"
+            '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse">'
+            '<path d="M0 6L6 0M-1 1L1 -1M5 7L7 5" stroke="#fff" stroke-opacity="0.6" '
+            'stroke-width="1.5"/></pattern></defs>'
+            f'<rect width="{width}" height="{height}" fill="#fff"/>'
+            f'<text x="8" y="{_f(note_y)}" class="mu">{_esc(sub_text)}</text>')
+    return head + "".join(svg.parts) + "</svg>\n"
+
+
+def write_svg(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
+              trace: Trace | str | os.PathLike | None = None,
+              path: str | os.PathLike | None = None, *,
+              title: str | None = None, range_name: str | None = None,
+              width: int = 1400) -> Written:
+    """Write the static SVG timeline; *source* as for :func:`gpugap.render.html.write_html`.
+    The window is *range_name*'s (default: the analysis's scope), else the GPU span."""
+    trace, out = output_args(source, trace, path)
+    panels = build_panels(source, trace, range_name=range_name)
+    text = render_svg(panels, width=width, title=title)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
+                   sum(len(tl.findings) for tl in panels))
+
+
+def write_png(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
+              trace: Trace | str | os.PathLike | None = None,
+              path: str | os.PathLike | None = None, *,
+              title: str | None = None, range_name: str | None = None, width: int = 1400,
+              scale: float = 2.0) -> Written:
+    """The SVG timeline rendered to PNG by headless chromium (UsageError without it)."""
+    trace, out = output_args(source, trace, path)
+    panels = build_panels(source, trace, range_name=range_name)
+    svg_to_png(render_svg(panels, width=width, title=title), out, scale=scale)
+    return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
+                   sum(len(tl.findings) for tl in panels))
+
+
+# --- chromium ----------------------------------------------------------------------
+
+def find_chromium() -> str:
+    """$GPUGAP_CHROMIUM, else the first of chromium, chromium-browser, google-chrome on
+    PATH; UsageError when there is none."""
+    env = os.environ.get("GPUGAP_CHROMIUM")
+    if env:
+        found = shutil.which(env)
+        if not found:
+            raise UsageError(f"GPUGAP_CHROMIUM={env} is not an executable; point it at "
+                             "chromium or unset it")
+        return found
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise UsageError("PNG export needs chromium: install it or use --svg")
+
+
+def chromium_flags(profile: str) -> list[str]:
+    """Flags for a quiet, isolated, offline headless chromium (as root too)."""
+    flags = ["--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--hide-scrollbars", "--mute-audio",
+             f"--user-data-dir={profile}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        flags.append("--no-sandbox")          # chromium refuses to run as root otherwise
+    return flags
+
+
+def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
+               timeout: float = 120.0) -> Path:
+    """Render SVG text to a PNG file with headless chromium (``--screenshot``)."""
+    exe = find_chromium()
+    out = Path(path)
+    head = svg[:400]
+    try:
+        width = int(head.split('width="', 1)[1].split('"', 1)[0])
+        height = int(head.split('height="', 1)[1].split('"', 1)[0])
+    except (IndexError, ValueError):
+        raise ValueError("svg_to_png needs an SVG with integer width and height") from None
+    with tempfile.TemporaryDirectory(prefix="gpugap-png-") as tmp:
+        src = Path(tmp) / "timeline.svg"
+        src.write_text(svg, encoding="utf-8")
+        shot = Path(tmp) / "timeline.png"
+        cmd = [exe, *chromium_flags(str(Path(tmp) / "profile")),
+               f"--force-device-scale-factor={scale:g}", f"--window-size={width},{height}",
+               f"--screenshot={shot}", src.as_uri()]
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"chromium ({exe}) took over {timeout:.0f} s to render the PNG; "
+                             "use --svg") from None
+        except OSError as exc:
+            raise UsageError(f"cannot run chromium ({exe}): {exc.strerror or exc}") from None
+        if proc.returncode != 0 or not shot.is_file() or shot.stat().st_size == 0:
+            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"])
+            raise UsageError(f"chromium ({exe}) failed to render the PNG (exit "
+                             f"{proc.returncode}): {last[-1][:200]}; use --svg")
+        try:
+            shutil.copyfile(shot, out)
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return out

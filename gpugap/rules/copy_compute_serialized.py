@@ -1,0 +1,140 @@
+"""copy-compute-serialized: copies that ran while no kernel did, between kernels.
+
+The copy engines and the SMs can work at the same time. When a copy overlaps no kernel
+although kernels ran right before and after it, copy and compute are taking turns:
+
+- ``same-stream``: the copy shares a stream with the kernels around it, so the stream
+  orders them: a batch is copied, then computed, then the next is copied...
+- ``dependency``: the copy is on its own stream, yet waits for (or is waited on by) the
+  neighbouring compute: an event or sync orders them; the pipeline is too shallow.
+
+Copies whose call blocked the host are left to blocking-memcpy (the host, not the stream
+order, is the cause there). Cost: the copy time that overlapped no kernel, an upper bound
+of what a copy stream with double buffering could hide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from gpugap import timeline as tl
+from gpugap.report.trace import Trace
+from gpugap.rules._common import analysed_span, range_labels, split_label
+from gpugap.rules.base import Finding, Rule, Threshold, fmt_bytes, fmt_ns, severity_for
+
+FIXES = {
+    "same-stream": (
+        "Move the copies to a dedicated copy stream and double-buffer: copy batch i+1 while "
+        "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent, "
+        "torch.cuda.Event + stream.wait_event), from pinned host memory."),
+    "dependency": (
+        "Deepen the pipeline: issue the copy for the next batch before the compute of this "
+        "one and keep one more buffer in flight, so the event that orders them is already "
+        "satisfied when the copy runs."),
+}
+
+
+def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+    copies, kernels = trace.memcpys, trace.kernels
+    if copies.empty or kernels.empty:
+        return []
+    findings = []
+    span = analysed_span(trace)
+    for device, c in copies.groupby("device", sort=False):
+        k = kernels[kernels["device"] == device].sort_values("start", kind="stable")
+        if k.empty:
+            continue
+        c = c[(c["end"] - c["start"]) >= config["min_copy_us"] * 1e3]
+        blocked = (c["api_end"] - c["api_start"]) >= config["blocked_us"] * 1e3
+        c = c[~blocked.fillna(False).to_numpy()]
+        if c.empty:
+            continue
+        ks, ke = k["start"].to_numpy(np.int64), k["end"].to_numpy(np.int64)
+        union = tl.union(ks, ke)
+        cs, ce = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64)
+        dur = ce - cs
+        alone = dur - tl.overlap_each(cs, ce, union)
+        # The kernels right before and right after each copy on this device.
+        end_order = np.argsort(ke, kind="stable")
+        before = np.searchsorted(ke[end_order], cs, side="right") - 1
+        after = np.searchsorted(ks, ce, side="left")
+        reach = config["max_distance_us"] * 1e3
+        has_before = before >= 0
+        has_after = after < ks.size
+        b_idx = end_order[np.maximum(before, 0)]
+        a_idx = np.minimum(after, ks.size - 1)
+        near_before = has_before & (cs - ke[b_idx] <= reach)
+        near_after = has_after & (ks[a_idx] - ce <= reach)
+        between = near_before & near_after
+        turns = between & (alone >= config["min_alone_share"] * dur)
+        if not turns.any():
+            continue
+        streams = k["stream"].to_numpy()
+        copy_stream = c["stream"].to_numpy()
+        same = (streams[b_idx] == copy_stream) | (streams[a_idx] == copy_stream)
+        frame = pd.DataFrame({
+            "cause": np.where(same, "same-stream", "dependency"), "alone": alone,
+            "start": cs, "end": ce, "bytes": c["bytes"].to_numpy(), "stream": copy_stream,
+            "kind": c["kind"].astype(str).to_numpy(), "corr": c["corr"].to_numpy(),
+            "at": c["api_start"].fillna(c["start"]).to_numpy(np.int64),
+            "before": k["name"].astype(str).to_numpy()[b_idx],
+            "after": k["name"].astype(str).to_numpy()[a_idx],
+            "before_stream": streams[b_idx], "after_stream": streams[a_idx]})[turns]
+        frame["range"] = range_labels(trace, frame["at"].to_numpy())
+        for (cause, stream, label), g in frame.groupby(["cause", "stream", "range"],
+                                                        sort=False):
+            cost = int(g["alone"].sum())
+            if cost < config["min_cost_us"] * 1e3:
+                continue
+            worst = g.nlargest(int(config["max_examples"]), "alone")
+            kinds = ", ".join(sorted(set(g["kind"])))
+            where = ("on the same stream as the kernels around them, which orders them"
+                     if cause == "same-stream" else
+                     "on their own stream, yet ordered against the neighbouring kernels "
+                     "(an event or sync)")
+            findings.append(Finding(
+                rule=RULE.id, cause=str(cause), severity=severity_for(cost, span),
+                start_ns=int(g["start"].min()), end_ns=int(g["end"].max()), cost_ns=cost,
+                at_ns=int(g["at"].min()),
+                message=(f"{len(g)} {kinds} cop{'y' if len(g) == 1 else 'ies'} "
+                         f"({fmt_bytes(int(g['bytes'].sum()))}) on stream {stream} ran for "
+                         f"{fmt_ns(cost)} while no kernel ran, between kernels: copy and "
+                         f"compute took turns instead of overlapping. The copies are {where}."),
+                fix=FIXES[str(cause)], streams=sorted({int(stream)} | set(
+                    map(int, g["before_stream"])) | set(map(int, g["after_stream"]))),
+                device=int(device), count=len(g), ranges=split_label(str(label)),
+                evidence={"copy_ns_alone": cost, "bytes_total": int(g["bytes"].sum()),
+                          "copies": [{"correlation_id": int(r.corr), "start_ns": int(r.start),
+                                      "end_ns": int(r.end), "alone_ns": int(r.alone),
+                                      "bytes": int(r.bytes), "kernel_before": r.before,
+                                      "kernel_after": r.after,
+                                      "kernel_streams": [int(r.before_stream),
+                                                         int(r.after_stream)]}
+                                     for r in worst.itertuples()]}))
+    return findings
+
+
+RULE = Rule(
+    id="copy-compute-serialized",
+    title="Copies and kernels taking turns instead of overlapping",
+    thresholds={
+        "min_copy_us": Threshold(20, "us", "ignore copies shorter than this"),
+        "min_alone_share": Threshold(0.8, "fraction", "a copy counts when at least this "
+                                     "share of it overlapped no kernel"),
+        "max_distance_us": Threshold(200, "us", "kernels this close before and after a copy "
+                                     "are its neighbours"),
+        "blocked_us": Threshold(50, "us", "copies whose call blocked the host this long are "
+                                "left to blocking-memcpy"),
+        "min_cost_us": Threshold(100, "us", "report groups costing at least this much"),
+        "max_examples": Threshold(5, "copies", "copies listed as evidence per finding"),
+    },
+    rationale=("Copy engines run beside the SMs; a copy between two kernels that overlaps "
+               "neither is time the GPU spent on one of the two only."),
+    fix=FIXES["same-stream"],
+    causes={"same-stream": "copy on the same stream as the kernels around it",
+            "dependency": "copy on its own stream but ordered against the kernels"},
+    detect=detect,
+)

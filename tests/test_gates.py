@@ -1,0 +1,325 @@
+"""gpugap check and gpugap.gates on the real H200 reports: gates that the good variant of a
+scenario holds and the bad one breaks, null metrics, CI outputs, one-line usage errors."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from pathlib import Path
+
+import pytest
+
+from gpugap import gates
+from gpugap.analysis import analyze
+from gpugap.cli import main
+from gpugap.metrics import METRIC_NAMES
+from gpugap.report import load
+
+SCENARIOS = Path(__file__).parent / "data" / "scenarios"
+
+
+def report_path(name: str) -> Path:
+    return SCENARIOS / f"{name}.sqlite"
+
+
+@pytest.fixture(autouse=True)
+def outside_ci(monkeypatch, tmp_path):
+    """No GitHub Actions environment, and a directory without gpugap configuration."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def run_json(capsys, *argv) -> tuple[int, dict]:
+    rc = main(["check", *map(str, argv), "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@cache
+def analyze_range(name: str, range_name: str | None):
+    """What `gpugap analyze --range` says: the values every gate must read."""
+    return analyze(load(report_path(name)), range_name=range_name)
+
+
+def measured_metrics(name: str) -> dict:
+    return analyze_range(name, "measured").metrics.to_dict()
+
+
+def occurrences(findings, severities=("info", "warning", "error")) -> int:
+    return sum(f.count for f in findings if f.severity in severities)
+
+
+# --- the gates of the issue --------------------------------------------------------------
+
+def test_copy_overlap_gate_pinned_passes_pageable_fails(capsys):
+    good, bad = report_path("h2d-copy-good"), report_path("h2d-copy-bad")
+    rc, doc = run_json(capsys, good, bad, "--range", "measured",
+                       "--min", "copy_compute_overlap_pct=50")
+    assert rc == 1
+    assert doc["passed"] is False
+    assert doc["summary"] == {"gates": 2, "passed": 1, "failed": 1, "skipped": 0}
+    pinned, pageable = (r["gates"][0] for r in doc["reports"])
+    assert pinned["status"] == "pass"
+    assert pinned["value"] == measured_metrics("h2d-copy-good")["copy_compute_overlap_pct"]
+    assert pinned["value"] == 83.188
+    assert pageable["status"] == "fail"
+    assert pageable["name"] == "measured: copy_compute_overlap_pct >= 50"
+    assert pageable["value"] == measured_metrics("h2d-copy-bad")["copy_compute_overlap_pct"]
+    assert pageable["value"] == 0.0
+    # Each report alone: the exit code follows its own gates.
+    assert main(["check", str(good), "--range", "measured",
+                 "--min", "copy_compute_overlap_pct=50"]) == 0
+    assert main(["check", str(bad), "--range", "measured",
+                 "--min", "copy_compute_overlap_pct=50"]) == 1
+
+
+def test_kernel_overlap_gate_per_thread_passes_legacy_fails(capsys):
+    rc, doc = run_json(capsys, report_path("default-stream-good"), "--range", "measured",
+                       "--min", "kernel_overlap_pct=50")
+    assert rc == 0
+    gate = doc["reports"][0]["gates"][0]
+    assert (gate["status"], gate["value"]) == ("pass", 98.706)
+    assert gate["value"] == measured_metrics("default-stream-good")["kernel_overlap_pct"]
+
+    rc, doc = run_json(capsys, report_path("default-stream-bad"), "--range", "measured",
+                       "--min", "kernel_overlap_pct=50", "--min", "concurrency=2")
+    assert rc == 1
+    failed = {g["metric"]: g["value"] for g in doc["reports"][0]["gates"]
+              if g["status"] == "fail"}
+    assert failed == {"kernel_overlap_pct": 0.0, "concurrency": 1.0}
+
+
+def test_findings_gates_count_occurrences_and_cost(capsys, analysis_of):
+    rc, doc = run_json(capsys, report_path("h2d-copy-bad"), "--range", "measured",
+                       "--max", "findings.blocking-memcpy.count=0",
+                       "--max", "findings.blocking-memcpy.pageable-async.count=0",
+                       "--max", "findings.blocking-memcpy.cost_ms=1",
+                       "--max", "findings.serialized-streams.count=0")
+    assert rc == 1
+    by_metric = {g["metric"]: g for g in doc["reports"][0]["gates"]}
+    blocking = analyze_range("h2d-copy-bad", "measured").findings_of("blocking-memcpy")
+    assert [f.count for f in blocking] == [8]          # one finding folding 8 copies
+    assert by_metric["findings.blocking-memcpy.count"]["value"] == 8
+    assert by_metric["findings.blocking-memcpy.pageable-async.count"]["value"] == 8
+    assert by_metric["findings.blocking-memcpy.cost_ms"]["value"] == round(
+        blocking[0].cost_ns / 1e6, 3) == 72.104
+    assert by_metric["findings.serialized-streams.count"] == {
+        **by_metric["findings.serialized-streams.count"], "status": "pass", "value": 0}
+    assert by_metric["findings.blocking-memcpy.count"]["message"].endswith(
+        "above the maximum 0")
+    # The pinned variant has no blocking copy.
+    assert main(["check", str(report_path("h2d-copy-good")), "--range", "measured",
+                 "--max", "findings.blocking-memcpy.count=0"]) == 0
+
+
+def test_whole_report_gates_read_the_whole_report(capsys, analysis_of):
+    whole = analysis_of("h2d-copy-bad").metrics
+    rc, doc = run_json(capsys, report_path("h2d-copy-bad"),
+                       "--max", f"gpu_idle_pct={whole.gpu_idle_pct}",
+                       "--min", f"kernels={whole.kernels + 1}")
+    assert rc == 1
+    kernels, idle = doc["reports"][0]["gates"]      # --min gates first, then --max
+    assert doc["reports"][0]["scope"] is None
+    assert (idle["scope"], idle["status"], idle["value"]) == (None, "pass", 67.872)
+    assert (kernels["status"], kernels["value"]) == ("fail", 60)
+    assert kernels["name"] == "whole: kernels >= 61"
+
+
+def test_null_metric_fails_with_the_reason_unless_allowed(capsys):
+    report = report_path("default-stream-good")
+    rc, doc = run_json(capsys, report, "--range", "measured",
+                       "--min", "copy_compute_overlap_pct=50")
+    assert rc == 1
+    gate = doc["reports"][0]["gates"][0]
+    assert gate["value"] is None
+    assert gate["message"].startswith(
+        f"copy_compute_overlap_pct is null in {report} (no copies in range 'measured'); ")
+    assert "--allow-missing" in gate["message"]
+
+    rc, doc = run_json(capsys, report, "--range", "measured",
+                       "--min", "copy_compute_overlap_pct=50", "--allow-missing")
+    assert rc == 0
+    assert doc["reports"][0]["gates"][0]["status"] == "skip"
+    assert doc["summary"] == {"gates": 1, "passed": 0, "failed": 0, "skipped": 1}
+
+
+def test_min_severity_leaves_info_findings_out(capsys):
+    findings = analyze_range("h2d-copy-good", "measured").findings
+    info = sum(f.count for f in findings if f.severity == "info")
+    assert info == len(findings) and info == 7     # pinned copies: only info launch gaps
+    for severity, expected in (("info", 7), ("warning", 0)):
+        rc, doc = run_json(capsys, report_path("h2d-copy-good"), "--range", "measured",
+                           "--max", "findings.count=0", "--min-severity", severity)
+        assert doc["reports"][0]["gates"][0]["value"] == expected
+        assert rc == (1 if expected else 0)
+
+
+# --- the library ----------------------------------------------------------------------------
+
+def test_measure_equals_analyze_whole_and_per_range(trace_of, analysis_of):
+    trace = trace_of("h2d-copy-bad")
+    measured = gates.measure(trace, ranges=["measured", "iter"])
+    assert set(measured.scopes) == {None, "measured", "iter"}
+    whole = analysis_of("h2d-copy-bad").metrics.to_dict()
+    assert {k: measured[None].values[k] for k in METRIC_NAMES} == whole
+    for name in ("measured", "iter"):
+        ranged = analyze(trace, range_name=name)
+        assert {k: measured[name].values[k] for k in METRIC_NAMES} == \
+            ranged.metrics.to_dict()
+        assert measured[name].findings == ranged.findings
+    assert measured[None].values["findings.count"] == sum(
+        f.count for f in analysis_of("h2d-copy-bad").findings)
+
+
+def test_evaluate_from_python(trace_of):
+    result = gates.evaluate(trace_of("default-stream-bad"),
+                            [gates.Gate("kernel_overlap_pct", "min", 50),
+                             gates.Gate("findings.serialized-streams.legacy-default-stream"
+                                        ".count", "max", 0),
+                             gates.Gate("span_ns", "max", 10_000_000, range="round")],
+                            range_name="measured")
+    assert not result.passed
+    assert [(r.metric, r.scope, r.status) for r in result.results] == [
+        ("kernel_overlap_pct", "measured", "fail"),
+        ("findings.serialized-streams.legacy-default-stream.count", "measured", "fail"),
+        ("span_ns", "round", "pass")]
+    legacy = analyze(trace_of("default-stream-bad"), range_name="measured").findings_of(
+        "serialized-streams", "legacy-default-stream")
+    assert result.results[1].value == sum(f.count for f in legacy) == 29
+    assert result.failures[0].message == (
+        "kernel_overlap_pct = 0% in range 'measured' of "
+        f"{report_path('default-stream-bad')}, below the minimum 50%")
+
+
+def test_directions_table_and_patterns():
+    assert gates.direction_of("kernel_overlap_pct") == "higher"
+    assert gates.direction_of("copy_compute_overlap_pct") == "higher"
+    assert gates.direction_of("concurrency") == "higher"
+    assert gates.direction_of("gpu_idle_pct") == "lower"
+    assert gates.direction_of("findings.launch-gap.host-blocked.cost_ms") == "lower"
+    assert gates.direction_of("kernels") == "none"
+    assert gates.direction_of("kernels", {"kernels": "lower"}) == "lower"
+    assert gates.matches("findings.*.count", "findings.launch-gap.count")
+    assert not gates.matches("findings.*.count", "findings.launch-gap.host-blocked.count")
+    assert gates.matches("findings.**", "findings.launch-gap.host-blocked.count")
+
+
+# --- CI outputs ---------------------------------------------------------------------------
+
+def test_junit_has_one_case_per_gate(capsys, tmp_path):
+    junit = tmp_path / "junit.xml"
+    rc = main(["check", str(report_path("h2d-copy-good")), str(report_path("h2d-copy-bad")),
+               "--range", "measured", "--min", "copy_compute_overlap_pct=50",
+               "--max", "findings.blocking-memcpy.count=0", "--junit", str(junit)])
+    assert rc == 1
+    root = ET.parse(junit).getroot()
+    assert (root.tag, root.get("tests"), root.get("failures")) == ("testsuites", "4", "2")
+    good, bad = root.findall("testsuite")
+    assert good.get("name") == str(report_path("h2d-copy-good"))
+    assert [c.get("name") for c in good.iter("testcase")] == [
+        "measured: copy_compute_overlap_pct >= 50",
+        "measured: findings.blocking-memcpy.count <= 0"]
+    assert good.find("testcase/failure") is None
+    failures = bad.findall("testcase/failure")
+    assert [f.get("message") for f in failures] == [
+        f"copy_compute_overlap_pct = 0% in range 'measured' of {report_path('h2d-copy-bad')},"
+        " below the minimum 50%",
+        f"findings.blocking-memcpy.count = 8 in range 'measured' of "
+        f"{report_path('h2d-copy-bad')}, above the maximum 0"]
+    assert bad.find("testcase").get("classname") == "gpugap.check.h2d-copy-bad"
+
+
+def test_github_annotations_only_under_actions(capsys, monkeypatch, tmp_path):
+    argv = ["check", str(report_path("default-stream-bad")), "--range", "measured",
+            "--min", "kernel_overlap_pct=50"]
+    assert main(argv) == 1
+    assert "::error" not in capsys.readouterr().out
+
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert main(argv) == 1
+    errors = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("::")]
+    assert errors == [
+        "::error title=gpugap check failed%3A measured%3A kernel_overlap_pct >= 50::"
+        f"kernel_overlap_pct = 0%25 in range 'measured' of {report_path('default-stream-bad')}"
+        ", below the minimum 50%25"]
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### gpugap check: ❌ 1 of 1 gates failed")
+    assert "| ❌ | `measured: kernel_overlap_pct >= 50` | 0% | ≥ 50% |" in text
+
+    # With --json the annotations go to stderr and stdout stays one JSON document.
+    assert main([*argv, "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["passed"] is False
+    assert err.startswith("::error title=gpugap check failed%3A measured%3A")
+
+
+def test_markdown_file_lists_failures_first(capsys, tmp_path):
+    md = tmp_path / "check.md"
+    rc = main(["check", str(report_path("h2d-copy-bad")), "--range", "measured",
+               "--max", "findings.serialized-streams.count=0",
+               "--max", "findings.blocking-memcpy.count=0", "--markdown", str(md)])
+    assert rc == 1
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| ")][2:]
+    assert rows[0].startswith("| ❌ | `measured: findings.blocking-memcpy.count <= 0` | 8 |")
+    assert rows[1].startswith("| ✅ | `measured: findings.serialized-streams.count <= 0` | 0 |")
+
+
+def test_human_output_summarises(capsys):
+    rc = main(["check", str(report_path("h2d-copy-good")), "--range", "measured",
+               "--min", "copy_compute_overlap_pct=50"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "83.188%" in out
+    assert out.rstrip().endswith("gpugap check passed: 1 of 1 gates held in 1 report(s)")
+
+
+def test_escaping_of_workflow_commands():
+    from gpugap.render.github import command, escape_property
+
+    assert escape_property("a: b, 5%\n") == "a%3A b%2C 5%25%0A"
+    assert command("error", "100% done\nnext", title="x:y") == \
+        "::error title=x%3Ay::100%25 done%0Anext"
+
+
+# --- bad input: exit 2, one line ------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--min", "kernel_overlap=50"],
+     "unknown metric 'kernel_overlap' in --min (did you mean kernel_overlap_pct?)"),
+    (["--min", "kernel_overlap_pct"], "bad --min 'kernel_overlap_pct'; write METRIC=VALUE"),
+    (["--max", "gpu_idle_pct=lots"], "bad --max 'gpu_idle_pct=lots': 'lots' is not a number"),
+    (["--max", "findings.no-such-rule.count=0"], "unknown rule 'no-such-rule' in metric"),
+    (["--max", "findings.launch-gap.nope.count=0"], "rule launch-gap has no cause 'nope'"),
+    (["--max", "findings.launch-gap.total=0"], "bad findings metric 'findings.launch-gap."),
+    (["--min", "kernel_overlap_pct=50", "--range", "nope"],
+     "no NVTX range named 'nope' in"),
+    ([], "no gates to check"),
+    (["--min", "kernel_overlap_pct=50", "--tolerance", "3"], "--tolerance applies to a "
+                                                             "baseline"),
+    (["--min", "kernel_overlap_pct=50", "--min-severity", "loud"],
+     "bad --min-severity 'loud'"),
+    (["--min", "kernel_overlap_pct=50", "--set", "launch-gap.nope=1"],
+     "rule launch-gap has no threshold nope"),
+])
+def test_bad_gates_exit_2_with_one_line(capsys, args, expected):
+    rc = main(["check", str(report_path("h2d-copy-good")), *args])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("gpugap: error: ")
+    assert expected in err
+
+
+def test_bad_report_files_exit_2_with_one_line(capsys, tmp_path):
+    junk = tmp_path / "notes.sqlite"
+    junk.write_text("not a database")
+    for path, expected in ((tmp_path / "missing.sqlite", "no such file"),
+                           (junk, "is neither an nsys report")):
+        rc = main(["check", str(report_path("h2d-copy-good")), str(path),
+                   "--min", "kernel_overlap_pct=0"])
+        err = capsys.readouterr().err
+        assert rc == 2
+        assert err.count("\n") == 1 and expected in err

@@ -1,0 +1,70 @@
+"""The scenario suite: importable without torch/cuda-python, well-formed, and each
+variant's expected diagnosis holds on the real reports captured from it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import scenarios
+from gpugap.analysis import analyze
+from gpugap.rules import registry
+from gpugap.runner import evaluate
+from tests.conftest import SCENARIO_DATA, load_report
+
+SUITE = scenarios.all_scenarios()
+
+
+def test_suite_covers_every_seed_puzzle():
+    assert [s.name for s in SUITE] == ["h2d-copy", "default-stream", "grid-sweep",
+                                       "cublas-warmup", "moe-experts", "prefetch-pipeline"]
+    assert {s.seed for s in SUITE} == {"000", "001", "002", "003", "004"}
+
+
+@pytest.mark.parametrize("scenario", SUITE, ids=lambda s: s.name)
+def test_scenario_module_is_well_formed(scenario):
+    module = importlib.import_module(f"scenarios.{scenario.module}")
+    assert callable(module.run)
+    assert set(scenario.variants) == {"bad", "good"}
+    rules = registry()
+    for variant in scenario.variants.values():
+        assert variant.expect or variant.bounds, variant
+        for exp in variant.expect:
+            assert exp.rule in rules
+            assert exp.cause is None or exp.cause in rules[exp.rule].causes
+        for bound in variant.bounds:
+            assert bound.metric in {"gpu_busy_pct", "gpu_idle_pct", "kernel_overlap_pct",
+                                    "copy_compute_overlap_pct", "concurrency"}
+    # Standalone use: python -m scenarios.<module> --help
+    with pytest.raises(SystemExit) as exc:
+        module.main(scenario, module.run, ["--help"])
+    assert exc.value.code == 0
+
+
+def test_listing_the_suite_imports_no_gpu_package():
+    code = ("import sys, scenarios, gpugap.cli\n"
+            "[s.variants for s in scenarios.all_scenarios()]\n"
+            "print(sorted(m for m in ('torch', 'cuda', 'nvtx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+CASES = [(s, v) for s in SUITE for v in ("bad", "good")]
+
+
+@pytest.mark.parametrize(("scenario", "variant"), CASES,
+                         ids=[f"{s.name}-{v}" for s, v in CASES])
+def test_expected_diagnosis_holds_on_the_captured_report(scenario, variant):
+    name = f"{scenario.name}-{variant}"
+    trace = load_report(name)
+    result = json.loads((SCENARIO_DATA / f"{name}.result.json").read_text())
+    checks = evaluate(scenario.variants[variant], analyze(trace), trace, result)
+    failed = [(c.what, c.detail) for c in checks if not c.passed]
+    assert not failed
+    assert len(checks) == 1 + len(scenario.variants[variant].expect) + \
+        len(scenario.variants[variant].bounds)
