@@ -120,11 +120,18 @@ def analyze(
 
 
 @app.command("rules")
-def list_rules(json_: JsonOpt = False) -> int:
+def list_rules(json_: JsonOpt = False,
+               markdown: Annotated[bool, typer.Option(
+                   "--markdown", help="print docs/rules.md")] = False) -> int:
     """List the rules with their causes, thresholds (defaults) and fixes."""
     from gpugap.render.jsonout import dumps
     from gpugap.rules import registry
 
+    if markdown:
+        from gpugap.rules.docs import rules_markdown
+
+        stdout.out(rules_markdown(), highlight=False)
+        return 0
     reg = registry()
     if json_:
         stdout.out(dumps([{"id": r.id, "title": r.title, "rationale": r.rationale,

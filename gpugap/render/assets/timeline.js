@@ -675,6 +675,11 @@
   // For tests and scripting: select/zoom from the outside.
   window.gpugapTimeline = {
     select: select, setView: setView, zoomAt: zoomAt,
-    redrawNow: function () { drawAll(); return window.__gpugap; }
+    redrawNow: function () { drawAll(); return window.__gpugap; },
+    // Client coordinates of time t (relative ns) in the middle of a lane's first row.
+    where: function (p, lane, t) {
+      var P = panels[p], r = P.canvas.getBoundingClientRect();
+      return { x: r.left + xOf(P, t), y: r.top + rowY(P, lane, 0) + ROW_H[P.lanes[lane].kind] / 2 };
+    }
   };
 })();

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# What the test suite needs besides Python packages, on Debian (as root): a real nsys
+# (Debian's 2023.4, unpacked into /opt/gpugap-nsys by install-nsys.sh) and headless
+# Chromium (the HTML timeline is tested in a real browser). Idempotent, quiet on success.
+set -euo pipefail
+here=$(dirname "$0")
+if ! command -v chromium >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -q --no-install-recommends chromium ||
+    { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }; } >/dev/null
+fi
+bash "$here/install-nsys.sh" >/dev/null

@@ -1,0 +1,472 @@
+"""The HTML timeline and its SVG/PNG export, checked in a real headless chromium.
+
+Chromium is required (CI installs Debian's: apt-get install -y --no-install-recommends
+chromium). It is driven over the DevTools protocol on --remote-debugging-pipe with the
+standard library only: the page must load with no console error and no network request,
+draw one lane per stream/thread, list every finding and draw a marker for each, zoom and
+pan with the wheel and the mouse, and give a screenshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import re
+import select
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpugap.cli import main
+from gpugap.render.html import CATEGORY_INDEX, Panel, build_timeline, write_html
+from gpugap.render.timeline_svg import find_chromium, write_png, write_svg
+from tests.conftest import analyze_report, load_report, report_path
+
+VIEWPORT = (1600, 1000)
+REPORTS = ["default-stream-bad", "h2d-copy-bad", "moe-experts-bad"]
+
+
+# --- a minimal DevTools-protocol client -------------------------------------------
+
+class Browser:
+    """Headless chromium over --remote-debugging-pipe: NUL-separated JSON on fds 3/4."""
+
+    FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             "--remote-debugging-pipe"]
+
+    def __init__(self, exe: str, timeout: float = 60.0) -> None:
+        self.profile = tempfile.mkdtemp(prefix="gpugap-test-chromium-")
+        child_in, self._w = os.pipe()
+        self._r, child_out = os.pipe()
+
+        def to_fds_3_4() -> None:
+            os.dup2(child_in, 3)
+            os.dup2(child_out, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, *self.FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4), preexec_fn=to_fds_3_4)
+        os.close(child_in)
+        os.close(child_out)
+        self.timeout, self._buf, self._id = timeout, b"", 0
+        self.events: list[dict] = []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target,
+                                 flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.page(f"{domain}.enable")
+        self.page("Emulation.setDeviceMetricsOverride", width=VIEWPORT[0],
+                  height=VIEWPORT[1], deviceScaleFactor=1, mobile=False)
+
+    def _read(self, deadline: float) -> dict:
+        while b"\0" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("chromium did not answer in time")
+            if select.select([self._r], [], [], left)[0]:
+                chunk = os.read(self._r, 1 << 20)
+                if not chunk:
+                    raise RuntimeError(f"chromium exited ({self.proc.poll()})")
+                self._buf += chunk
+        message, _, self._buf = self._buf.partition(b"\0")
+        return json.loads(message)
+
+    def call(self, method: str, *, session: bool = False, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._w, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def page(self, method: str, **params):
+        return self.call(method, session=True, **params)
+
+    def wait_event(self, method: str) -> dict:
+        deadline = time.monotonic() + self.timeout
+        for i, event in enumerate(self.events):
+            if event.get("method") == method:
+                return self.events.pop(i)
+        while True:
+            event = self._read(deadline)
+            if event.get("method") == method:
+                return event
+            self.events.append(event)
+
+    def open(self, path: Path) -> dict:
+        """Load a file; return window.__gpugap after the first frame."""
+        self.events.clear()
+        self.page("Page.navigate", url=path.resolve().as_uri())
+        self.wait_event("Page.loadEventFired")
+        return self.state()
+
+    def evaluate(self, expression: str):
+        result = self.page("Runtime.evaluate", expression=expression, returnByValue=True,
+                           awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def state(self) -> dict:
+        return self.evaluate("new Promise(r => requestAnimationFrame(() => "
+                             "requestAnimationFrame(() => r(window.__gpugap))))")
+
+    def mouse(self, kind: str, x: float, y: float, **extra) -> None:
+        self.page("Input.dispatchMouseEvent", type=kind, x=x, y=y, **extra)
+
+    def problems(self) -> list[str]:
+        """Console errors/warnings, uncaught exceptions, failed loads since open()."""
+        out = []
+        for e in self.events:
+            m, p = e.get("method"), e.get("params", {})
+            if m == "Runtime.exceptionThrown":
+                out.append(json.dumps(p["exceptionDetails"])[:500])
+            elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert",
+                                                                         "warning"):
+                out.append(json.dumps(p.get("args"))[:500])
+            elif m == "Log.entryAdded" and p["entry"].get("level") in ("error", "warning"):
+                out.append(p["entry"].get("text", "")[:500])
+        return out
+
+    def requests(self) -> list[str]:
+        return [e["params"]["request"]["url"] for e in self.events
+                if e.get("method") == "Network.requestWillBeSent"]
+
+    def screenshot(self) -> bytes:
+        return base64.b64decode(self.page("Page.captureScreenshot", format="png")["data"])
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close")
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._w)
+        os.close(self._r)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = find_chromium()      # required: a UsageError here means "install chromium"
+    b = Browser(exe)
+    yield b
+    b.close()
+
+
+# --- helpers -----------------------------------------------------------------------
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def expected_lanes(trace) -> dict[str, int]:
+    return {"gpu": len(trace.gpu_ops[["device", "pid", "stream"]].drop_duplicates()),
+            "api": int(trace.api["gtid"].nunique()), "nvtx": int(trace.nvtx["gtid"].nunique())}
+
+
+def tiled(trace, copies: int):
+    """The report's kernels and API calls repeated *copies* times one after another: a
+    real event mix at 100k+ events."""
+    span = trace.span()
+    shift = span[1] - span[0] + 1_000_000
+
+    def tile(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+        parts = []
+        for k in range(copies):
+            part = frame.copy()
+            for c in columns:
+                part[c] = part[c] + k * shift
+            part["corr"] = part["corr"] + k * 10_000_000
+            parts.append(part)
+        return pd.concat(parts, ignore_index=True)
+
+    return dataclasses.replace(
+        trace, kernels=tile(trace.kernels, ["start", "end", "api_start", "api_end"]),
+        api=tile(trace.api, ["start", "end"]))
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["analyze", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- the page in chromium ------------------------------------------------------------
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_page_loads_with_every_lane_and_finding(browser, tmp_path, name):
+    trace, analysis = load_report(name), analyze_report(name)
+    page = tmp_path / f"{name}.html"
+    written = write_html(analysis, trace, page)
+    state = browser.open(page)
+
+    assert browser.problems() == []
+    assert browser.requests() == [page.resolve().as_uri()]      # nothing from the network
+    assert state["ready"] and state["errors"] == []
+    lanes = expected_lanes(trace)
+    assert state["lane_kinds"] == lanes
+    assert state["lanes"] == sum(lanes.values())
+    assert state["events"] == written.events == (
+        len(trace.kernels) + len(trace.memcpys) + len(trace.memsets) + len(trace.api)
+        + len(trace.nvtx))
+    n = len(analysis.findings)
+    assert n > 0
+    assert state["findings"] == n
+    assert state["drawn"] == n                  # every finding on the findings track
+    assert state["marked"] == n                 # ... and marked where it happens
+    listed = browser.evaluate("[...document.querySelectorAll('li.finding')]"
+                              ".map(li => +li.dataset.finding)")
+    assert listed == list(range(n))
+    shot = browser.screenshot()
+    assert png_size(shot) == VIEWPORT
+    (tmp_path / f"{name}.png").write_bytes(shot)
+
+
+def test_status_line_says_events_are_merged(browser, tmp_path):
+    page = tmp_path / "moe.html"
+    write_html(analyze_report("moe-experts-bad"), load_report("moe-experts-bad"), page)
+    state = browser.open(page)
+    assert state["merged"] > 10_000 and state["spans"] < state["merged"]
+    status = browser.evaluate("document.getElementById('status').textContent")
+    assert f"{state['merged']:,} events merged" in status
+    # Zoomed far in, every event in view is drawn on its own.
+    browser.evaluate("window.gpugapTimeline.setView(1e6, 1.02e6)")
+    state = browser.state()
+    assert state["merged"] == 0
+    assert "every event drawn on its own" in browser.evaluate(
+        "document.getElementById('status').textContent")
+
+
+def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):
+    name = "default-stream-bad"
+    trace, analysis = load_report(name), analyze_report(name)
+    page = tmp_path / "t.html"
+    write_html(analysis, trace, page)
+    state = browser.open(page)
+    v0, v1 = state["view"]
+    box = browser.evaluate("JSON.parse(JSON.stringify("
+                           "document.querySelector('canvas.lanes').getBoundingClientRect()))")
+    x, y = box["left"] + box["width"] * 0.6, box["top"] + box["height"] * 0.6
+
+    browser.mouse("mouseWheel", x, y, deltaX=0, deltaY=-400)
+    w0, w1 = browser.state()["view"]
+    assert (w1 - w0) < 0.5 * (v1 - v0)                    # zoomed in around the cursor
+    assert w0 > v0 and w1 < v1
+
+    browser.mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+    browser.mouse("mouseMoved", x - 150, y, button="left", buttons=1)
+    browser.mouse("mouseReleased", x - 150, y, button="left", buttons=0, clickCount=1)
+    p0, p1 = browser.state()["view"]
+    assert p1 - p0 == pytest.approx(w1 - w0)
+    assert p0 > w0                                         # dragged left: later times
+
+    # The findings list jumps to the finding and highlights it.
+    k = next(i for i, f in enumerate(analysis.findings) if f.rule == "blocking-memcpy")
+    browser.evaluate(f"document.querySelectorAll('li.finding .finding-head')[{k}].click()")
+    state = browser.state()
+    assert state["selected"] == {"p": 0, "f": k}
+    tl = build_timeline(trace, analysis)
+    f = analysis.findings[k]
+    s, e = tl.rel(f.start_ns), tl.rel(f.end_ns)
+    assert state["view"][0] <= s and state["view"][1] >= e
+    assert state["view"][1] - state["view"][0] < 1.5 * (e - s)
+    assert browser.evaluate(f"document.querySelectorAll('li.finding')[{k}]"
+                            ".classList.contains('selected')")
+
+    # Hovering the blocked copy shows its details.
+    copy = int(np.flatnonzero(tl.cat == CATEGORY_INDEX["dtoh-pageable"])[0])
+    at = browser.evaluate(f"window.gpugapTimeline.where(0, {int(tl.lane[copy])}, "
+                          f"{int(tl.start[copy] + tl.dur[copy] // 2)})")
+    browser.mouse("mouseMoved", at["x"], at["y"])
+    tip = browser.evaluate("document.getElementById('tooltip').innerText")
+    assert "memcpy Device-to-Host" in tip
+    assert "Pageable" in tip and "GB/s" in tip and "stream 7" in tip
+    assert "blocking-memcpy" in tip                        # the finding it belongs to
+    assert browser.problems() == []
+
+
+def test_bad_above_good_on_one_time_scale(browser, tmp_path):
+    panels = []
+    for variant in ("bad", "good"):
+        from gpugap.analysis import analyze
+
+        trace = load_report(f"moe-experts-{variant}")
+        panels.append(Panel(f"moe-experts {variant}", trace,
+                            analyze(trace, range_name="measured")))
+    page = tmp_path / "timeline.html"
+    # The runner's call: the path right after the panels.
+    written = write_html(panels, page, title="gpugap: moe-experts")
+    state = browser.open(page)
+    assert browser.problems() == []
+    assert state["panels"] == 2
+    assert state["lanes"] == sum(sum(expected_lanes(p.trace).values()) for p in panels)
+    assert state["findings"] == state["drawn"] == sum(len(p.analysis.findings) for p in panels)
+    assert written.findings == state["findings"]
+    data = json.loads(browser.evaluate("document.getElementById('gpugap-data').textContent"))
+    heads = browser.evaluate("[...document.querySelectorAll('.panel-head b')]"
+                             ".map(b => b.textContent)")
+    assert heads == ["moe-experts bad", "moe-experts good"]          # bad above good
+    for p, panel in zip(data["panels"], panels, strict=True):
+        # Each aligned to its own start of 'measured'; the view spans both.
+        start = int(panel.trace.nvtx.loc[panel.trace.nvtx["name"] == "measured",
+                                         "start"].min())
+        assert p["origin_ns"] == start
+        assert p["view"][0] == 0
+    view = state["view"]
+    longest = max(p["view"][1] for p in data["panels"])
+    assert view[0] < 0 < longest < view[1] < 1.1 * longest
+
+
+def test_hundred_thousand_events(browser, tmp_path):
+    trace = tiled(load_report("moe-experts-bad"), 10)
+    analysis = analyze_report("moe-experts-bad")
+    page = tmp_path / "dense.html"
+    t = time.perf_counter()
+    written = write_html(analysis, trace, page)
+    seconds = time.perf_counter() - t
+    assert written.events > 170_000
+    assert seconds < 10
+    assert written.size_bytes < 6 * 2**20
+    state = browser.open(page)
+    assert browser.problems() == []
+    assert state["events"] == written.events
+    assert state["merged"] > 150_000
+    frames = browser.evaluate("""(() => { const T = window.gpugapTimeline, ms = [];
+        for (let k = 0; k < 7; k++) { const t = performance.now(); T.redrawNow();
+          ms.push(performance.now() - t); }
+        return ms.sort((a, b) => a - b)[3]; })()""")
+    assert frames < 50, f"a full-view frame of {written.events} events took {frames:.1f} ms"
+    svg = write_svg(analysis, trace, tmp_path / "dense.svg")
+    assert svg.size_bytes < 400_000                 # decimated: bounded by pixels, not events
+
+
+def test_names_cannot_break_out_of_the_page(browser, tmp_path):
+    trace = load_report("default-stream-bad")
+    evil = "</script><script>window.__pwned = 1</script><!--"
+    kernels = trace.kernels.copy()
+    kernels["name"] = kernels["name"].astype(str).where(kernels["name"] != "bump", evil)
+    trace = dataclasses.replace(trace, kernels=kernels)
+    page = tmp_path / "evil.html"
+    write_html(analyze_report("default-stream-bad"), trace, page)
+    state = browser.open(page)
+    assert browser.problems() == [] and state["ready"]
+    assert browser.evaluate("window.__pwned === undefined")
+    data = json.loads(browser.evaluate("document.getElementById('gpugap-data').textContent"))
+    assert evil in data["panels"][0]["strings"]
+
+
+# --- SVG and PNG ------------------------------------------------------------------
+
+def test_svg_has_lanes_findings_and_legend(tmp_path):
+    name = "default-stream-bad"
+    trace, analysis = load_report(name), analyze_report(name)
+    written = write_svg(analysis, trace, tmp_path / "t.svg")
+    text = (tmp_path / "t.svg").read_text()
+    root = ET.fromstring(text)                         # well-formed
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert written.size_bytes < 100_000
+    for label in ("stream 7 (legacy default)", "stream 13", "NVTX", "CUDA API",
+                  f"findings ({len(analysis.findings)})", "blocking-memcpy", "launch-gap",
+                  "copy device→host"):
+        assert label in text, label
+    assert "events narrower than a pixel merged" in text
+    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    # The --range window is smaller and shows only that range's findings.
+    from gpugap.analysis import analyze
+
+    measured = analyze(trace, range_name="measured")
+    write_svg(measured, trace, tmp_path / "m.svg")
+    m = (tmp_path / "m.svg").read_text()
+    assert "range measured" in m and f"findings ({len(measured.findings)})" in m
+
+
+def test_png_from_chromium(tmp_path):
+    name = "h2d-copy-bad"
+    written = write_png(analyze_report(name), load_report(name), tmp_path / "t.png")
+    svg = write_svg(analyze_report(name), load_report(name), tmp_path / "t.svg")
+    width, height = (int(re.search(rf'{k}="(\d+)"', svg.path.read_text()).group(1))
+                     for k in ("width", "height"))
+    assert png_size(written.path.read_bytes()) == (2 * width, 2 * height)
+    assert written.size_bytes > 50_000                # drawn, not blank
+
+
+# --- the CLI ----------------------------------------------------------------------
+
+def test_cli_writes_html_svg_png(capsys, tmp_path, browser):
+    out = {k: tmp_path / f"t.{k}" for k in ("html", "svg", "png")}
+    code, stdout, stderr = cli(capsys, str(report_path("h2d-copy-bad")), "--json",
+                               "--html", str(out["html"]), "--svg", str(out["svg"]),
+                               "--png", str(out["png"]))
+    assert code == 0
+    assert json.loads(stdout)["status"] == "ok"       # stdout stays one JSON document
+    for path in out.values():
+        assert path.stat().st_size > 0
+        assert f"wrote {path}" in stderr
+    png_size(out["png"].read_bytes())
+    assert browser.open(out["html"])["findings"] == len(analyze_report("h2d-copy-bad").findings)
+    assert browser.problems() == []
+
+
+def test_cli_never_overwrites_without_force(capsys, tmp_path):
+    page = tmp_path / "t.html"
+    page.write_text("keep me")
+    code, stdout, stderr = cli(capsys, str(report_path("default-stream-bad")),
+                               "--html", str(page))
+    assert code == 2
+    assert stderr.strip() == f"gpugap: error: {page} exists; pass --force to overwrite"
+    assert stdout == ""                                # failed before any work
+    assert page.read_text() == "keep me"
+    code, _, _ = cli(capsys, str(report_path("default-stream-bad")), "--html", str(page),
+                     "--force", "--range", "measured")
+    assert code == 0
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_cli_png_without_chromium(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("GPUGAP_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, stdout, stderr = cli(capsys, str(report_path("default-stream-bad")),
+                               "--png", str(tmp_path / "t.png"))
+    assert code == 2
+    assert stderr.strip() == "gpugap: error: PNG export needs chromium: install it or use --svg"
+    assert not (tmp_path / "t.png").exists()
+
+
+def test_cli_timeline_of_a_report_without_gpu_work(capsys, tmp_path, browser):
+    page = tmp_path / "cpu.html"
+    code, _, _ = cli(capsys, str(report_path("default-stream-bad").parents[1] / "cpu-only"
+                                 / "cpu-only-nvtx.sqlite"), "--html", str(page))
+    assert code == 4                                   # still no CUDA activity ...
+    state = browser.open(page)                         # ... but the NVTX lanes are drawn
+    assert browser.problems() == []
+    assert state["lane_kinds"]["gpu"] == 0 and state["lane_kinds"]["nvtx"] == 1
+
+
+def test_committed_screenshot_is_a_real_png():
+    shot = Path(__file__).parents[1] / "docs" / "img" / "timeline-default-stream-bad.png"
+    width, height = png_size(shot.read_bytes())
+    assert width >= 1200 and height >= 600
