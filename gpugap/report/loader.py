@@ -324,6 +324,9 @@ class Loader:
                 "memory_bytes": ("totalMemory",), "clock_hz": ("clockRate",),
                 "bus": ("busLocation",), "uuid": ("uuid",), "chip": ("chipName",)}
         if t not in self.db.tables:
+            if "CUPTI_ACTIVITY_KIND_KERNEL" in self.db.tables:
+                self.warnings.append("no TARGET_INFO_GPU table: device limits unknown, "
+                                     "occupancy estimates assume a 132-SM Hopper GPU")
             return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
         select = ", ".join(self.column(t, *cands) for cands in cols.values())
         frame = self.db.frame(f'SELECT {select} FROM "{t}"', list(cols))

@@ -1,0 +1,142 @@
+"""gpugap diff on the real H200 reports: pageable -> pinned fixes the blocking copy and
+gains copy/compute overlap; legacy -> per-thread default stream gains kernel overlap."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from gpugap import diff as diffs
+from gpugap.analysis import analyze
+from gpugap.cli import main
+from gpugap.gates import reported_range_names
+from gpugap.metrics import METRIC_NAMES
+from gpugap.report import load
+
+SCENARIOS = Path(__file__).parent / "data" / "scenarios"
+
+
+def report_path(name: str) -> Path:
+    return SCENARIOS / f"{name}.sqlite"
+
+
+@cache
+def analysis(name: str, range_name: str | None = "measured"):
+    return analyze(load(report_path(name)), range_name=range_name)
+
+
+@pytest.fixture(autouse=True)
+def outside_ci(monkeypatch, tmp_path):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def diff_json(capsys, before: str, after: str, *argv) -> dict:
+    capsys.readouterr()
+    assert main(["diff", str(report_path(before)), str(report_path(after)), *argv,
+                 "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def metric(doc: dict, scope: str | None, name: str) -> dict:
+    found = next(s for s in doc["scopes"] if s["scope"] == scope)
+    return next(m for m in found["metrics"] if m["metric"] == name)
+
+
+def test_pageable_to_pinned_fixes_the_blocking_copy_and_gains_overlap(capsys):
+    doc = diff_json(capsys, "h2d-copy-bad", "h2d-copy-good", "--range", "measured")
+    before = analysis("h2d-copy-bad").metrics.copy_compute_overlap_pct
+    after = analysis("h2d-copy-good").metrics.copy_compute_overlap_pct
+    assert metric(doc, "measured", "copy_compute_overlap_pct") == {
+        "metric": "copy_compute_overlap_pct", "before": before, "after": after,
+        "delta": round(after - before, 6), "direction": "higher", "change": "better"}
+    assert after - before > 50
+
+    blocking = analysis("h2d-copy-bad").findings_of("blocking-memcpy", "pageable-async")
+    fixed = [f for f in doc["findings"] if f["rule"] == "blocking-memcpy"]
+    assert fixed == [{
+        "rule": "blocking-memcpy", "cause": "pageable-async", "ranges": blocking[0].ranges,
+        "status": "fixed", "severity_before": blocking[0].severity, "severity_after": None,
+        "count_before": sum(f.count for f in blocking), "count_after": 0,
+        "cost_ms_before": round(sum(f.cost_ns for f in blocking) / 1e6, 3),
+        "cost_ms_after": 0.0,
+        "cost_ms_delta": -round(sum(f.cost_ns for f in blocking) / 1e6, 3)}]
+    assert doc["summary"]["fixed"] >= 1
+    assert metric(doc, "measured", "findings.blocking-memcpy.count")["change"] == "better"
+    # Only the range asked for.
+    assert [s["scope"] for s in doc["scopes"]] == ["measured"]
+
+
+def test_the_reverse_change_is_new_and_worse(capsys):
+    doc = diff_json(capsys, "h2d-copy-good", "h2d-copy-bad", "--range", "measured")
+    assert metric(doc, "measured", "copy_compute_overlap_pct")["change"] == "worse"
+    new = [(f["rule"], f["cause"], f["status"]) for f in doc["findings"]
+           if f["rule"] == "blocking-memcpy"]
+    assert new == [("blocking-memcpy", "pageable-async", "new")]
+
+
+def test_legacy_to_per_thread_gains_kernel_overlap(capsys):
+    doc = diff_json(capsys, "default-stream-bad", "default-stream-good", "--range",
+                    "measured")
+    overlap = metric(doc, "measured", "kernel_overlap_pct")
+    assert (overlap["before"], overlap["after"], overlap["change"]) == (
+        analysis("default-stream-bad").metrics.kernel_overlap_pct,
+        analysis("default-stream-good").metrics.kernel_overlap_pct, "better")
+    legacy = [f for f in doc["findings"] if f["cause"] == "legacy-default-stream"]
+    assert [f["status"] for f in legacy] == ["fixed"]
+    assert legacy[0]["count_before"] == sum(f.count for f in analysis(
+        "default-stream-bad").findings_of("serialized-streams", "legacy-default-stream"))
+
+
+def test_whole_report_diff_has_every_range(capsys):
+    doc = diff_json(capsys, "h2d-copy-bad", "h2d-copy-good")
+    ranges = reported_range_names(load(report_path("h2d-copy-bad")))
+    assert [s["scope"] for s in doc["scopes"]] == [None, *ranges]
+    whole = analysis("h2d-copy-good", None).metrics.to_dict()
+    assert {m: metric(doc, None, m)["after"] for m in METRIC_NAMES} == whole
+    # A range's numbers are analyze --range's.
+    assert {m: metric(doc, "measured", m)["before"] for m in METRIC_NAMES} == \
+        analysis("h2d-copy-bad").metrics.to_dict()
+    # Findings of the whole report: the warm-up copies were pageable too.
+    fixed_where = {tuple(f["ranges"]) for f in doc["findings"]
+                   if f["rule"] == "blocking-memcpy" and f["status"] == "fixed"}
+    assert tuple(analysis("h2d-copy-bad").findings_of("blocking-memcpy")[0].ranges) in \
+        fixed_where
+
+
+def test_a_report_against_itself_changes_nothing():
+    trace = load(report_path("h2d-copy-bad"))
+    result = diffs.diff(trace, trace, range_name="measured")
+    assert {f.status for f in result.findings} == {diffs.UNCHANGED}
+    assert len(result.findings) == len(analysis("h2d-copy-bad").findings)
+    assert {m.change for m in result.scope("measured").metrics} <= {"same", "n/a"}
+
+
+def test_markdown_output(capsys, tmp_path):
+    md = tmp_path / "diff.md"
+    assert main(["diff", str(report_path("h2d-copy-bad")), str(report_path("h2d-copy-good")),
+                 "--range", "measured", "--markdown", str(md)]) == 0
+    text = md.read_text()
+    before = analysis("h2d-copy-bad").metrics.copy_compute_overlap_pct
+    after = analysis("h2d-copy-good").metrics.copy_compute_overlap_pct
+    assert text.startswith(f"### gpugap diff: `{report_path('h2d-copy-bad')}` → ")
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `copy_compute_overlap_pct`"))
+    assert row.endswith("| 🟢 better |")
+    assert f"{after:g}%".rstrip("0") in row and f"{before:g}%" in row
+    assert "| ✅ fixed | blocking-memcpy [pageable-async] | measured > iter |" in text
+    # The terminal output went to stdout as usual.
+    assert "findings:" in capsys.readouterr().out
+
+
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
+    rc = main(["diff", str(report_path("h2d-copy-bad")), str(tmp_path / "missing.sqlite")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no such file" in err
+    rc = main(["diff", str(report_path("h2d-copy-bad")), str(report_path("h2d-copy-good")),
+               "--range", "nope"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no NVTX range named 'nope'" in err
