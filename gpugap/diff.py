@@ -148,8 +148,9 @@ def _findings_frame(findings: Sequence) -> pd.DataFrame:
 def compare_findings(before: Sequence, after: Sequence) -> list[FindingChange]:
     """Findings matched by (rule, cause, where): new, fixed, changed, unchanged. Fixed and
     new first, then by the size of the cost change."""
-    joined = _findings_frame(before).join(_findings_frame(after), how="outer",
-                                          lsuffix="_b", rsuffix="_a")
+    joined = _findings_frame(before).merge(_findings_frame(after), how="outer",
+                                           left_index=True, right_index=True,
+                                           suffixes=("_b", "_a"))
     names = {rank: name for name, rank in SEVERITY_RANK.items()}
     has_b, has_a = joined["count_b"].notna(), joined["count_a"].notna()
     joined = joined.fillna({"count_b": 0, "count_a": 0, "cost_ns_b": 0, "cost_ns_a": 0})
