@@ -170,9 +170,10 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
                               for h in top["host_calls"][:3]) or "no traced call"
         n = len(g)
-        lead = (f"GPU {device} sat idle {n} time{'s' if n > 1 else ''} for {fmt_ns(cost)} in "
-                f"total (longest {fmt_ns(top['gap_ns'])}, before {top['next']['kind']} "
-                f"'{_short(top['next']['name'])}')")
+        before = f"{top['next']['kind']} '{_short(top['next']['name'])}'"
+        lead = (f"GPU {device} sat idle for {fmt_ns(cost)} before {before}" if n == 1 else
+                f"GPU {device} sat idle {n} times for {fmt_ns(cost)} in total (longest "
+                f"{fmt_ns(top['gap_ns'])}, before {before})")
         why = {
             "module-load": (f"the launching thread was loading modules for "
                             f"{fmt_ns(int(g['module_load_ns'].sum()))} of it (lazy loading "
@@ -188,7 +189,8 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
             rule=RULE.id, cause=str(cause_id), severity=severity_for(cost, span),
             start_ns=int(g["gap_start"].min()), end_ns=int(g["gap_end"].max()), cost_ns=cost,
             at_ns=int(g["at"].min()),
-            message=f"{lead}: {why}. Longest gap, host was in: {busy_with}.",
+            message=f"{lead}: {why}. {'Meanwhile' if n == 1 else 'Longest gap:'} the host "
+                    f"was in {busy_with}.",
             fix=FIXES[str(cause_id)],
             streams=sorted({int(s) for s in g["next_stream"]}), device=int(device), count=n,
             ranges=split_label(str(label)),
