@@ -4,9 +4,11 @@
 # Chromium (the HTML timeline is tested in a real browser). Idempotent, quiet on success.
 set -euo pipefail
 here=$(dirname "$0")
-if ! command -v chromium >/dev/null; then
+# fonts-dejavu-core: without recommends chromium has no fonts and PNG text renders blank.
+if ! command -v chromium >/dev/null || [ ! -d /usr/share/fonts/truetype/dejavu ]; then
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -q --no-install-recommends chromium ||
-    { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; }; } >/dev/null
+  pkgs=(chromium fonts-dejavu-core)
+  { apt-get install -y -q --no-install-recommends "${pkgs[@]}" ||
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "${pkgs[@]}"; }; } >/dev/null
 fi
 bash "$here/install-nsys.sh" >/dev/null

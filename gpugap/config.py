@@ -83,6 +83,15 @@ class Config:
         """NVTX ranges named by per-range gates."""
         return list(dict.fromkeys(g.range for g in self.gates if g.range is not None))
 
+    def merged_thresholds(self, overrides: Mapping[str, Mapping[str, float]] | None
+                          ) -> dict[str, dict[str, float]]:
+        """The configured rule thresholds with *overrides* (e.g. --set) on top, per rule
+        and name: what ``analyze(thresholds=...)`` takes."""
+        merged = {rule: dict(values) for rule, values in self.thresholds.items()}
+        for rule, values in (overrides or {}).items():
+            merged.setdefault(rule, {}).update(values)
+        return merged
+
     def policy(self) -> Policy:
         return Policy(tolerance=self.tolerance, noise_k=self.noise_k,
                       metrics=self.baseline_metrics, directions=dict(self.directions))

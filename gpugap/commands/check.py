@@ -29,7 +29,7 @@ from gpugap.errors import UsageError
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="read gates and thresholds from this gpugap.toml / pyproject.toml "
                      "(default: gpugap.toml here, else the nearest pyproject.toml with "
-                     "[tool.gpugap])")]
+                     "a tool.gpugap table)")]
 NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
 MarkdownOpt = Annotated[Path | None, typer.Option(
     "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
@@ -55,10 +55,8 @@ def project_config(config: Path | None, no_config: bool, *, range_name: str | No
     if config is not None and no_config:
         raise UsageError("--config and --no-config contradict each other; give one")
     cfg = load_config(config, discover=not no_config)
-    thresholds = {rule: dict(values) for rule, values in cfg.thresholds.items()}
-    for rule, values in parse_thresholds(set_).items():
-        thresholds.setdefault(rule, {}).update(values)
-    return cfg.overridden(range=range_name, thresholds=thresholds, min_severity=min_severity)
+    return cfg.overridden(range=range_name, min_severity=min_severity,
+                          thresholds=cfg.merged_thresholds(parse_thresholds(set_)))
 
 
 def write_output(path: Path, text: str, *, append: bool = False) -> None:
@@ -67,6 +65,8 @@ def write_output(path: Path, text: str, *, append: bool = False) -> None:
             fh.write(text)
     except OSError as exc:
         raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+    if not append:      # a file the user named; the job summary goes without saying
+        stderr.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 def markdown_out(markdown: Path | None, text: str) -> None:
@@ -111,8 +111,8 @@ def check(
     nsys: NsysOpt = None,
 ) -> int:
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
-    against a baseline. Gates come from --min/--max and [tool.gpugap] in pyproject.toml
-    or gpugap.toml."""
+    against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
+    table of pyproject.toml (see docs/ci.md)."""
     from gpugap.baseline import load as load_baseline
     from gpugap.gates import Check, evaluate, parse_gate
     from gpugap.render.github import check_annotations, in_github_actions
@@ -166,7 +166,7 @@ def render_check(result) -> None:
     from rich.table import Table
 
     from gpugap.gates import FAIL, fmt_value
-    from gpugap.render.markdown import _limit
+    from gpugap.render.markdown import limit_text
 
     style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for report in result.reports:
@@ -174,13 +174,13 @@ def render_check(result) -> None:
         table = Table(title=Text(f"{report.report} ({where})"), title_justify="left")
         table.add_column("result")
         table.add_column("range")
-        table.add_column("gate")
+        table.add_column("gate", overflow="fold")
         table.add_column("value", justify="right")
         table.add_column("limit", justify="right")
         for r in report.results:
             table.add_row(Text(r.status.upper(), style[r.status]),
                           Text("whole" if r.scope is None else r.scope), Text(r.label),
-                          fmt_value(r.metric, r.value), _limit(r))
+                          fmt_value(r.metric, r.value), limit_text(r))
         stdout.print(table)
         for r in report.results:
             if r.status == FAIL:
@@ -202,8 +202,8 @@ def baseline_save(
     reports: Annotated[list[Path], typer.Argument(
         help="known-good reports; several runs of one program give median and spread")],
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="baseline file to write (default: file in "
-                               "[tool.gpugap.baseline])")] = None,
+        "-o", "--output", help="baseline file to write (default: the file of the "
+                               "tool.gpugap.baseline table)")] = None,
     range_: Annotated[list[str] | None, typer.Option(
         "--range", help="also store this NVTX range (repeatable); the ranges analyze "
                         "lists and those the config gates are always stored")] = None,
@@ -273,20 +273,34 @@ def render_diff(result) -> None:
     from rich.table import Table
 
     from gpugap.gates import fmt_value
-    from gpugap.render.markdown import RANGE_COLUMNS, STATUS_ICON, _arrow, fmt_delta
+    from gpugap.render.markdown import RANGE_COLUMNS, STATUS_ICON, arrow, fmt_delta
+    from gpugap.rules.base import fmt_ns
 
     colour = {"better": "green", "worse": "bold red"}
+
+    # Nanosecond counts read better as times on a terminal (JSON keeps them exact).
+    def shown(metric: str, value) -> str:
+        if metric.endswith("_ns") and value is not None:
+            return fmt_ns(value)
+        return fmt_value(metric, value)
+
+    def shown_delta(metric: str, delta) -> str:
+        if metric.endswith("_ns") and delta is not None:
+            return ("+" if delta >= 0 else "-") + fmt_ns(abs(delta))
+        return fmt_delta(metric, delta)
+
     main = result.scope(result.range)
     where = "whole report" if main.scope is None else f"range '{main.scope}'"
     table = Table(title=Text(f"{result.before} -> {result.after} ({where})"),
                   title_justify="left")
-    for col in ("metric", "before", "after", "delta", "change"):
-        table.add_column(col, justify="left" if col in ("metric", "change") else "right")
+    table.add_column("metric", no_wrap=True)        # names are what readers grep for
+    for col in ("before", "after", "delta", "change"):
+        table.add_column(col, justify="left" if col == "change" else "right")
     for m in main.metrics:
         if m.metric.count(".") == 2 and not m.before and not m.after:
             continue
-        table.add_row(m.metric, fmt_value(m.metric, m.before), fmt_value(m.metric, m.after),
-                      fmt_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, "")))
+        table.add_row(m.metric, shown(m.metric, m.before), shown(m.metric, m.after),
+                      shown_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, "")))
     stdout.print(table)
     ranges = [s for s in result.scopes if s.scope is not None and s is not main]
     if ranges:
@@ -295,13 +309,14 @@ def render_diff(result) -> None:
         for name, _ in RANGE_COLUMNS:
             table.add_column(name, justify="right")
         for s in ranges:
-            table.add_row(Text(s.scope), *(_arrow(m, s.get(m).before, s.get(m).after).replace(
+            table.add_row(Text(s.scope), *(arrow(m, s.get(m).before, s.get(m).after).replace(
                 "→", "->") for _, m in RANGE_COLUMNS))
         stdout.print(table)
     if result.findings:
         table = Table(title="Findings", title_justify="left")
         for col in ("status", "rule [cause]", "where", "count", "cost ms"):
-            table.add_column(col, justify="right" if col in ("count", "cost ms") else "left")
+            table.add_column(col, justify="right" if col in ("count", "cost ms") else "left",
+                             overflow="fold")
         for f in result.findings:
             table.add_row(STATUS_ICON[f.status].split(" ")[-1], Text(f"{f.rule} [{f.cause}]"),
                           " > ".join(f.where) or "outside NVTX ranges",

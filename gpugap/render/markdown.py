@@ -52,7 +52,8 @@ def fmt_delta(metric: str, delta: float | int | None) -> str:
     return text + (" pts" if is_pct(metric) else "")
 
 
-def _limit(result: GateResult) -> str:
+def limit_text(result: GateResult) -> str:
+    """'≥ 50%': the bound a gate holds the value to (for a baseline, the worst allowed)."""
     if result.limit is None:
         return ""
     shown = fmt_value(result.metric, result.limit)
@@ -79,7 +80,7 @@ def check_markdown(check: Check) -> str:
         ordered = sorted(report.results, key=lambda r: r.status != FAIL)
         lines += table(["", "Gate", "Value", "Limit", "Detail"],
                        [[ICON.get(r.status, r.status), f"`{r.name}`",
-                         fmt_value(r.metric, r.value), _limit(r), r.message]
+                         fmt_value(r.metric, r.value), limit_text(r), r.message]
                         for r in ordered], "clrrl")
         lines += [""] + [f"> ⚠️ {w}" for w in report.warnings] + ([""] if report.warnings
                                                                    else [])
@@ -95,7 +96,7 @@ def _scope_table(scope: ScopeDiff) -> list[str]:
     return table(["Metric", "Before", "After", "Δ", ""], rows, "lrrrl")
 
 
-def _arrow(metric: str, before, after) -> str:
+def arrow(metric: str, before, after) -> str:
     if before == after:
         return fmt_value(metric, after)
     return f"{fmt_value(metric, before)} → {fmt_value(metric, after)}"
@@ -114,15 +115,15 @@ def diff_markdown(diff: Diff) -> str:
         for s in ranges:
             where = s.scope if s.in_before and s.in_after else \
                 f"{s.scope} ({'after only' if s.in_after else 'before only'})"
-            rows.append([f"`{where}`", *(_arrow(m, s.get(m).before, s.get(m).after)
+            rows.append([f"`{where}`", *(arrow(m, s.get(m).before, s.get(m).after)
                                          for _, m in RANGE_COLUMNS)])
         lines += ["#### NVTX ranges", "",
                   *table(["Range", *(c for c, _ in RANGE_COLUMNS)], rows, "lrrrrr"), ""]
     if diff.findings:
         rows = [[STATUS_ICON[f.status], f"{f.rule} [{f.cause}]",
                  " > ".join(f.where) or "outside NVTX ranges",
-                 _arrow("count", f.count_before, f.count_after),
-                 f"{_arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
+                 arrow("count", f.count_before, f.count_after),
+                 f"{arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
                  f"({f.cost_ms_delta:+.3f})"]
                 for f in diff.findings]
         lines += ["#### Findings", "",
