@@ -254,7 +254,8 @@ def judge(m, metric: str, stats: Stats | None, policy: Policy,
     rule = (f"allowed {allowed:.3g}{unit} = max(tolerance "
             f"{policy.tolerance:g}{' points' if pct else '% of the median'}, "
             f"{policy.noise_k:g} x stdev {stats.stdev:.3g})")
-    shift = (f"from {fmt_value(metric, median)} (baseline median of {stats.n}) to "
+    runs = f"{stats.n} run{'s' if stats.n != 1 else ''}"
+    shift = (f"from {fmt_value(metric, median)} (baseline median of {runs}) to "
              f"{fmt_value(metric, value)} in {where} ({delta:+.3g}{unit})")
     if beyond and worse:
         verb = "dropped" if direction == HIGHER else "rose"

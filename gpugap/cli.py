@@ -34,6 +34,11 @@ RangeOpt = Annotated[str | None, typer.Option("--range", help="restrict to this 
                                               "(name or domain:name)")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="override a rule threshold: RULE.NAME=VALUE (repeatable)")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="read gates and thresholds from this gpugap.toml / pyproject.toml "
+                     "(default: gpugap.toml here, else the nearest pyproject.toml with "
+                     "a tool.gpugap table)")]
+NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
 
 
 @contextmanager
@@ -94,15 +99,22 @@ def analyze(
         "--png", help="write that SVG as PNG (needs chromium)", metavar="FILE")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="overwrite existing --html/--svg/--png files")] = False,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
 ) -> int:
     """Diagnose a report: launch gaps, serialized streams, blocking copies, warm-up, overlap."""
     from gpugap.analysis import analyze as run_analysis
+    from gpugap.config import load_config
     from gpugap.errors import NoCudaActivity
     from gpugap.render.html import timeline_outputs
     from gpugap.render.jsonout import dumps
     from gpugap.render.terminal import render
 
-    thresholds = parse_thresholds(set_, min_gap_us)
+    if config is not None and no_config:
+        raise UsageError("--config and --no-config contradict each other; give one")
+    # Rule thresholds: the project's configuration, then the command line on top.
+    thresholds = load_config(config, discover=not no_config).merged_thresholds(
+        parse_thresholds(set_, min_gap_us))
     outputs = timeline_outputs(html, svg, png, force=force, range_name=range_)
     trace = load_trace(report, nsys)
     with status("Analyzing"):

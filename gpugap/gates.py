@@ -156,7 +156,7 @@ def validate_pattern(pattern: str, where: str) -> str:
 
 
 def fmt_value(metric: str, value: float | None) -> str:
-    """A metric value for humans: null as '-', percentages with '%', up to 3 decimals."""
+    """A metric value for humans: 'null', percentages with '%', up to 3 decimals."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "null"
     text = str(value) if isinstance(value, int) else f"{value:.3f}".rstrip("0").rstrip(".")
@@ -272,7 +272,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
 
     if whole:
         scope(None, analysis.metrics, findings)
-    # The moment each finding is attributed to, tested against each range at once.
+    # The moment each finding is attributed to: one vectorised test per range.
     at = np.array([f.at_ns if f.at_ns is not None else f.start_ns for f in findings],
                   dtype=np.int64)
     for name in dict.fromkeys(ranges):

@@ -210,3 +210,24 @@ def test_config_option_errors(capsys, tmp_path):
         assert main([*argv, *extra]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and expected in err
+
+
+def test_analyze_honours_configured_thresholds(tmp_path, monkeypatch, capsys):
+    import json
+
+    from gpugap.cli import main
+    from tests.conftest import report_path
+
+    (tmp_path / "gpugap.toml").write_text("[thresholds.launch-gap]\nmin_gap_us = 1e9\n")
+    monkeypatch.chdir(tmp_path)
+    report = str(report_path("cublas-warmup-bad"))
+    assert main(["analyze", report, "--json"]) == 0
+    configured = json.loads(capsys.readouterr().out)
+    assert configured["thresholds"]["launch-gap"]["min_gap_us"] == 1e9
+    assert not [f for f in configured["findings"] if f["rule"] == "launch-gap"]
+    # The command line wins over the file; --no-config ignores it.
+    assert main(["analyze", report, "--json", "--min-gap-us", "100"]) == 0
+    assert [f for f in json.loads(capsys.readouterr().out)["findings"]
+            if f["rule"] == "launch-gap"]
+    assert main(["analyze", report, "--json", "--no-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["thresholds"]["launch-gap"]["min_gap_us"] == 100

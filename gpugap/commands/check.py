@@ -13,7 +13,9 @@ import typer
 from rich.text import Text
 
 from gpugap.cli import (
+    ConfigOpt,
     JsonOpt,
+    NoConfigOpt,
     NsysOpt,
     RangeOpt,
     SetOpt,
@@ -26,11 +28,6 @@ from gpugap.cli import (
 )
 from gpugap.errors import UsageError
 
-ConfigOpt = Annotated[Path | None, typer.Option(
-    "--config", help="read gates and thresholds from this gpugap.toml / pyproject.toml "
-                     "(default: gpugap.toml here, else the nearest pyproject.toml with "
-                     "a tool.gpugap table)")]
-NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
 MarkdownOpt = Annotated[Path | None, typer.Option(
     "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
                        "append it to $GITHUB_STEP_SUMMARY)")]
