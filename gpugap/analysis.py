@@ -72,7 +72,7 @@ def _gpu_summary(trace: Trace) -> dict[str, Any]:
     devices = trace.devices
     if devices.empty:
         return {"name": None, "count": 0}
-    active = set(trace.gpu_ops["device"].unique().tolist()) if len(trace.gpu_ops) else set()
+    active = set(metrics.active_devices(trace))
     row = next((r for _, r in devices.iterrows() if int(r["device"]) in active),
                devices.iloc[0])
     return {"name": row["name"], "count": int(len(devices)), "device": int(row["device"]),
@@ -142,12 +142,15 @@ def analyze(trace: Trace, *, rules: list[str] | None = None,
 
     scope_windows = nvtx_ranges.windows_of(trace, instances) if instances is not None else None
     result.metrics = metrics.compute(trace, scope_windows)
-    for device in sorted(trace.gpu_ops["device"].unique().tolist()):
+    devices = metrics.active_devices(trace)
+    for device in devices:
         row = trace.device_row(int(device))
+        # One device: its metrics are the report's (same scope, same events).
+        per_device = (result.metrics if len(devices) == 1
+                      else metrics.compute(trace, scope_windows, [int(device)]))
         result.devices.append({"device": int(device),
                                "name": None if row is None else row["name"],
-                               "metrics": metrics.compute(trace, scope_windows,
-                                                          [int(device)]).to_dict()})
+                               "metrics": per_device.to_dict()})
     for key, inst in nvtx_ranges.reported_ranges(trace):
         if instances is not None:
             inst = inst[inside(inst["start"].to_numpy(), instances)]

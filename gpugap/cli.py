@@ -103,6 +103,9 @@ def analyze(
     no_config: NoConfigOpt = False,
 ) -> int:
     """Diagnose a report: launch gaps, serialized streams, blocking copies, warm-up, overlap."""
+    from gpugap.report.prefetch import start as prefetch
+
+    prefetch(report)   # read the big tables in the background while the imports below run
     from gpugap.analysis import analyze as run_analysis
     from gpugap.config import load_config
     from gpugap.errors import NoCudaActivity
@@ -121,7 +124,9 @@ def analyze(
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
                               require_gpu=False)
     if json_:
-        stdout.out(dumps(result.to_dict()), highlight=False)
+        # Plain text: rich would re-scan a large document for nothing.
+        sys.stdout.write(dumps(result.to_dict()) + "\n")
+        sys.stdout.flush()
     else:
         render(result, stdout, max_findings=max_findings)
     with status("Drawing the timeline") if outputs.wanted else nullcontext():

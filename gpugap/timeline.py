@@ -23,7 +23,13 @@ def as_intervals(starts, ends) -> Intervals:
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     keep = e > s
+    if bool(keep.all()):
+        return s, e
     return s[keep], e[keep]
+
+
+def is_sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
 
 
 def union(starts, ends) -> Intervals:
@@ -31,16 +37,18 @@ def union(starts, ends) -> Intervals:
     s, e = as_intervals(starts, ends)
     if s.size == 0:
         return EMPTY
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    if not is_sorted(s):             # events usually come in start order already
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     # A new piece starts where an interval begins after everything before it ended.
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > reach[:-1]
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    del reach
     first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, s.size - 1]
-    return s[first], reach[last]
+    del new
+    return s[first], np.maximum.reduceat(e, first)
 
 
 def total(iv: Intervals) -> int:

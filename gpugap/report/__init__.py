@@ -7,9 +7,21 @@ import os
 from pathlib import Path
 
 from gpugap.errors import ReportError
-from gpugap.report.database import Database, sniff
-from gpugap.report.loader import load_database, load_sqlite
-from gpugap.report.trace import ReportInfo, Trace
+from gpugap.report.database import sniff
+
+# The loader and frames need pandas; they are imported on first use (PEP 562) so that
+# reading a report can start before pandas is imported (gpugap.report.prefetch).
+_LAZY = {"Database": "gpugap.report.database", "load_database": "gpugap.report.loader",
+         "load_sqlite": "gpugap.report.loader", "ReportInfo": "gpugap.report.trace",
+         "Trace": "gpugap.report.trace"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cache_dir() -> Path:
@@ -80,8 +92,10 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
 
 
 def load(path: str | os.PathLike[str], *, nsys: str | None = None, cache: Path | None = None,
-         status=None) -> Trace:
+         status=None):
     """Load any nsys report (.nsys-rep or .sqlite) into a :class:`Trace`."""
+    from gpugap.report.loader import load_sqlite
+
     report = Path(path)
     sqlite_path = resolve_sqlite(report, nsys=nsys, cache=cache, status=status)
     return load_sqlite(sqlite_path, shown_path=str(report))

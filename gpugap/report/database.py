@@ -13,11 +13,13 @@ import sqlite3
 import struct
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import pandas as pd
-
 from gpugap.errors import ReportError
+
+if TYPE_CHECKING:          # pandas is imported only where frames are built
+    import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
@@ -76,6 +78,8 @@ class Database:
                               + "; pass an nsys report (.nsys-rep) or its SQLite export")
         _check_not_truncated(path)
         uri = f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1"
+        self.uri = uri
+        self._on_close: list = []   # e.g. the fast reader's connections
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             names = self.conn.execute(
@@ -102,7 +106,14 @@ class Database:
                               "by nsys export --type sqlite")
 
     def close(self) -> None:
+        for callback in reversed(self._on_close):
+            callback()
+        self._on_close.clear()
         self.conn.close()
+
+    def on_close(self, callback) -> None:
+        """Call *callback* when the database is closed."""
+        self._on_close.append(callback)
 
     def has(self, table: str, *columns: str) -> bool:
         if table not in self.tables:
@@ -136,6 +147,20 @@ class Database:
 
         try:
             return read_frame(self, sql, columns)
+        except sqlite3.DatabaseError as exc:
+            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
+                              "copy or export the report again") from None
+
+    def read(self, table: str, columns: list, where: str = "") -> dict:
+        """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns)."""
+        from gpugap.report import prefetch
+        from gpugap.report.reader import read_columns
+
+        early = prefetch.take(self.path, table, columns, where)
+        if early is not None:
+            return early
+        try:
+            return read_columns(self, table, columns, where)
         except sqlite3.DatabaseError as exc:
             raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
                               "copy or export the report again") from None

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpugap.report import columns as reads
+from gpugap.report.columns import ID_MASK as _ID_MASK
+from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database
+from gpugap.report.reader import Col, narrow
 from gpugap.report.trace import ReportInfo, Trace, empty_frame
-
-# Serialized GlobalId: (hw/vm << 48) | (pid << 24) | tid. The high bits vary by version,
-# so decode pid/tid by masking, never by position of the high byte.
-_PID_SHIFT, _ID_MASK = 24, 0xFFFFFF
 
 # Domains nsys creates itself for traced libraries (-t cublas, -t cudnn, ...).
 LIBRARY_DOMAINS = frozenset({"cuBLAS", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER", "CUDA"})
@@ -77,143 +77,136 @@ class Loader:
                 self._strings = table
         return self._strings
 
-    def names(self, ids: pd.Series, transform: Callable[[str], str] | None = None
-              ) -> pd.Categorical:
-        """StringIds ids -> a Categorical of names, mapping each distinct id once."""
-        ids = ids.fillna(-1).to_numpy(dtype=np.int64)
-        uniq, codes = np.unique(ids, return_inverse=True)
+    def names(self, ids: pd.Series | np.ndarray,
+              transform: Callable[[str], str] | None = None) -> pd.Categorical:
+        """StringIds ids -> a Categorical of names (categories sorted; NULL -> '<-1>')."""
+        return self._name_codes(ids, [transform])[0]
+
+    def _name_codes(self, ids: pd.Series | np.ndarray,
+                    transforms: list[Callable[[str], str] | None]) -> list[pd.Categorical]:
+        """One Categorical per transform for the same ids, each distinct id mapped once
+        through a lookup table (no sort of the rows)."""
+        if isinstance(ids, pd.Series):
+            ids = ids.fillna(-1).to_numpy(dtype=np.int64)
         table = self.strings
-        values = [(table[i] if 0 <= i < len(table) and table[i] is not None else f"<{i}>")
-                  for i in uniq.tolist()]
-        if transform is not None:
-            values = [transform(v) for v in values]
-        # Distinct ids may map to equal strings (after transform); Categorical needs
-        # unique categories, so fold them.
-        cats, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
-        return pd.Categorical.from_codes(remap[codes], categories=cats)
+        if ids.size == 0:
+            return [pd.Categorical.from_codes(np.zeros(0, dtype=np.int8), categories=[])
+                    for _ in transforms]
+        lo, hi = int(ids.min()), int(ids.max())
+        dense = hi - lo < (1 << 24)
+        if dense:                 # StringIds ids are small: count them instead of sorting
+            shifted = ids if lo == 0 else ids - lo
+            present = np.flatnonzero(np.bincount(shifted)) + lo
+        else:
+            present = np.unique(ids)
+        raw = [(table[i] if 0 <= i < len(table) and table[i] is not None else f"<{i}>")
+               for i in present.tolist()]
+        out = []
+        for transform in transforms:
+            values = raw if transform is None else [transform(v) for v in raw]
+            # Distinct ids may map to equal strings (after transform); Categorical needs
+            # unique categories, so fold them.
+            cats, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
+            remap = remap.astype(np.int32)
+            if dense:
+                lut = np.zeros(hi - lo + 1, dtype=np.int32)
+                lut[present - lo] = remap
+                codes = lut[shifted]
+            else:
+                codes = remap[np.searchsorted(present, ids)]
+            out.append(pd.Categorical.from_codes(codes, categories=cats, validate=False))
+        return out
 
     def column(self, table: str, *candidates: str, default: str = "NULL") -> str:
         """The first of *candidates* that *table* has, quoted, else *default* (SQL)."""
-        have = self.db.columns(table)
-        for c in candidates:
-            if c in have:
-                return f'"{c}"'
-        return default
+        return reads.column(self.db, table, *candidates, default=default)
 
-    def enum_labels(self, table: str, values: pd.Series) -> pd.Categorical:
+    def enum_labels(self, table: str, values: pd.Series | np.ndarray) -> pd.Categorical:
+        """Enum ids -> a Categorical of their labels (NULL/negative -> 'Unknown', an id
+        the table lacks -> '<id>'), mapping each distinct id once."""
         labels = self.db.enum(table)
-        ints = values.fillna(-1).astype(np.int64)
-        mapped = ints.map(lambda v: labels.get(int(v), "Unknown" if v < 0 else f"<{v}>"))
-        return pd.Categorical(mapped)
+        if isinstance(values, pd.Series):
+            values = values.fillna(-1).to_numpy(dtype=np.int64)
+        present, inverse = np.unique(values, return_inverse=True)
+        mapped = [labels.get(v, "Unknown" if v < 0 else f"<{v}>") for v in present.tolist()]
+        cats, remap = np.unique(np.array(mapped, dtype=object), return_inverse=True)
+        return pd.Categorical.from_codes(remap[inverse].astype(np.int32), categories=cats,
+                                         validate=False)
 
     @staticmethod
     def pid_of(gid: pd.Series) -> np.ndarray:
         return (gid.fillna(0).to_numpy(dtype=np.int64) >> _PID_SHIFT) & _ID_MASK
 
     # --- tables -----------------------------------------------------------------------
-    def gpu_frame(self, table: str, extra: dict[str, str], columns: dict[str, str]
-                  ) -> pd.DataFrame:
-        if table not in self.db.tables:
+    def gpu_frame(self, read: reads.Read | None, columns: dict[str, str]) -> pd.DataFrame:
+        """GPU activity rows (see columns.gpu_read): start, end, device, context, stream,
+        corr, pid, then the read's extra columns; an empty frame without the table."""
+        if read is None:
             return empty_frame(columns | LAUNCH_COLUMNS)
-        base = {"start": '"start"', "end": '"end"', "device": self.column(table, "deviceId"),
-                "context": self.column(table, "contextId", default="0"),
-                "stream": self.column(table, "streamId", default="0"),
-                "corr": self.column(table, "correlationId", default="0"),
-                "gpid": self.column(table, "globalPid", default="0")}
-        select = base | extra
-        sql = (f"SELECT {', '.join(f'{expr} AS {name}' for name, expr in select.items())} "
-               f'FROM "{table}" WHERE "start" > 0 AND "end" >= "start"')
-        frame = self.db.frame(sql, list(select))
-        frame["pid"] = self.pid_of(frame.pop("gpid"))
-        for col in ("device", "context", "stream", "corr"):
-            frame[col] = frame[col].fillna(0).astype(np.int64)
-        return frame
+        return pd.DataFrame(read.run(self.db), copy=False)
 
     def kernels(self) -> pd.DataFrame:
-        t = "CUPTI_ACTIVITY_KIND_KERNEL"
-        extra = {"name_id": self.column(t, "shortName", "demangledName"),
-                 "grid_x": self.column(t, "gridX", default="1"),
-                 "grid_y": self.column(t, "gridY", default="1"),
-                 "grid_z": self.column(t, "gridZ", default="1"),
-                 "block_x": self.column(t, "blockX", default="1"),
-                 "block_y": self.column(t, "blockY", default="1"),
-                 "block_z": self.column(t, "blockZ", default="1"),
-                 "registers": self.column(t, "registersPerThread", default="0"),
-                 "shared_static": self.column(t, "staticSharedMemory", default="0"),
-                 "shared_dynamic": self.column(t, "dynamicSharedMemory", default="0"),
-                 "graph_node": self.column(t, "graphNodeId")}
-        frame = self.gpu_frame(t, extra, KERNEL_COLUMNS)
+        frame = self.gpu_frame(reads.kernel_read(self.db), KERNEL_COLUMNS)
         if "name_id" in frame:
-            frame["name"] = self.names(frame.pop("name_id"))
-        for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                  "registers", "shared_static", "shared_dynamic"):
-            frame[c] = frame[c].fillna(0).astype(np.int64)
-        frame["graph_node"] = frame["graph_node"].astype(np.float64)
-        frame["blocks"] = frame["grid_x"] * frame["grid_y"] * frame["grid_z"]
-        frame["threads_per_block"] = frame["block_x"] * frame["block_y"] * frame["block_z"]
+            frame["name"] = self.names(frame.pop("name_id").to_numpy())
+        graph = frame["graph_node"].to_numpy(dtype=np.float64)
+        if graph.size and int(np.count_nonzero(~np.isnan(graph))) * 10 < graph.size:
+            # Few kernels come from CUDA graphs: store only those (a sparse column).
+            frame["graph_node"] = pd.arrays.SparseArray(graph, fill_value=np.nan)
+        else:
+            frame["graph_node"] = graph
+        del graph
+
+        def product(floor: str, *cols: str) -> np.ndarray:   # in int64: never overflows
+            out = frame[cols[0]].to_numpy(dtype=np.int64)
+            for c in cols[1:]:
+                out = out * frame[c].to_numpy(dtype=np.int64)
+            return narrow(out, np.dtype(floor))
+
+        frame["blocks"] = product("int32", "grid_x", "grid_y", "grid_z")
+        frame["threads_per_block"] = product("int16", "block_x", "block_y", "block_z")
         return frame
 
     def memcpys(self) -> pd.DataFrame:
-        t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-        extra = {"bytes": self.column(t, "bytes", default="0"),
-                 "kind_id": self.column(t, "copyKind"),
-                 "src_id": self.column(t, "srcKind"), "dst_id": self.column(t, "dstKind")}
-        frame = self.gpu_frame(t, extra, MEMCPY_COLUMNS)
+        frame = self.gpu_frame(reads.memcpy_read(self.db), MEMCPY_COLUMNS)
         if "kind_id" in frame:
             frame["kind"] = self.enum_labels("ENUM_CUDA_MEMCPY_OPER", frame.pop("kind_id"))
             frame["src_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("src_id"))
             frame["dst_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("dst_id"))
-            frame["bytes"] = frame["bytes"].fillna(0).astype(np.int64)
             if not self.db.has("ENUM_CUDA_MEM_KIND"):
                 self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
                                      "unknown, pageable copies cannot be recognised")
         return frame
 
     def memsets(self) -> pd.DataFrame:
-        t = "CUPTI_ACTIVITY_KIND_MEMSET"
-        extra = {"bytes": self.column(t, "bytes", default="0"),
-                 "mem_id": self.column(t, "memKind")}
-        frame = self.gpu_frame(t, extra, MEMSET_COLUMNS)
+        frame = self.gpu_frame(reads.memset_read(self.db), MEMSET_COLUMNS)
         if "mem_id" in frame:
             frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
-            frame["bytes"] = frame["bytes"].fillna(0).astype(np.int64)
         return frame
 
     def api(self) -> pd.DataFrame:
-        parts = []
-        driver_class = self.db.enum_id("ENUM_NSYS_EVENT_CLASS",
-                                       "TRACE_PROCESS_EVENT_CUDA_DRIVER", 1)
-        for table, force_driver in (("CUPTI_ACTIVITY_KIND_RUNTIME", None),
-                                    ("CUPTI_ACTIVITY_KIND_DRIVER", True)):
-            if table not in self.db.tables:
-                continue
-            cls = self.column(table, "eventClass", default="0")
-            sql = (f'SELECT "start", "end", {self.column(table, "globalTid", default="0")}, '
-                   f'{self.column(table, "correlationId", default="0")}, '
-                   f'{self.column(table, "nameId")}, {cls} FROM "{table}"')
-            part = self.db.frame(sql, ["start", "end", "gtid", "corr", "name_id", "cls"])
-            part["driver"] = (True if force_driver else
-                              part["cls"].fillna(0).astype(np.int64) == driver_class)
-            parts.append(part.drop(columns="cls"))
+        parts = [read.run(self.db) for read in reads.api_reads(self.db)]
         if not parts:
             return empty_frame(API_COLUMNS)
-        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        frame["gtid"] = frame["gtid"].fillna(0).astype(np.int64)
-        frame["corr"] = frame["corr"].fillna(0).astype(np.int64)
-        frame["pid"] = self.pid_of(frame["gtid"])
-        frame["tid"] = frame["gtid"].to_numpy(dtype=np.int64) & _ID_MASK
-        name_ids = frame.pop("name_id")
-        raw = self.names(name_ids)
-        per_thread_names = [c for c in raw.categories if _PER_THREAD.search(c)]
-        frame["per_thread"] = np.asarray(raw.isin(per_thread_names))
-        frame["name"] = self.names(name_ids, transform=normalize_api_name)
-        return frame.sort_values("start", kind="stable", ignore_index=True)
+        data = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+                if len(parts) > 1 else parts[0])
+        start = data["start"]
+        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = np.argsort(start, kind="stable")
+            data = {k: v[order] for k, v in data.items()}
+        gtid = data["gtid"]
+        raw, name = self._name_codes(data.pop("name_id"), [None, normalize_api_name])
+        per_thread = np.array([bool(_PER_THREAD.search(c)) for c in raw.categories]
+                              + [False], dtype=bool)
+        return pd.DataFrame({
+            "start": data["start"], "end": data["end"], "gtid": gtid,
+            "pid": narrow((gtid >> _PID_SHIFT) & _ID_MASK, np.dtype(np.int16)),
+            "tid": narrow(gtid & _ID_MASK, np.dtype(np.int16)),
+            "corr": data["corr"], "name": name, "driver": data["driver"].astype(bool),
+            "per_thread": per_thread[raw.codes]}, copy=False)
 
     def syncs(self) -> pd.DataFrame:
-        t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-        extra = {"type_id": self.column(t, "syncType", "deprecatedSyncType"),
-                 "event": self.column(t, "eventId")}
-        frame = self.gpu_frame(t, extra, SYNC_COLUMNS)
+        frame = self.gpu_frame(reads.sync_read(self.db), SYNC_COLUMNS)
         if "type_id" in frame:
             frame["sync_type"] = self.enum_labels("ENUM_CUPTI_SYNC_TYPE", frame.pop("type_id"))
             frame["event"] = frame["event"].astype(np.float64)
@@ -363,11 +356,85 @@ class Loader:
         t = "OSRT_API"
         if not self.db.has(t, "start", "end", "nameId"):
             return empty_frame(OSRT_COLUMNS)
-        frame = self.db.frame(f'SELECT "start", "end", {self.column(t, "globalTid", default="0")},'
-                              f' "nameId" FROM "{t}"', ["start", "end", "gtid", "name_id"])
-        frame["gtid"] = frame["gtid"].fillna(0).astype(np.int64)
-        frame["name"] = self.names(frame.pop("name_id"))
-        return frame.sort_values("start", kind="stable", ignore_index=True)
+        data = self.db.read(t, [Col("start", '"start"'), Col("end", '"end"'),
+                                Col("gtid", self.column(t, "globalTid", default="0")),
+                                Col("name_id", '"nameId"', fill=-1, dtype="int32")])
+        return self._osrt_frame(data)
+
+    def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                         ) -> pd.DataFrame:
+        """OS runtime calls of each thread that overlap one of its windows [lo, hi):
+        one scan of OSRT_API, the test done by SQLite (see _window_test)."""
+        t = "OSRT_API"
+        if not self.db.has(t, "start", "end", "nameId") or not windows:
+            return empty_frame(OSRT_COLUMNS)
+        gtid = self.column(t, "globalTid", default="0")
+        cases = " ".join(f"WHEN {int(g)} THEN {_window_test(lo, hi)}"
+                         for g, (lo, hi) in sorted(windows.items()) if len(lo))
+        if not cases:
+            return empty_frame(OSRT_COLUMNS)
+        lo_all = min(int(lo.min()) for lo, _ in windows.values() if len(lo))
+        hi_all = max(int(hi.max()) for lo, hi in windows.values() if len(lo))
+        where = (f'"end" > {lo_all} AND "start" < {hi_all} AND '
+                 f'(CASE ifnull({gtid}, 0) {cases} END) > "start"')
+        data = self.db.read(t, [Col("start", '"start"'), Col("end", '"end"'),
+                                Col("gtid", gtid), Col("name_id", '"nameId"', fill=-1,
+                                                       dtype="int32")], where=where)
+        return self._osrt_frame(data)
+
+    def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
+        frame = pd.DataFrame({"start": data["start"], "end": data["end"],
+                              "gtid": data["gtid"],
+                              "name": self.names(data["name_id"])}, copy=False)
+        start = data["start"]
+        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+            frame = frame.sort_values("start", kind="stable", ignore_index=True)
+        return frame
+
+
+def _window_test(lo: np.ndarray, hi: np.ndarray) -> str:
+    """SQL giving, for a row, the end of the last window that starts before the row ends
+    (NULL if none); the row overlaps a window exactly when that value is > its start.
+    The windows are merged first (sorted, disjoint), so the last window starting before
+    the row's end is the only candidate. A binary tree of CASEs: log2(windows) tests per
+    row.
+
+        windows:   [lo0, hi0)      [lo1, hi1)        [lo2, hi2)
+        row:                    [start ........ end)
+        last lo < end: lo1  ->  overlap iff hi1 > start
+    """
+    from gpugap import timeline as tl
+
+    lo, hi = tl.union(lo, hi)
+
+    def tree(i: int, j: int) -> str:
+        if j - i == 1:
+            return f'CASE WHEN "end" > {int(lo[i])} THEN {int(hi[i])} END'
+        m = (i + j) // 2
+        return f'CASE WHEN "end" > {int(lo[m])} THEN {tree(m, j)} ELSE {tree(i, m)} END'
+
+    return tree(0, len(lo)) if len(lo) else "NULL"
+
+
+class OsrtSource:
+    """OS runtime calls, read only when needed: a long capture holds tens of millions of
+    them and only the few windows a finding explains are ever looked at."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _with_loader(self, work):
+        db = Database(self.path)
+        try:
+            return work(Loader(db))
+        finally:
+            db.close()
+
+    def all(self) -> pd.DataFrame:
+        return self._with_loader(lambda loader: loader.osrt())
+
+    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+        return self._with_loader(lambda loader: loader.osrt_overlapping(windows))
 
 
 def normalize_api_name(name: str) -> str:
@@ -394,29 +461,68 @@ def nesting_depth(frame: pd.DataFrame) -> np.ndarray:
     return depth
 
 
+def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
+               api_corr: np.ndarray) -> np.ndarray:
+    """For each GPU op: the row of the API call with the same process and correlation
+    id (the first in API order when several match), -1 if none. API rows with a
+    correlation id <= 0 match nothing.
+
+    Exports list API calls in time order, and correlation ids grow with time: when the
+    keys are already strictly increasing (checked), no sort is needed."""
+    mask = 0xFFFFFFFF
+    single = bool(api_pid.size) and int(api_pid.min()) == int(api_pid.max())
+    if single and int(api_corr.min(initial=1)) >= 0 and int(api_corr.max(initial=0)) <= mask:
+        # One process: the correlation id alone is the key (no key array to build).
+        api_key = api_corr
+        op_key = np.where(op_pid == int(api_pid[0]), op_corr.astype(np.int64) & mask, -1)
+    else:
+        api_key = (api_pid.astype(np.int64) << 32) | (api_corr.astype(np.int64) & mask)
+        op_key = (op_pid.astype(np.int64) << 32) | (op_corr.astype(np.int64) & mask)
+    valid = api_corr > 0
+    rows = None if bool(valid.all()) else np.flatnonzero(valid)
+    keys = api_key if rows is None else api_key[rows]
+    if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        rows = order if rows is None else rows[order]
+    if keys.size == 0:
+        return np.full(op_key.size, -1, dtype=np.int64)
+    if keys.dtype != np.int64:          # search in the keys' own type: no int64 copy
+        info = np.iinfo(keys.dtype)
+        op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
+                          ).astype(keys.dtype)
+    pos = np.searchsorted(keys, op_key)
+    pos = np.minimum(pos, keys.size - 1)
+    hit = keys[pos] == op_key
+    found = pos if rows is None else rows[pos]
+    return np.where(hit, found, -1)
+
+
 def attach_launches(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     """Add the launching API call's start/end/thread/name to GPU ops, joined on
     (process, correlation id): correlation ids are unique per process only."""
-    for col, dtype in LAUNCH_COLUMNS.items():
-        ops[col] = pd.Series(np.nan if dtype != "str" else None, index=ops.index,
-                             dtype="float64" if dtype != "str" else object)
-    if ops.empty or api.empty:
-        return ops
-    api_key = (api["pid"].to_numpy(np.int64) << 32) | (api["corr"].to_numpy(np.int64) & 0xFFFFFFFF)
-    valid = api["corr"].to_numpy() > 0
-    order = np.argsort(api_key[valid], kind="stable")
-    sorted_keys = api_key[valid][order]
-    api_rows = np.flatnonzero(valid)[order]
-    op_key = (ops["pid"].to_numpy(np.int64) << 32) | (ops["corr"].to_numpy(np.int64) & 0xFFFFFFFF)
-    pos = np.searchsorted(sorted_keys, op_key)
-    pos_clipped = np.minimum(pos, max(len(sorted_keys) - 1, 0))
-    hit = (pos < len(sorted_keys)) & (sorted_keys[pos_clipped] == op_key) if len(sorted_keys) \
-        else np.zeros(len(ops), dtype=bool)
-    rows = api_rows[pos_clipped[hit]]
-    ops.loc[hit, "api_start"] = api["start"].to_numpy()[rows].astype(np.float64)
-    ops.loc[hit, "api_end"] = api["end"].to_numpy()[rows].astype(np.float64)
-    ops.loc[hit, "gtid"] = api["gtid"].to_numpy()[rows].astype(np.float64)
-    ops.loc[hit, "api_name"] = api["name"].astype(object).to_numpy()[rows]
+    n = len(ops)
+    api_start = np.full(n, np.nan)
+    api_end = np.full(n, np.nan)
+    gtid = np.full(n, np.nan)
+    names = api["name"] if len(api) else pd.Series(pd.Categorical([]))
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype("category")
+    codes = np.full(n, -1, dtype=np.int32)
+    if n and len(api):
+        row = match_rows(ops["pid"].to_numpy(), ops["corr"].to_numpy(),
+                         api["pid"].to_numpy(), api["corr"].to_numpy())
+        hit = row >= 0
+        rows = row[hit]
+        api_start[hit] = api["start"].to_numpy()[rows]
+        api_end[hit] = api["end"].to_numpy()[rows]
+        gtid[hit] = api["gtid"].to_numpy()[rows]
+        codes[hit] = names.cat.codes.to_numpy()[rows]
+    ops["api_start"] = api_start
+    ops["api_end"] = api_end
+    ops["gtid"] = gtid
+    ops["api_name"] = pd.Categorical.from_codes(codes, categories=names.cat.categories,
+                                                validate=False)
     return ops
 
 
@@ -447,7 +553,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
     trace = Trace(info=info, kernels=kernels, memcpys=memcpys, memsets=memsets, api=api,
                   syncs=loader.syncs(), nvtx=loader.nvtx(end_of_time),
                   streams=loader.streams(), devices=loader.devices(),
-                  threads=loader.threads(), osrt=loader.osrt())
+                  threads=loader.threads(), osrt_source=OsrtSource(db.path))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
                                "(no META_DATA_EXPORT table)")

@@ -1,18 +1,334 @@
-"""Turning a query result into columns. Kept apart so the fast path can change alone."""
+"""Moving query results out of SQLite into numpy columns: the loader's fast path.
+
+``read_columns(db, table, columns, where)`` returns one numpy array per requested column.
+Each column says what it holds (:class:`Col`), which fixes its dtype and what NULL
+becomes, so both ways of reading give the same arrays:
+
+- the fast path (big tables, when the ADBC SQLite driver is installed): the driver steps
+  through the rows in C and hands over Arrow record batches of 64k rows; each batch's
+  buffers are viewed as numpy arrays and copied straight into arrays preallocated from
+  the table's row count bound (``row_bound``). No Python object per row or value, peak
+  memory is the final arrays plus one batch, and the GIL is released while SQLite works
+  (see below).
+- the fallback (small tables, no driver, or values the driver refuses, such as text in
+  an integer column): Python's sqlite3 ``fetchall`` into a DataFrame, converted per
+  column the same way.
+
+Integer columns other than times are stored in the narrowest integer type that holds
+every value (at least ``Col.dtype``): stream ids fit int8/int16, grid sizes int32, and
+so on. That halves the memory of a 10-million-kernel report; code doing arithmetic that
+could overflow a narrow type converts to int64 first (the loader computes ``blocks``
+and ``threads_per_block`` in int64).
+"""
 
 from __future__ import annotations
 
+import ctypes
+import sqlite3
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from gpugap.report.database import Database
+
+# Below this many rows the sqlite3 path is as fast and needs no extra imports.
+FAST_MIN_ROWS = 50_000
+BATCH_ROWS = 65_536
+
+_WIDER = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.int64))
+
+
+@dataclass(frozen=True)
+class Col:
+    """One result column: its name, its SQL expression, and what it holds.
+
+    kind: ``"int"`` (integers; NULL -> ``fill``; stored in the narrowest integer type of
+    at least ``dtype`` that holds every value) or ``"float"`` (float64, NULL -> NaN).
+    """
+
+    name: str
+    sql: str
+    kind: str = "int"
+    dtype: str = "int64"
+    fill: int = 0
 
 
 def read_frame(db: Database, sql: str, columns: list[str]) -> pd.DataFrame:
+    """Any query (small tables, text columns) as a DataFrame, through sqlite3."""
+    import pandas as pd
+
     cursor = db.conn.execute(sql)
     rows = cursor.fetchall()
     if not rows:
         return pd.DataFrame({c: pd.Series([], dtype="int64") for c in columns})
     return pd.DataFrame.from_records(rows, columns=columns)
+
+
+def read_columns(db: Database, table: str, columns: list[Col], where: str = ""
+                 ) -> dict[str, np.ndarray]:
+    """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column."""
+    sql = (f"SELECT {', '.join(c.sql for c in columns)} FROM \"{table}\""
+           + (f" WHERE {where}" if where else ""))
+    capacity = row_bound(db, table)
+    if capacity >= FAST_MIN_ROWS:
+        fast = _read_adbc(db, sql, columns, capacity)
+        if fast is not None:
+            return fast
+    return _read_sqlite3(db, sql, columns)
+
+
+def row_bound(db: Database, table: str) -> int:
+    """At least the number of rows of *table*, cheaply: its largest rowid (a walk down
+    one side of the B-tree) when rowids are positive, as nsys writes them; else
+    count(*), which reads every page."""
+    try:
+        # Two queries: SQLite answers a lone min() or max() of the rowid from the tree.
+        (lo,) = db.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()
+        (hi,) = db.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+    except sqlite3.DatabaseError:            # WITHOUT ROWID: count
+        lo = None
+    if lo is None or hi is None or lo < 1 or hi > (1 << 34):
+        return int(db.rows(f'SELECT count(*) FROM "{table}"')[0][0])
+    return int(hi)
+
+
+# --- the fallback: sqlite3 -------------------------------------------------------------
+
+def _read_sqlite3(db: Database, sql: str, columns: list[Col]) -> dict[str, np.ndarray]:
+    import pandas as pd
+
+    frame = read_frame(db, sql, [c.name for c in columns])
+    out = {}
+    for col in columns:
+        s = frame[col.name]
+        if col.kind == "float":
+            out[col.name] = _as_float(s)
+            continue
+        if s.dtype == object:
+            s = pd.to_numeric(s, errors="coerce") if s.notna().any() else s.astype(float)
+        values = s.fillna(col.fill).to_numpy()
+        out[col.name] = narrow(values.astype(np.int64), np.dtype(col.dtype))
+    return out
+
+
+def _as_float(s: pd.Series) -> np.ndarray:
+    import pandas as pd
+
+    if s.dtype == object:
+        s = pd.to_numeric(s, errors="coerce")
+    return s.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def narrow(values: np.ndarray, floor: np.dtype) -> np.ndarray:
+    """values (int64) in the narrowest integer type of at least *floor* that holds them."""
+    if values.size == 0:
+        return values.astype(floor)
+    return values.astype(_fitting(int(values.min()), int(values.max()), floor), copy=False)
+
+
+def _fitting(lo: int, hi: int, floor: np.dtype) -> np.dtype:
+    for dt in _WIDER:
+        if dt.itemsize < floor.itemsize:
+            continue
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return dt
+    return np.dtype(np.int64)
+
+
+# --- the fast path: ADBC SQLite driver, Arrow C stream read through ctypes --------------
+#
+# The driver (C, bundling SQLite) steps through the rows and fills Arrow record batches.
+# The batches are taken through the Arrow C stream interface directly with ctypes, whose
+# foreign calls release the GIL: while SQLite works, other Python threads run (the
+# prefetch reads big tables while the CLI imports pandas; two tables read at once).
+
+class _ArrowSchema(ctypes.Structure):
+    pass
+
+
+class _ArrowArray(ctypes.Structure):
+    pass
+
+
+class _ArrowArrayStream(ctypes.Structure):
+    pass
+
+
+_ArrowSchema._fields_ = [
+    ("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_char_p),
+    ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64),
+    ("children", ctypes.POINTER(ctypes.POINTER(_ArrowSchema))),
+    ("dictionary", ctypes.POINTER(_ArrowSchema)),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowSchema))),
+    ("private_data", ctypes.c_void_p)]
+_ArrowArray._fields_ = [
+    ("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+    ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64),
+    ("buffers", ctypes.POINTER(ctypes.c_void_p)),
+    ("children", ctypes.POINTER(ctypes.POINTER(_ArrowArray))),
+    ("dictionary", ctypes.POINTER(_ArrowArray)),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowArray))),
+    ("private_data", ctypes.c_void_p)]
+_ArrowArrayStream._fields_ = [
+    ("get_schema", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_ArrowArrayStream),
+                                    ctypes.POINTER(_ArrowSchema))),
+    ("get_next", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_ArrowArrayStream),
+                                  ctypes.POINTER(_ArrowArray))),
+    ("get_last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.POINTER(_ArrowArrayStream))),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowArrayStream))),
+    ("private_data", ctypes.c_void_p)]
+
+
+class _Unsupported(Exception):
+    """A batch the fast path does not convert (e.g. text or REAL in an integer column), or
+    an error of the driver: the query is read again through sqlite3, which converts it
+    like any other (or reports the file as unreadable)."""
+
+
+_local = threading.local()
+
+
+def _adbc_connection(db: Database):
+    """One ADBC connection per database and thread (connections are not shared)."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+
+    key = id(db)
+    conns = getattr(_local, "conns", None)
+    if conns is None:
+        conns = _local.conns = {}
+    entry = conns.get(key)
+    if entry is None or entry[0] is not db:
+        database = adbc_driver_sqlite.connect(db.uri)
+        entry = (db, database, adbc_driver_manager.AdbcConnection(database))
+        conns[key] = entry
+        db.on_close(lambda: _close_adbc(conns, key))
+    return entry[2]
+
+
+def _close_adbc(conns: dict, key: int) -> None:
+    entry = conns.pop(key, None)
+    if entry is not None:
+        entry[2].close()
+        entry[1].close()
+
+
+def adbc_available() -> bool:
+    try:
+        import adbc_driver_manager  # noqa: F401
+        import adbc_driver_sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _read_adbc(db: Database, sql: str, columns: list[Col], capacity: int
+               ) -> dict[str, np.ndarray] | None:
+    if not adbc_available():
+        return None
+    import adbc_driver_manager
+
+    try:
+        conn = _adbc_connection(db)
+        statement = adbc_driver_manager.AdbcStatement(conn)
+    except adbc_driver_manager.Error:
+        return None
+    try:
+        statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        statement.set_sql_query(sql)
+        handle, _ = statement.execute_query()
+        try:
+            return _fill(_ArrowArrayStream.from_address(handle.address), columns, capacity)
+        finally:
+            handle.release()
+    except (adbc_driver_manager.Error, _Unsupported):
+        return None
+    finally:
+        statement.close()
+
+
+def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
+          ) -> dict[str, np.ndarray]:
+    ref = ctypes.byref(stream)
+    schema = _ArrowSchema()
+    if stream.get_schema(ref, ctypes.byref(schema)) != 0:
+        raise _Unsupported(_last_error(stream))
+    try:
+        if schema.n_children != len(columns):
+            raise _Unsupported("unexpected number of columns")
+        formats = [schema.children[i].contents.format.decode() for i in range(len(columns))]
+    finally:
+        schema.release(ctypes.byref(schema))
+    out = [np.empty(capacity, dtype=np.float64 if c.kind == "float" else np.dtype(c.dtype))
+           for c in columns]
+    n = 0
+    batch = _ArrowArray()
+    while True:
+        if stream.get_next(ref, ctypes.byref(batch)) != 0:      # the GIL is released here
+            raise _Unsupported(_last_error(stream))
+        if not batch.release:                                    # end of stream
+            break
+        try:
+            length = batch.length
+            if n + length > capacity:          # rows appeared since count(*): never for a file
+                raise _Unsupported("more rows than counted")
+            for i, col in enumerate(columns):
+                values = _batch_values(batch.children[i].contents, formats[i], col)
+                target = out[i]
+                if col.kind == "int" and target.dtype != np.int64 and length:
+                    lo, hi = int(values.min()), int(values.max())
+                    info = np.iinfo(target.dtype)
+                    if not (info.min <= lo and hi <= info.max):
+                        out[i] = target = target.astype(_fitting(lo, hi, target.dtype))
+                target[n:n + length] = values
+            n += length
+        finally:
+            batch.release(ctypes.byref(batch))
+    result = {}
+    for col, arr in zip(columns, out, strict=True):
+        arr = arr[:n]
+        if n < capacity // 2:              # filtered out most rows: give the memory back
+            arr = arr.copy()
+        result[col.name] = arr
+    return result
+
+
+def _last_error(stream: _ArrowArrayStream) -> str:
+    message = stream.get_last_error(ctypes.byref(stream))
+    return message.decode(errors="replace") if message else "ADBC stream error"
+
+
+def _buffer(array: _ArrowArray, index: int, dtype, count: int) -> np.ndarray | None:
+    address = array.buffers[index]
+    if not address or count <= 0:
+        return None
+    return np.frombuffer((ctypes.c_char * (count * np.dtype(dtype).itemsize)
+                          ).from_address(address), dtype=dtype)
+
+
+def _batch_values(child: _ArrowArray, fmt: str, col: Col) -> np.ndarray:
+    """One column of one batch as a numpy array of its final kind (NULLs replaced)."""
+    length, offset = child.length, child.offset
+    float_kind = col.kind == "float"
+    if fmt == "n" or child.null_count == length:       # all NULL
+        return np.full(length, np.nan if float_kind else col.fill,
+                       dtype=np.float64 if float_kind else np.int64)
+    if fmt == "l":
+        values = _buffer(child, 1, np.int64, offset + length)[offset:]
+    elif fmt == "g" and float_kind:
+        values = _buffer(child, 1, np.float64, offset + length)[offset:]
+    else:
+        raise _Unsupported(f"column {col.name}: arrow format {fmt}")
+    if float_kind:
+        values = values.astype(np.float64)
+    if child.null_count != 0 and child.buffers[0]:    # -1: not counted; no bitmap: none
+        bits = _buffer(child, 0, np.uint8, (offset + length + 7) // 8)
+        valid = np.unpackbits(bits, count=offset + length, bitorder="little")[offset:]
+        values = np.where(valid.view(bool), values, np.nan if float_kind else col.fill)
+    return values

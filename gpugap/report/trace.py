@@ -9,7 +9,8 @@ Frames and their columns (all present even when the report lacks the table, then
 
 - ``kernels``: start, end, device, context, stream, corr, pid, name, grid_x/y/z,
   block_x/y/z, blocks, threads_per_block, registers, shared_static, shared_dynamic,
-  graph_node, + launch columns
+  graph_node (float, NaN when not launched from a CUDA graph; a sparse column when few
+  kernels are), + launch columns
 - ``memcpys``: start, end, device, stream, corr, pid, bytes, kind (e.g. "Host-to-Device"),
   src_kind, dst_kind (e.g. "Pageable", "Pinned", "Device"), + launch columns
 - ``memsets``: start, end, device, stream, corr, pid, bytes, mem_kind, + launch columns
@@ -24,7 +25,15 @@ Frames and their columns (all present even when the report lacks the table, then
 - ``devices``: device, name, sm_count, max_threads_per_sm, max_blocks_per_sm,
   max_regs_per_sm, max_shmem_per_sm, reg_alloc_unit, compute_capability, ...
 - ``threads``: gtid, pid, tid, name
-- ``osrt``: start, end, gtid, name (OS runtime calls, when traced)
+- ``osrt``: start, end, gtid, name (OS runtime calls, when traced). Read from the export
+  on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
+  calls inside given windows.
+
+Integer columns other than times, ``gtid`` and ``bytes`` hold the narrowest integer type
+that fits their values (ids such as device, stream, pid from int8/int16; corr, grid sizes,
+shared memory and ``blocks`` at least int32; block sizes, registers and
+``threads_per_block`` at least int16), and names are categoricals: a 10-million-kernel
+report then fits in memory. Convert to int64 before arithmetic that could overflow.
 """
 
 from __future__ import annotations
@@ -61,11 +70,42 @@ class Trace:
     streams: pd.DataFrame
     devices: pd.DataFrame
     threads: pd.DataFrame
-    osrt: pd.DataFrame
+    osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
+    osrt_source: object | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def osrt(self) -> pd.DataFrame:
+        """OS runtime calls (start, end, gtid, name), read on first use."""
+        if self.osrt_frame is None:
+            source = self.osrt_source
+            self.osrt_frame = (source.all() if source is not None
+                               else empty_frame(OSRT_COLUMNS))
+        return self.osrt_frame
+
+    def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                         ) -> pd.DataFrame:
+        """OS runtime calls of each thread (gtid) that overlap one of its windows
+        [lo, hi) (arrays of window starts and ends), without reading the others."""
+        if self.osrt_frame is None and self.osrt_source is not None:
+            return self.osrt_source.overlapping(windows)
+        frame = self.osrt
+        keep = np.zeros(len(frame), dtype=bool)
+        gtid = frame["gtid"].to_numpy()
+        start, end = frame["start"].to_numpy(), frame["end"].to_numpy()
+        for g, (lo, hi) in windows.items():
+            on = gtid == g
+            for a, b in zip(np.asarray(lo).tolist(), np.asarray(hi).tolist(), strict=True):
+                keep |= on & (end > a) & (start < b)
+        return frame[keep]
 
     @property
     def has_gpu_activity(self) -> bool:
         return bool(len(self.kernels) or len(self.memcpys) or len(self.memsets))
+
+    @cached_property
+    def op_index(self) -> OpIndex:
+        """Kernels, copies and memsets as one sequence of GPU ops (see OpIndex)."""
+        return OpIndex((self.kernels, self.memcpys, self.memsets))
 
     @cached_property
     def gpu_ops(self) -> pd.DataFrame:
@@ -73,22 +113,17 @@ class Trace:
         by start: the GPU's activity for idle/busy and gap math."""
         cols = ["start", "end", "device", "stream", "pid", "corr", "api_start", "api_end",
                 "gtid"]
-        parts = []
-        for kind, frame in (("kernel", self.kernels), ("memcpy", self.memcpys),
-                            ("memset", self.memsets)):
-            if len(frame):
-                part = frame[cols].copy()
-                part["kind"] = kind
-                part["name"] = (frame["name"].astype(object) if kind == "kernel"
-                                else frame["kind"].astype(object) if kind == "memcpy"
-                                else "memset")
-                parts.append(part)
-        if not parts:
+        if not self.has_gpu_activity:
             return pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols}
                                 | {"kind": pd.Series([], dtype=object),
                                    "name": pd.Series([], dtype=object)})
-        ops = pd.concat(parts, ignore_index=True)
-        return ops.sort_values("start", kind="stable", ignore_index=True)
+        ops = self.op_index.merged()
+        data = {c: ops.column(c) for c in cols}
+        data["kind"] = pd.Categorical.from_codes(
+            ops.source.astype(np.int8), categories=["kernel", "memcpy", "memset"],
+            validate=False)
+        data["name"] = ops.names()
+        return pd.DataFrame(data, copy=False)
 
     def legacy_streams(self) -> set[tuple[int, int]]:
         """(pid, stream) of every legacy default (NULL) stream."""
@@ -100,18 +135,168 @@ class Trace:
         return None if match.empty else match.iloc[0]
 
     def thread_name(self, gtid: int) -> str:
-        match = self.threads.loc[self.threads["gtid"] == gtid, "name"]
+        names = self.__dict__.get("_thread_names")
+        if names is None:             # first name of each thread, looked up once
+            t = self.threads.drop_duplicates("gtid")
+            names = self.__dict__["_thread_names"] = dict(
+                zip(t["gtid"].astype("int64").tolist(), t["name"].tolist(), strict=True))
         tid = int(gtid) & 0xFFFFFF
-        return f"{match.iloc[0]} (tid {tid})" if len(match) else f"tid {tid}"
+        name = names.get(int(gtid))
+        return f"{name} (tid {tid})" if name is not None else f"tid {tid}"
 
     def span(self) -> tuple[int, int] | None:
         """First to last GPU activity, or None without GPU activity."""
-        ops = self.gpu_ops
-        if ops.empty:
+        ix = self.op_index
+        if not ix.devices:
             return None
-        return int(ops["start"].min()), int(ops["end"].max())
+        return ix.span()
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(np.array([], dtype=t if t != "str" else object))
                          for c, t in columns.items()})
+
+
+OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+class OpIndex:
+    """Kernels, copies and memsets as one sequence of GPU ops, in start order (ties:
+    kernels, then copies, then memsets, each in its frame's order). Holds no per-op
+    arrays: ``merged`` builds them (for one device) when needed, and the caller lets
+    them go, so a report of millions of kernels does not keep a second copy of them."""
+
+    def __init__(self, frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
+        self.frames = frames
+
+    @cached_property
+    def devices(self) -> list[int]:
+        """Devices with ops, sorted (counted, not sorted, over the ops)."""
+        found: set[int] = set()
+        for f in self.frames:
+            device = f["device"].to_numpy()
+            if not device.size:
+                continue
+            lo, hi = int(device.min()), int(device.max())
+            if lo >= 0 and hi < (1 << 20):
+                found.update(np.flatnonzero(np.bincount(device)).tolist())
+            else:
+                found.update(pd.unique(device).tolist())
+        return sorted(int(d) for d in found)
+
+    def span(self, device: int | None = None) -> tuple[int, int]:
+        """First start and last end of the ops (of one device)."""
+        lo, hi = [], []
+        for f in self.frames:
+            if not len(f):
+                continue
+            start, end = f["start"].to_numpy(), f["end"].to_numpy()
+            if device is not None and len(self.devices) > 1:
+                on = f["device"].to_numpy() == device
+                start, end = start[on], end[on]
+            if start.size:
+                lo.append(int(start.min()))
+                hi.append(int(end.max()))
+        return min(lo), max(hi)
+
+    def device_span(self, device: int) -> tuple[int, int]:
+        return self.span(device)
+
+    def merged(self, device: int | None = None) -> MergedOps:
+        """The ops (of one device) in start order, as arrays."""
+        starts, ends, sources, rows = [], [], [], []
+        for k, f in enumerate(self.frames):
+            start = f["start"].to_numpy(dtype=np.int64)
+            end = f["end"].to_numpy(dtype=np.int64)
+            row = None
+            if device is not None and len(self.devices) > 1:
+                row = np.flatnonzero(f["device"].to_numpy() == device)
+                start, end = start[row], end[row]
+            if not start.size:
+                continue
+            index = np.int32 if len(f) < 2**31 else np.int64
+            starts.append(start)
+            ends.append(end)
+            sources.append(np.full(start.size, k, dtype=np.int8))
+            rows.append(np.arange(start.size, dtype=index) if row is None
+                        else row.astype(index))
+        if not starts:
+            z = np.zeros(0, dtype=np.int64)
+            return MergedOps(self.frames, z, z, np.zeros(0, np.int8), z)
+        parts = []
+        for start, end, source, row in zip(starts, ends, sources, rows, strict=True):
+            if not (start.size < 2 or bool((start[1:] >= start[:-1]).all())):
+                order = np.argsort(start, kind="stable")
+                start, end, source, row = start[order], end[order], source[order], row[order]
+            parts.append((start, end, source, row))
+        del starts, ends, sources, rows
+        # The largest kind (kernels) stays as it is; the others are merged among
+        # themselves, then inserted after equal starts: the stable order by start with
+        # ties in kind order, without sorting or copying the largest part twice.
+        big = max(range(len(parts)), key=lambda i: parts[i][0].size)
+        rest = [p for i, p in enumerate(parts) if i != big]
+        if not rest:
+            return MergedOps(self.frames, *parts[big])
+        small = [np.concatenate(cols) for cols in zip(*rest, strict=True)]
+        order = np.lexsort((small[2], small[0]))     # by start, then kind (stable)
+        small = [a[order] for a in small]
+        b_start = parts[big][0]
+        before = small[2] < big                      # kinds before the big one come first
+        at = np.where(before, np.searchsorted(b_start, small[0], side="left"),
+                      np.searchsorted(b_start, small[0], side="right"))
+        merged = [np.insert(col, at, extra) for col, extra in zip(parts[big], small,
+                                                                   strict=True)]
+        return MergedOps(self.frames, *merged)
+
+
+@dataclass
+class MergedOps:
+    """GPU ops in start order: ``source`` (0 kernel, 1 memcpy, 2 memset) and ``row``
+    (its position in that frame) lead back to the full rows."""
+
+    frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+    start: np.ndarray
+    end: np.ndarray
+    source: np.ndarray
+    row: np.ndarray
+
+    def __len__(self) -> int:
+        return self.start.size
+
+    def column(self, name: str, at: np.ndarray | None = None) -> np.ndarray:
+        """Column *name* of the frames, in op order (or at op positions *at* only)."""
+        parts = [f[name].to_numpy() for f in self.frames]
+        src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])
+        dtype = np.result_type(*parts)
+        out = np.empty(src.size, dtype=dtype)
+        for k, part in enumerate(parts):
+            sel = src == k
+            if sel.any():
+                out[sel] = part[row[sel]]
+        return out
+
+    def names(self, at: np.ndarray | None = None) -> pd.Categorical:
+        """Kernel names, copy kinds ('Host-to-Device'...) and 'memset', as op names."""
+        kernels, memcpys, memsets = self.frames
+        values = [_as_categorical(kernels["name"]), _as_categorical(memcpys["kind"]),
+                  pd.Categorical(["memset"] * len(memsets))]
+        cats = sorted(set().union(*(set(v.categories) for v in values)))
+        index = {c: i for i, c in enumerate(cats)}
+        src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])
+        codes = np.full(src.size, -1, dtype=np.int32)
+        for k, v in enumerate(values):
+            sel = src == k
+            if sel.any():
+                lut = np.array([index[c] for c in v.categories] + [-1], dtype=np.int32)
+                codes[sel] = lut[np.asarray(v.codes)[row[sel]]]
+        return pd.Categorical.from_codes(codes, categories=cats, validate=False)
+
+
+def _as_categorical(values: pd.Series) -> pd.Categorical:
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.array
+    return pd.Categorical(values.astype(object))

@@ -43,20 +43,31 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         return []
     findings = []
     span = analysed_span(trace)
+    device_of = kernels["device"].to_numpy()
+    one_device = len(pd.unique(device_of)) == 1
     for device, c in copies.groupby("device", sort=False):
-        k = kernels[kernels["device"] == device].sort_values("start", kind="stable")
-        if k.empty:
-            continue
+        # The copies that could qualify first: often none, and then the kernels (maybe
+        # millions) need no work at all.
         c = c[(c["end"] - c["start"]) >= config["min_copy_us"] * 1e3]
         blocked = (c["api_end"] - c["api_start"]) >= config["blocked_us"] * 1e3
         c = c[~blocked.fillna(False).to_numpy()]
         if c.empty:
             continue
-        ks, ke = k["start"].to_numpy(np.int64), k["end"].to_numpy(np.int64)
+        # This device's kernels in start order (stable), as positions: no frame copy.
+        rows = (np.arange(len(kernels)) if one_device and device_of[0] == device
+                else np.flatnonzero(device_of == device))
+        if not rows.size:
+            continue
+        ks = kernels["start"].to_numpy(np.int64)[rows]
+        if not tl.is_sorted(ks):
+            order = np.argsort(ks, kind="stable")
+            rows, ks = rows[order], ks[order]
+        ke = kernels["end"].to_numpy(np.int64)[rows]
         union = tl.union(ks, ke)
         cs, ce = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64)
         dur = ce - cs
         alone = dur - tl.overlap_each(cs, ce, union)
+        del union
         # The kernels right before and right after each copy on this device.
         end_order = np.argsort(ke, kind="stable")
         before = np.searchsorted(ke[end_order], cs, side="right") - 1
@@ -66,12 +77,15 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         has_after = after < ks.size
         b_idx = end_order[np.maximum(before, 0)]
         a_idx = np.minimum(after, ks.size - 1)
+        del end_order
         near_before = has_before & (cs - ke[b_idx] <= reach)
         near_after = has_after & (ks[a_idx] - ce <= reach)
         between = near_before & near_after
         turns = between & (alone >= config["min_alone_share"] * dur)
         if not turns.any():
             continue
+        k = kernels.iloc[rows[np.r_[b_idx, a_idx]]]
+        b_idx, a_idx = np.arange(b_idx.size), b_idx.size + np.arange(a_idx.size)
         streams = k["stream"].to_numpy()
         copy_stream = c["stream"].to_numpy()
         same = (streams[b_idx] == copy_stream) | (streams[a_idx] == copy_stream)

@@ -30,8 +30,9 @@ import pandas as pd
 from gpugap import timeline as tl
 from gpugap.report.trace import Trace
 from gpugap.rules._common import (
+    CATEGORIES,
+    ThreadApi,
     analysed_span,
-    api_categories,
     range_labels,
     split_label,
 )
@@ -57,75 +58,171 @@ FIXES = {
 }
 
 _CATEGORY_ORDER = ("module-load", "sync", "other", "launch")
+_CATEGORY_CODES = {c: CATEGORIES.index(c) for c in _CATEGORY_ORDER}
 
 
-def _coverage_by_category(trace: Trace, gap_s: np.ndarray, gap_e: np.ndarray,
-                          gtids: np.ndarray) -> dict[str, np.ndarray]:
+def _coverage_by_category(trace: Trace, threads: dict, gap_s: np.ndarray,
+                          gap_e: np.ndarray, gtids: np.ndarray) -> dict[str, np.ndarray]:
     """For each gap: time its thread spent inside API calls of each category."""
     out = {c: np.zeros(gap_s.size, dtype=np.int64) for c in _CATEGORY_ORDER}
-    api = trace.api
-    if api.empty:
+    if trace.api.empty:
         return out
-    cats = api_categories(api)
-    api_gtid = api["gtid"].to_numpy(dtype=np.int64)
-    starts = api["start"].to_numpy(dtype=np.int64)
-    ends = api["end"].to_numpy(dtype=np.int64)
-    for gtid in np.unique(gtids[gtids >= 0]):
+    for gtid in np.unique(gtids[gtids >= 0]).tolist():
         gap_idx = np.flatnonzero(gtids == gtid)
-        on_thread = api_gtid == gtid
-        for c in _CATEGORY_ORDER:
-            sel = on_thread & (cats == c)
+        mine = threads[gtid]
+        lo, hi = gap_s[gap_idx], gap_e[gap_idx]
+        if tl.is_sorted(lo) and bool((lo[1:] >= hi[:-1]).all()):
+            cover = mine.coverage(lo, hi, len(CATEGORIES))
+            for c in _CATEGORY_ORDER:
+                out[c][gap_idx] = cover[:, _CATEGORY_CODES[c]]
+            continue
+        for c in _CATEGORY_ORDER:             # gaps of several devices may overlap
+            sel = mine.category == _CATEGORY_CODES[c]
             if sel.any():
-                u = tl.union(starts[sel], ends[sel])
-                out[c][gap_idx] = tl.overlap_each(gap_s[gap_idx], gap_e[gap_idx], u)
+                u = tl.union(mine.start[sel], mine.end[sel])
+                out[c][gap_idx] = tl.overlap_each(lo, hi, u)
     return out
 
 
-def _host_calls(trace: Trace, gtid: int, lo: int, hi: int, n: int = 4) -> list[dict]:
-    """The longest CUDA API and OS runtime calls of a thread inside [lo, hi)."""
-    rows = []
-    for source, frame in (("cuda", trace.api), ("osrt", trace.osrt)):
-        if frame.empty:
+def _top_calls(names: list[str], ns: list[int], n: int) -> list[tuple[str, int, int]]:
+    """(name, calls, ns) of the n names with the most time, ties by name."""
+    totals: dict[str, tuple[int, int]] = {}
+    for name, v in zip(names, ns, strict=True):
+        t, c = totals.get(name, (0, 0))
+        totals[name] = (t + v, c + 1)
+    items = sorted(totals.items())
+    items.sort(key=lambda kv: -kv[1][0])
+    return [(name, calls, total) for name, (total, calls) in items[:n]]
+
+
+def _top_coded(codes: np.ndarray, texts, ns: np.ndarray, n: int
+               ) -> list[tuple[str, int, int]]:
+    """_top_calls for names given as category codes (counted per code, not per row)."""
+    if not codes.size:
+        return []
+    calls = np.bincount(codes)
+    # Call times are integers far below 2**53: float sums are exact.
+    totals = np.bincount(codes, weights=ns)
+    items = [(str(texts[c]), int(calls[c]), int(round(totals[c])))
+             for c in np.flatnonzero(calls).tolist()]
+    items.sort(key=lambda item: item[0])
+    items.sort(key=lambda item: -item[2])
+    return items[:n]
+
+
+def _codes_of(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    return names.cat.codes.to_numpy(), np.asarray(names.cat.categories, dtype=object)
+
+
+def _host_calls(trace: Trace, threads: dict, windows: list[tuple[int, int, int]],
+                n: int = 4) -> list[list[dict]]:
+    """For each window (gtid, lo, hi): the longest CUDA API and OS runtime calls of that
+    thread inside [lo, hi). OS runtime calls are read once for all windows."""
+    per_thread: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for g, lo, hi in windows:
+        los, his = per_thread.get(g, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        per_thread[g] = (np.r_[los, lo], np.r_[his, hi])
+    osrt = trace.osrt_overlapping(per_thread) if windows else None
+    if osrt is not None and len(osrt):
+        o_gtid = osrt["gtid"].to_numpy(dtype=np.int64)
+        o_start = osrt["start"].to_numpy(dtype=np.int64)
+        o_end = osrt["end"].to_numpy(dtype=np.int64)
+        o_code, o_text = _codes_of(osrt["name"])
+    if not trace.api.empty:
+        api_code, api_text = _codes_of(trace.api["name"])
+    out = []
+    for g, lo, hi in windows:
+        rows = []
+        sources = []
+        if not trace.api.empty:
+            mine = threads[g] if g in threads else ThreadApi(trace, g)
+            first = np.searchsorted(mine.reach, lo, side="right")   # ended after lo
+            last = np.searchsorted(mine.start, hi, side="left")     # started before hi
+            i = np.arange(first, max(first, last))
+            i = i[mine.end[i] > lo]
+            sources.append(("cuda", mine.start[i], mine.end[i],
+                            api_code[i if mine.rows is None else mine.rows[i]], api_text))
+        if osrt is not None and len(osrt):
+            sel = np.flatnonzero((o_gtid == g) & (o_end > lo) & (o_start < hi))
+            sources.append(("osrt", o_start[sel], o_end[sel], o_code[sel], o_text))
+        for source, start, end, codes, texts in sources:
+            inside = (np.minimum(end, hi) - np.maximum(start, lo)).astype(np.int64)
+            rows += [{"source": source, "name": name, "calls": calls, "ns": ns}
+                     for name, calls, ns in _top_coded(codes, texts, inside, n)]
+        out.append(sorted(rows, key=lambda r: -r["ns"])[:n])
+    return out
+
+
+def _gaps(starts: np.ndarray, ends: np.ndarray, min_gap: float
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Idle gaps of at least min_gap between ops in start order (the gaps of the union of
+    the ops that last a while): (op after each gap, op before it, gap starts, gap ends).
+    The op after is the first to start at or after the gap's end; the op before is the
+    last one (in start order) to end exactly when the gap starts, the latest end before
+    it. In batches: no union is built."""
+    keep = ends > starts                     # empty ops take no part in the union
+    positive = None if bool(keep.all()) else np.flatnonzero(keep)
+    del keep
+    chunk = 1 << 20
+    gap_s, gap_e = [], []
+    carry = None
+    n = starts.size if positive is None else positive.size
+    for i0 in range(0, n, chunk):
+        rows = slice(i0, i0 + chunk) if positive is None else positive[i0:i0 + chunk]
+        s, e = starts[rows], ends[rows]
+        reach = np.maximum.accumulate(e)
+        if carry is not None:
+            np.maximum(reach, carry, out=reach)
+        before = np.empty_like(reach)
+        before[1:] = reach[:-1]
+        before[0] = s[0] if carry is None else carry     # nothing before the first op
+        j = np.flatnonzero((s > before) & (s - before >= min_gap))
+        gap_s.append(before[j])
+        gap_e.append(s[j])
+        carry = int(reach[-1])
+        del reach, before
+    gs = np.concatenate(gap_s) if gap_s else np.zeros(0, np.int64)
+    ge = np.concatenate(gap_e) if gap_e else np.zeros(0, np.int64)
+    nxt = np.searchsorted(starts, ge, side="left")
+    prev = nxt - 1
+    for k in np.flatnonzero(ends[np.maximum(prev, 0)] != gs).tolist():
+        i = int(prev[k])
+        while ends[i] != gs[k]:              # rare: a longer op ended last
+            i -= 1
+        prev[k] = i
+    return nxt, prev, gs, ge
+
+
+def _gap_records(trace: Trace, min_gap: float) -> list[pd.DataFrame]:
+    """Per device: its idle gaps of at least min_gap, with the op before and after."""
+    records = []
+    for device in trace.op_index.devices:
+        ix = trace.op_index.merged(device)
+        nxt, prev, gs, ge = _gaps(ix.start, ix.end, min_gap)
+        if gs.size == 0:
             continue
-        f = frame[(frame["gtid"] == gtid) & (frame["end"] > lo) & (frame["start"] < hi)]
-        if f.empty:
-            continue
-        inside = (np.minimum(f["end"], hi) - np.maximum(f["start"], lo)).astype(np.int64)
-        agg = (pd.DataFrame({"name": f["name"].astype(str), "ns": inside})
-               .groupby("name").agg(ns=("ns", "sum"), calls=("ns", "size"))
-               .nlargest(n, "ns"))
-        rows += [{"source": source, "name": name, "calls": int(r.calls), "ns": int(r.ns)}
-                 for name, r in agg.iterrows()]
-    return sorted(rows, key=lambda r: -r["ns"])[:n]
+        api = ix.column("api_start", nxt).astype(np.float64)
+        gtid = ix.column("gtid", nxt).astype(np.float64)
+        records.append(pd.DataFrame({
+            "device": device, "gap_start": gs, "gap_end": ge,
+            "next_name": np.asarray(ix.names(nxt), dtype=object),
+            "next_kind": np.array(["kernel", "memcpy", "memset"], dtype=object)[
+                ix.source[nxt]],
+            "next_stream": ix.column("stream", nxt), "next_corr": ix.column("corr", nxt),
+            "next_api": api, "gtid": np.nan_to_num(gtid, nan=-1).astype(np.int64),
+            "prev_name": np.asarray(ix.names(prev), dtype=object),
+            "prev_corr": ix.column("corr", prev),
+        }))
+    return records
 
 
 def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
-    ops = trace.gpu_ops
-    if ops.empty:
+    if not trace.has_gpu_activity:
         return []
     min_gap = config["min_gap_us"] * 1e3
-    records = []
-    for device, dev_ops in ops.groupby("device", sort=True):
-        dev_ops = dev_ops.sort_values("start", kind="stable")
-        u = tl.union(dev_ops["start"].to_numpy(), dev_ops["end"].to_numpy())
-        gs, ge = tl.gaps(u)
-        keep = (ge - gs) >= min_gap
-        gs, ge = gs[keep], ge[keep]
-        if gs.size == 0:
-            continue
-        starts = dev_ops["start"].to_numpy(dtype=np.int64)
-        ends_sorted = np.sort(dev_ops["end"].to_numpy(dtype=np.int64))
-        nxt = dev_ops.iloc[np.searchsorted(starts, ge, side="left")]
-        end_order = np.argsort(dev_ops["end"].to_numpy(dtype=np.int64), kind="stable")
-        prev = dev_ops.iloc[end_order[np.searchsorted(ends_sorted, gs, side="right") - 1]]
-        records.append(pd.DataFrame({
-            "device": device, "gap_start": gs, "gap_end": ge,
-            "next_name": nxt["name"].to_numpy(), "next_kind": nxt["kind"].to_numpy(),
-            "next_stream": nxt["stream"].to_numpy(), "next_corr": nxt["corr"].to_numpy(),
-            "next_api": nxt["api_start"].to_numpy(),
-            "gtid": nxt["gtid"].fillna(-1).to_numpy(dtype=np.int64),
-            "prev_name": prev["name"].to_numpy(), "prev_corr": prev["corr"].to_numpy(),
-        }))
+    records = _gap_records(trace, min_gap)
     if not records:
         return []
     gaps = pd.concat(records, ignore_index=True)
@@ -133,7 +230,11 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     gap_e = gaps["gap_end"].to_numpy(dtype=np.int64)
     dur = gap_e - gap_s
     gtids = gaps["gtid"].to_numpy(dtype=np.int64)
-    cover = _coverage_by_category(trace, gap_s, gap_e, gtids)
+    # The launching threads' API calls, in start order (views when one thread made them
+    # all): used for the causes and the examples, then let go.
+    threads = ({int(g): ThreadApi(trace, int(g)) for g in np.unique(gtids[gtids >= 0])}
+               if not trace.api.empty else {})
+    cover = _coverage_by_category(trace, threads, gap_s, gap_e, gtids)
     blocked = config["blocked_share"]
     cause = np.select(
         [gtids < 0,
@@ -151,13 +252,18 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     gaps["range"] = range_labels(trace, gaps["at"].to_numpy())
     span = analysed_span(trace)
     findings = []
-    for (device, cause_id, label), g in gaps.groupby(["device", "cause", "range"], sort=False):
+    groups = [(key, g, g.nlargest(int(config["max_examples"]), "gap_ns"))
+              for key, g in gaps.groupby(["device", "cause", "range"], sort=False)]
+    # The host calls of every example gap, read in one go (OS runtime calls included).
+    windows = [(int(r.gtid), int(r.gap_start), int(r.gap_end))
+               for _, _, worst in groups for r in worst.itertuples() if r.gtid >= 0]
+    host_calls = iter(_host_calls(trace, threads, windows))
+    del threads
+    for (device, cause_id, label), g, worst in groups:
         cost = int(g["gap_ns"].sum())
-        worst = g.nlargest(int(config["max_examples"]), "gap_ns")
         examples = []
         for r in worst.itertuples():
-            host = (_host_calls(trace, int(r.gtid), int(r.gap_start), int(r.gap_end))
-                    if r.gtid >= 0 else [])
+            host = next(host_calls) if r.gtid >= 0 else []
             examples.append({
                 "start_ns": int(r.gap_start), "end_ns": int(r.gap_end), "gap_ns": int(r.gap_ns),
                 "before": {"name": str(r.prev_name), "correlation_id": int(r.prev_corr)},

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.occupancy import capacity as kernel_capacity
+from gpugap.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import Trace
 from gpugap.rules._common import SYNC, analysed_span, name_mask, range_labels, split_label
 from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
@@ -59,49 +60,90 @@ FIXES = {
 _WAIT = re.compile("StreamWaitEvent")
 
 
+# Transition causes as small integer codes: -1 not serialized (the kernels overlapped),
+# 0 serialized on the same stream, then the causes.
+_NONE, _SAME = -1, 0
+CAUSES = ("", "explicit-sync", "host-launch-bound", "legacy-default-stream",
+          "resource-saturation", "unknown")
+_CODE = {c: i for i, c in enumerate(CAUSES)}
+
+
 def _count_between(event_gtid: np.ndarray, event_t: np.ndarray, gtid: np.ndarray,
                    lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """How many events of the same thread fall in [lo, hi) for each query."""
     out = np.zeros(lo.size, dtype=np.int64)
     if event_t.size == 0 or lo.size == 0:
         return out
-    for g in np.unique(gtid):
+    for g in pd.unique(gtid).tolist():
+        t = event_t[event_gtid == g]
+        if not t.size:
+            continue
+        t = np.sort(t)
         q = gtid == g
-        t = np.sort(event_t[event_gtid == g])
-        if t.size:
+        if bool(q.all()):
+            out = np.searchsorted(t, hi, "left") - np.searchsorted(t, lo, "left")
+        else:
             out[q] = np.searchsorted(t, hi[q], "left") - np.searchsorted(t, lo[q], "left")
     return out
 
 
-def _transitions(trace: Trace, k: pd.DataFrame, cap: np.ndarray, config: Mapping[str, float]
-                 ) -> pd.DataFrame:
-    """One row per kernel B (after the first) with its predecessor A and the cause when
-    the pair is serialized; cause '' for same-stream, None for overlapping."""
-    start = k["start"].to_numpy(dtype=np.int64)
-    end = k["end"].to_numpy(dtype=np.int64)
-    stream = k["stream"].to_numpy(dtype=np.int64)
-    pid = k["pid"].to_numpy(dtype=np.int64)
+class _Kernels:
+    """One device's kernels in (start, end) order, as arrays; full rows on demand."""
+
+    def __init__(self, kernels: pd.DataFrame, positions: np.ndarray | None) -> None:
+        self.frame, self.positions = kernels, positions
+
+        def col(name: str, dtype=None) -> np.ndarray:
+            a = kernels[name].to_numpy(dtype=dtype)
+            return a if positions is None else a[positions]
+
+        self.start = col("start", np.int64)
+        self.end = col("end", np.int64)
+        self.stream = col("stream")
+        self.pid = col("pid")
+        self.api_start = col("api_start", np.float64)
+        self.gtid = col("gtid", np.float64)
+        self.blocks = col("blocks")
+        self.size = self.start.size
+
+    def row(self, i: int) -> pd.Series:
+        return self.frame.iloc[int(i) if self.positions is None else int(self.positions[i])]
+
+    def at(self, i: np.ndarray) -> np.ndarray:
+        """When kernels i were launched (their start when no launch call is known)."""
+        launch = self.api_start[i]
+        return np.where(np.isnan(launch), self.start[i], np.nan_to_num(launch)
+                        ).astype(np.int64)
+
+
+# Transitions are classified in batches of this many: memory stays bounded.
+_CHUNK = 1 << 20
+
+
+def _index_dtype(n: int):
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
+def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str, float]
+                 ) -> dict[str, np.ndarray]:
+    """One entry per kernel B = i + 1 (after the first) with its predecessor A (``a``),
+    the cause code of the pair (_SAME for same-stream, _NONE for overlapping), the idle
+    time between them, and the syncs / legacy-stream launches between their launches."""
+    start, end, stream, pid = k.start, k.end, k.stream, k.pid
+    n = end.size
+    index = _index_dtype(n)
     reach = np.maximum.accumulate(end)
-    idx = np.arange(end.size)
     # A = the kernel that set the running maximum of end times (the last to finish).
-    arg = np.maximum.accumulate(np.where(end == reach, idx, 0))
-    a, b = arg[:-1], idx[1:]
-    dur = end - start
-    tolerance = config["overlap_tolerance"] * np.minimum(dur[a], dur[b])
-    serial = start[b] >= reach[:-1] - tolerance
-    cross = stream[a] != stream[b]
+    arg = np.where(end == reach, np.arange(n, dtype=index), index(0))
+    np.maximum.accumulate(arg, out=arg)
+    a_all = arg[:-1]
 
-    api_start = k["api_start"].to_numpy(dtype=np.float64)
-    gtid = k["gtid"].fillna(-1).to_numpy(dtype=np.int64)
-    late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
-
+    api_start = k.api_start
     # Host-side synchronisation (or a stream waiting on an event) between the launches.
     api = trace.api
-    sync_rows = api[name_mask(api["name"], SYNC) | name_mask(api["name"], _WAIT)]
-    lo = np.nan_to_num(api_start[a], nan=0).astype(np.int64)
-    hi = np.nan_to_num(api_start[b], nan=0).astype(np.int64)
-    syncs = _count_between(sync_rows["gtid"].to_numpy(dtype=np.int64),
-                           sync_rows["start"].to_numpy(dtype=np.int64), gtid[b], lo, hi)
+    sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"], _WAIT))
+    sync_gtid = api["gtid"].to_numpy(dtype=np.int64)[sync_rows]
+    sync_t = api["start"].to_numpy(dtype=np.int64)[sync_rows]
 
     # The legacy default stream: which kernels ran on it, and when work was launched
     # onto it (per process). Streams are keyed pid << 32 | stream id.
@@ -112,105 +154,201 @@ def _transitions(trace: Trace, k: pd.DataFrame, cap: np.ndarray, config: Mapping
     stream_keys = keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
     legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
     nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream").to_numpy()]
-    kernel_keys = keys(pid, stream)
-    on_legacy = np.isin(kernel_keys, legacy_keys)
-    nonblocking = np.isin(kernel_keys, nonblocking_keys)
-    ops = trace.gpu_ops
-    legacy_ops = ops[np.isin(keys(ops["pid"].to_numpy(), ops["stream"].to_numpy()),
-                             legacy_keys) & ops["api_start"].notna().to_numpy()]
-    legacy_between = _count_between(legacy_ops["pid"].to_numpy(dtype=np.int64),
-                                    legacy_ops["api_start"].to_numpy(dtype=np.int64),
-                                    pid[b], lo + 1, hi)
-    blocking_pair = ~nonblocking[a] & ~nonblocking[b]
-    implicit = blocking_pair & (on_legacy[a] | on_legacy[b] | (legacy_between > 0))
-    saturated = k["blocks"].to_numpy(dtype=np.int64)[a] >= cap[a]
+    legacy_pid, legacy_launch = [], []
+    for f in (trace.kernels, trace.memcpys, trace.memsets):
+        if not len(f) or not legacy_keys.size:
+            continue
+        launch = f["api_start"].to_numpy(dtype=np.float64)
+        on = np.flatnonzero(np.isin(keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
+                                    legacy_keys) & ~np.isnan(launch))
+        legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
+        legacy_launch.append(launch[on].astype(np.int64))
+    legacy_pid = np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64)
+    legacy_launch = np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64)
 
-    cause = np.select(
-        [~serial, ~cross, late & (syncs > 0), late, implicit, syncs > 0, saturated],
-        ["", "", "explicit-sync", "host-launch-bound", "legacy-default-stream",
-         "explicit-sync", "resource-saturation"], default="unknown").astype(object)
-    cause[~serial] = None
-    return pd.DataFrame({"a": a, "b": b, "cause": cause, "idle": np.maximum(start[b] - end[a], 0),
-                         "syncs": syncs, "legacy_between": legacy_between})
+    m = max(n - 1, 0)
+    code = np.empty(m, dtype=np.int8)
+    idle = np.empty(m, dtype=np.int64)
+    syncs = np.empty(m, dtype=np.int32)
+    legacy_between = np.empty(m, dtype=np.int32)
+    tolerance_share = config["overlap_tolerance"]
+    for lo_i in range(0, m, _CHUNK):
+        hi_i = min(lo_i + _CHUNK, m)
+        a = a_all[lo_i:hi_i]
+        b = np.arange(lo_i + 1, hi_i + 1)
+        dur_a, dur_b = end[a] - start[a], end[b] - start[b]
+        tolerance = tolerance_share * np.minimum(dur_a, dur_b)
+        serial = start[b] >= reach[lo_i:hi_i] - tolerance
+        cross = stream[a] != stream[b]
+        late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
+        lo = np.nan_to_num(api_start[a], nan=0).astype(np.int64)
+        hi = np.nan_to_num(api_start[b], nan=0).astype(np.int64)
+        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
+        n_sync = _count_between(sync_gtid, sync_t, gtid_b, lo, hi)
+        pid_b = pid[b].astype(np.int64)
+        n_legacy = _count_between(legacy_pid, legacy_launch, pid_b, lo + 1, hi)
+        ka, kb = keys(pid[a], stream[a]), keys(pid_b, stream[b])
+        blocking_pair = ~np.isin(ka, nonblocking_keys) & ~np.isin(kb, nonblocking_keys)
+        implicit = blocking_pair & (np.isin(ka, legacy_keys) | np.isin(kb, legacy_keys)
+                                    | (n_legacy > 0))
+        saturated = k.blocks[a].astype(np.int64) >= cap[a]
+        c = np.select(
+            [~serial, ~cross, late & (n_sync > 0), late, implicit, n_sync > 0, saturated],
+            [_SAME, _SAME, _CODE["explicit-sync"], _CODE["host-launch-bound"],
+             _CODE["legacy-default-stream"], _CODE["explicit-sync"],
+             _CODE["resource-saturation"]], default=_CODE["unknown"]).astype(np.int8)
+        c[~serial] = _NONE
+        code[lo_i:hi_i] = c
+        idle[lo_i:hi_i] = np.maximum(start[b] - end[a], 0)
+        syncs[lo_i:hi_i] = n_sync
+        legacy_between[lo_i:hi_i] = n_legacy
+    del reach
+    return {"a": a_all, "code": code, "idle": idle, "syncs": syncs,
+            "legacy_between": legacy_between}
+
+
+def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """Permutation sorting by (start, end), stable; None when already in that order."""
+    if start.size > 1:
+        step = start[1:] - start[:-1]
+        if bool((step >= 0).all()) and bool(((step > 0) | (end[1:] >= end[:-1])).all()):
+            return None
+        return np.lexsort((end, start))
+    return None
+
+
+def _capacity(trace: Trace) -> np.ndarray:
+    """occupancy.capacity of every kernel, computed once per distinct launch
+    configuration (device, block size, registers, shared memory) and spread back."""
+    k = trace.kernels
+    cols = ["device", "threads_per_block", "registers", "shared_static", "shared_dynamic"]
+    key = np.zeros(len(k), dtype=np.int64)
+    width = 1
+    for c in cols:
+        codes, uniq = pd.factorize(k[c].to_numpy())
+        if width * (len(uniq) + 1) >= 2**62:            # pragma: no cover (absurd variety)
+            return kernel_capacity(trace)
+        key = key * (len(uniq) + 1) + codes
+        width *= len(uniq) + 1
+    codes, _ = pd.factorize(key)
+    first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(k))[::-1]      # a row of each configuration
+    configs = k.iloc[first][cols].reset_index(drop=True)
+    cap = (sm_counts(configs, trace.devices)
+           * resident_blocks_per_sm(configs, trace.devices))
+    return cap[codes]
 
 
 def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     kernels = trace.kernels
     if len(kernels) < 3:
         return []
-    cap_all = kernel_capacity(trace)
+    cap_all = _capacity(trace)
     span = analysed_span(trace)
     findings: list[Finding] = []
-    for device, k in kernels.groupby("device", sort=True):
-        order = np.lexsort((k["end"].to_numpy(), k["start"].to_numpy()))
-        positions = k.index.to_numpy()[order]
-        k = k.loc[positions].reset_index(drop=True)
-        cap = cap_all[kernels.index.get_indexer(positions)]
+    device_of = kernels["device"].to_numpy()
+    devices = pd.unique(device_of)
+    for device in sorted(devices.tolist()):
+        rows = None if len(devices) == 1 else np.flatnonzero(device_of == device)
+        start = kernels["start"].to_numpy(dtype=np.int64)
+        end = kernels["end"].to_numpy(dtype=np.int64)
+        if rows is not None:
+            start, end = start[rows], end[rows]
+        order = _device_order(start, end)
+        positions = (rows if order is None else order if rows is None else rows[order])
+        k = _Kernels(kernels, positions)
+        cap = cap_all if positions is None else cap_all[positions]
         t = _transitions(trace, k, cap, config)
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, span)
     return findings
 
 
-def _runs_to_findings(trace: Trace, device: int, k: pd.DataFrame, cap: np.ndarray,
-                      t: pd.DataFrame, config: Mapping[str, float], span: int
-                      ) -> list[Finding]:
-    # Same-stream transitions ('') continue the current run; overlapping ones (None) end
-    # it; a change of cause starts a new one.
-    cause = t["cause"]
-    same = (cause == "").to_numpy()
-    # Position of each same-stream transition within its streak: a long single-stream
-    # stretch is a phase of its own, not part of an alternation between streams.
-    streak_id = np.cumsum(~same)
-    streak_pos = pd.Series(same.astype(np.int64)).groupby(streak_id).cumsum().to_numpy()
+def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Transitions -> runs. Same-stream transitions continue the current run; overlapping
+    ones end it; a change of cause starts a new one; a long single-stream stretch (more
+    than max_same_stream same-stream transitions in a row) is a phase of its own, not
+    part of an alternation between streams. Returns the kept transitions (their
+    indices), the run of each and the cause carried into it."""
+    code = t["code"]
+    m = code.size
+    index = _index_dtype(m + 1)
+    idx = np.arange(m, dtype=index)
+    same = code == _SAME
+    # Position of each same-stream transition within its streak.
+    cs = np.cumsum(same, dtype=index)
+    last_other = np.where(same, index(-1), idx)
+    np.maximum.accumulate(last_other, out=last_other)
+    streak_pos = cs - np.where(last_other >= 0, cs[np.maximum(last_other, 0)], 0)
+    del cs, last_other
     too_long = same & (streak_pos > config["max_same_stream"])
-    carried = cause.replace("", np.nan).ffill()
-    boundary = (cause.isna() | (carried != carried.shift()) | carried.isna()
-                | pd.Series(too_long, index=t.index))
-    cause = cause.where(~too_long, None)
-    t = t.assign(run=boundary.cumsum(), carried=carried)
-    t = t[cause.notna().to_numpy() & carried.notna().to_numpy()]
-    if t.empty:
+    del streak_pos, same
+    # The cause carried forward over same-stream and overlapping transitions.
+    carrier = np.where(code > _SAME, idx, index(-1))
+    np.maximum.accumulate(carrier, out=carrier)
+    missing = -2
+    carried = np.where(carrier >= 0, code[np.maximum(carrier, 0)], missing).astype(np.int8)
+    del carrier, idx
+    previous = np.empty_like(carried)
+    previous[0] = missing
+    previous[1:] = carried[:-1]
+    boundary = ((code == _NONE) | (carried != previous) | (carried == missing)
+                | (previous == missing) | too_long)
+    del previous
+    run = np.cumsum(boundary, dtype=index)
+    keep = np.flatnonzero((code != _NONE) & ~too_long & (carried != missing)).astype(index)
+    return keep, run[keep], carried[keep]
+
+
+def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
+                      t: dict[str, np.ndarray], config: Mapping[str, float], span: int
+                      ) -> list[Finding]:
+    keep, run, carried = _runs(t, config)
+    if run.size == 0:
         return []
-    t = t.assign(serial=t["cause"] != "")
-    stats = t.groupby("run").agg(cause=("carried", "first"), transitions=("serial", "sum"),
-                                 first=("a", "min"), last=("b", "max"), idle=("idle", "sum"))
-    stats = stats[stats["transitions"] >= config["min_transitions"]]
-    if stats.empty:
+    # Runs are contiguous stretches of the kept transitions.
+    bounds = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    transitions = np.add.reduceat((t["code"][keep] != _SAME).astype(np.int64), bounds)
+    good = transitions >= config["min_transitions"]
+    if not good.any():
         return []
-    dur = (k["end"] - k["start"]).to_numpy(dtype=np.int64)
-    stream = k["stream"].to_numpy(dtype=np.int64)
-    rows = []
-    for run, s in stats.iterrows():
-        members = np.arange(int(s["first"]), int(s["last"]) + 1)
-        per_stream = pd.Series(dur[members]).groupby(stream[members]).sum()
-        if s["cause"] == "host-launch-bound":
-            cost = int(s["idle"])
-        elif s["cause"] == "resource-saturation":
-            cost = 0
-        else:
-            cost = int(per_stream.sum() - per_stream.max())
-        rows.append({"run": run, "cause": s["cause"], "transitions": int(s["transitions"]),
-                     "first": int(s["first"]), "last": int(s["last"]), "cost": cost,
-                     "streams": sorted(per_stream.index.tolist()),
-                     "kernel_ns": int(per_stream.sum()), "idle": int(s["idle"])})
-    runs = pd.DataFrame(rows)
-    runs["at"] = k["api_start"].fillna(k["start"]).to_numpy(dtype=np.int64)[runs["first"]]
+    stats = {"run": run[bounds][good], "cause": carried[bounds][good],
+             "transitions": transitions[good],
+             "first": np.minimum.reduceat(t["a"][keep], bounds)[good].astype(np.int64),
+             "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
+             "idle": np.add.reduceat(t["idle"][keep], bounds)[good]}
+    members = _member_sums(k, stats["first"], stats["last"])
+    cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
+    cost = np.where(cause_names == "host-launch-bound", stats["idle"],
+                    np.where(cause_names == "resource-saturation", 0,
+                             members["kernel_ns"] - members["busiest"]))
+    runs = pd.DataFrame({
+        "run": stats["run"], "cause": cause_names, "transitions": stats["transitions"],
+        "first": stats["first"], "last": stats["last"], "cost": cost.astype(np.int64),
+        "streams": members["streams"], "kernel_ns": members["kernel_ns"],
+        "idle": stats["idle"]})
+    runs["at"] = k.at(runs["first"].to_numpy())
     runs["range"] = range_labels(trace, runs["at"].to_numpy())
     findings = []
     for (cause, label), g in runs.groupby(["cause", "range"], sort=False):
         cost = int(g["cost"].sum())
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
-        members = np.arange(worst["first"], worst["last"] + 1)
-        examples = _examples(trace, k, cap, t[t["run"] == worst["run"]],
-                             int(config["max_examples"]))
+        members_w = np.arange(worst["first"], worst["last"] + 1)
+        in_worst = keep[run == worst["run"]]
+        examples = _examples(trace, k, cap, pd.DataFrame(
+            {"a": t["a"][in_worst], "b": in_worst.astype(np.int64) + 1,
+             "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
+             "idle": t["idle"][in_worst], "syncs": t["syncs"][in_worst],
+             "legacy_between": t["legacy_between"][in_worst]}),
+            int(config["max_examples"]))
         streams = sorted({s for ss in g["streams"] for s in ss})
-        n_kernels = int(sum(r["last"] - r["first"] + 1 for _, r in g.iterrows()))
-        message = _message(str(cause), g, k, cap, members, streams, n_kernels, examples)
+        n_kernels = int((g["last"] - g["first"] + 1).sum())
+        message = _message(str(cause), g, k, cap, members_w, streams, n_kernels, examples)
         findings.append(Finding(
             rule=RULE.id, cause=str(cause),
             severity="info" if cause == "resource-saturation" else severity_for(cost, span),
-            start_ns=int(k["start"].iloc[int(g["first"].min())]),
-            end_ns=int(k["end"].iloc[int(g["last"].max())]), cost_ns=cost,
+            start_ns=int(k.start[int(g["first"].min())]),
+            end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost,
             at_ns=int(g["at"].min()), message=message, fix=FIXES[str(cause)],
             streams=streams, device=device, count=int(g["transitions"].sum()),
             ranges=split_label(str(label)),
@@ -221,8 +359,42 @@ def _runs_to_findings(trace: Trace, device: int, k: pd.DataFrame, cap: np.ndarra
     return findings
 
 
-def _op_ref(k: pd.DataFrame, i: int) -> dict:
-    r = k.iloc[i]
+def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
+    """Per run (kernels first..last): total kernel time, the busiest stream's kernel
+    time, and the streams present (sorted lists). Runs are taken in batches of about
+    _CHUNK member kernels."""
+    dur = k.end - k.start
+    ids = np.sort(pd.unique(k.stream)) if k.size else np.zeros(0, np.int64)
+    width = max(len(ids), 1)
+    kernel_ns = np.zeros(first.size, dtype=np.int64)
+    busiest = np.zeros(first.size, dtype=np.int64)
+    streams: list[list[int]] = []
+    id_list = [int(x) for x in ids.tolist()]
+    lengths = last - first + 1
+    cum = np.cumsum(lengths)
+    a = 0
+    while a < first.size:
+        base = int(cum[a - 1]) if a else 0
+        b = max(int(np.searchsorted(cum, base + _CHUNK, side="right")), a + 1)
+        ln = lengths[a:b]
+        total = int(ln.sum())
+        run_of = np.repeat(np.arange(b - a), ln)
+        member = np.arange(total) - np.repeat(np.cumsum(ln) - ln - first[a:b], ln)
+        key = run_of * width + np.searchsorted(ids, k.stream[member])
+        del run_of
+        # Kernel times are integers far below 2**53: float sums are exact.
+        sums = np.bincount(key, weights=dur[member], minlength=(b - a) * width
+                           ).reshape(b - a, width)
+        present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
+        kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
+        busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
+        streams += [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in present]
+        a = b
+    return {"kernel_ns": kernel_ns, "busiest": busiest, "streams": streams}
+
+
+def _op_ref(k: _Kernels, i: int) -> dict:
+    r = k.row(i)
     return {"name": str(r["name"]), "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
             "start_ns": int(r["start"]), "end_ns": int(r["end"]),
             "launched_ns": None if pd.isna(r["api_start"]) else int(r["api_start"]),
@@ -230,7 +402,7 @@ def _op_ref(k: pd.DataFrame, i: int) -> dict:
             "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])]}
 
 
-def _examples(trace: Trace, k: pd.DataFrame, cap: np.ndarray, t: pd.DataFrame, n: int
+def _examples(trace: Trace, k: _Kernels, cap: np.ndarray, t: pd.DataFrame, n: int
               ) -> list[dict]:
     out = []
     for r in t[t["cause"] != ""].head(n).itertuples():
@@ -238,11 +410,11 @@ def _examples(trace: Trace, k: pd.DataFrame, cap: np.ndarray, t: pd.DataFrame, n
         item = {"cause": r.cause, "first": _op_ref(k, a), "then": _op_ref(k, b),
                 "idle_ns": int(r.idle)}
         if r.cause == "resource-saturation":
-            item["first_blocks"] = int(k["blocks"].iloc[a])
+            item["first_blocks"] = int(k.blocks[a])
             item["device_capacity_blocks"] = int(cap[a])
         if r.cause == "legacy-default-stream":
             legacy = trace.legacy_streams()
-            item["legacy_stream"] = sorted({s for p, s in legacy if p == int(k["pid"].iloc[b])})
+            item["legacy_stream"] = sorted({s for p, s in legacy if p == int(k.pid[b])})
             item["legacy_ops_launched_between"] = int(r.legacy_between)
         if r.cause == "explicit-sync":
             item["sync_calls_between"] = int(r.syncs)
@@ -250,14 +422,14 @@ def _examples(trace: Trace, k: pd.DataFrame, cap: np.ndarray, t: pd.DataFrame, n
     return out
 
 
-def _message(cause: str, g: pd.DataFrame, k: pd.DataFrame, cap: np.ndarray,
+def _message(cause: str, g: pd.DataFrame, k: _Kernels, cap: np.ndarray,
              members: np.ndarray, streams: list[int], n_kernels: int, examples: list[dict]
              ) -> str:
     head = (f"{n_kernels} kernels on {len(streams)} streams ({', '.join(map(str, streams[:8]))}"
             f"{'...' if len(streams) > 8 else ''}) ran one after another in {len(g)} "
             f"run{'s' if len(g) > 1 else ''} ({int(g['transitions'].sum())} serialized "
             "stream switches)")
-    dur = (k["end"] - k["start"]).to_numpy()[members]
+    dur = (k.end - k.start)[members]
     if cause == "legacy-default-stream":
         legacy = next((e.get("legacy_stream") for e in examples if e.get("legacy_stream")), [])
         return (f"{head}: work on the legacy default stream {legacy} sits between them, and "
@@ -265,13 +437,13 @@ def _message(cause: str, g: pd.DataFrame, k: pd.DataFrame, cap: np.ndarray,
                 f"Overlap could have saved up to {fmt_ns(int(g['cost'].sum()))}.")
     if cause == "resource-saturation":
         first = examples[0] if examples else {}
-        blocks = first.get("first_blocks", int(k["blocks"].iloc[members[0]]))
+        blocks = first.get("first_blocks", int(k.blocks[members[0]]))
         held = first.get("device_capacity_blocks", int(cap[members[0]]))
         return (f"{head}: each grid alone fills the GPU ({blocks} blocks vs {held} the device "
                 "holds at once), so the next kernel could start only in the last wave of the "
                 "one before. Overlap is neither possible nor needed.")
     if cause == "host-launch-bound":
-        launch_gap = np.diff(k["api_start"].to_numpy(dtype=np.float64)[members])
+        launch_gap = np.diff(k.api_start[members])
         return (f"{head}: each kernel (median {fmt_ns(float(np.median(dur)))}) finished "
                 "before the host even launched the next (median launch-to-launch "
                 f"{fmt_ns(float(np.nanmedian(launch_gap)) if launch_gap.size else 0)}), so "

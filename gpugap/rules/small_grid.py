@@ -16,7 +16,7 @@ import pandas as pd
 
 from gpugap.occupancy import sm_counts
 from gpugap.report.trace import Trace
-from gpugap.rules._common import analysed_span, range_labels, split_label
+from gpugap.rules._common import analysed_span, range_label_codes, split_label
 from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
 
 FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, better several: "
@@ -25,54 +25,122 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
        "them concurrently on separate streams so they share the idle SMs.")
 
 
+_CHUNK = 1 << 20
+
+
+class _Group:
+    """Running sums of one (device, NVTX range) group of kernels."""
+
+    def __init__(self) -> None:
+        self.kernel_ns = self.small_ns = self.small = self.cost = 0
+        self.start = self.at = np.iinfo(np.int64).max
+        self.end = np.iinfo(np.int64).min
+        self.streams: set[int] = set()
+        # (name code, blocks, threads) -> [count, time_ns, sms, example corr], kept in
+        # order of first appearance.
+        self.configs: dict[tuple[int, int, int], list[int]] = {}
+
+
 def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     k = trace.kernels
     if k.empty:
         return []
-    sms = sm_counts(k, trace.devices)
-    blocks = k["blocks"].to_numpy(dtype=np.int64)
-    frame = pd.DataFrame({
-        "device": k["device"].to_numpy(), "name": k["name"].astype(str).to_numpy(),
-        "blocks": blocks, "threads": k["threads_per_block"].to_numpy(),
-        "dur": (k["end"] - k["start"]).to_numpy(dtype=np.int64), "sms": sms,
-        "small": blocks < config["max_sm_fraction"] * sms,
-        "start": k["start"].to_numpy(), "end": k["end"].to_numpy(),
-        "corr": k["corr"].to_numpy(), "stream": k["stream"].to_numpy()})
-    frame["used"] = np.minimum(frame["blocks"], frame["sms"]) / frame["sms"]
-    frame["idle_cost"] = (frame["dur"] * (1 - frame["used"])).astype(np.int64)
-    at = k["api_start"].fillna(k["start"]).to_numpy(dtype=np.int64)
-    frame["at"] = at
-    frame["range"] = range_labels(trace, at)
+    names = k["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    name_code = names.cat.codes.to_numpy()
+    name_text = np.asarray(names.cat.categories, dtype=object)
+    cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
+                                         "threads_per_block", "corr", "stream")}
+    groups: dict[tuple[int, str], _Group] = {}
+    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
+    # sum, min, max or first-seen value per group.
+    for i0 in range(0, len(k), _CHUNK):
+        part = slice(i0, min(i0 + _CHUNK, len(k)))
+        sms = sm_counts(k.iloc[part], trace.devices)
+        blocks = cols["blocks"][part].astype(np.int64)
+        start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
+        dur = end - start
+        small = blocks < config["max_sm_fraction"] * sms
+        launch = cols["api_start"][part]
+        at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
+        label_code, labels = range_label_codes(trace, at)
+        device = cols["device"][part]
+        device_code, device_ids = pd.factorize(device)
+        group, group_keys = pd.factorize(device_code.astype(np.int64) * len(labels)
+                                         + label_code)
+        gkeys = []
+        for key in group_keys.tolist():
+            dev, label = divmod(int(key), len(labels))
+            gkeys.append((int(device_ids[dev]), str(labels[label])))
+            groups.setdefault(gkeys[-1], _Group())
+        total = np.bincount(group, weights=dur, minlength=len(gkeys))
+        for g, key in enumerate(gkeys):
+            groups[key].kernel_ns += int(round(total[g]))
+        rows = np.flatnonzero(small)
+        if not rows.size:
+            continue
+        used = np.minimum(blocks[rows], sms[rows]) / sms[rows]
+        idle_cost = (dur[rows] * (1 - used)).astype(np.int64)
+        frame = pd.DataFrame({"group": group[rows], "name": name_code[part][rows],
+                              "blocks": blocks[rows],
+                              "threads": cols["threads_per_block"][part][rows],
+                              "dur": dur[rows], "sms": sms[rows],
+                              "corr": cols["corr"][part][rows],
+                              "cost": idle_cost, "start": start[rows], "end": end[rows],
+                              "at": at[rows], "stream": cols["stream"][part][rows]})
+        per_group = frame.groupby("group", sort=False).agg(
+            small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
+            start=("start", "min"), end=("end", "max"), at=("at", "min"))
+        for g, r in per_group.iterrows():
+            acc = groups[gkeys[int(g)]]
+            acc.small_ns += int(r["small_ns"])
+            acc.small += int(r["small"])
+            acc.cost += int(r["cost"])
+            acc.start = min(acc.start, int(r["start"]))
+            acc.end = max(acc.end, int(r["end"]))
+            acc.at = min(acc.at, int(r["at"]))
+        for g, stream in frame[["group", "stream"]].drop_duplicates().itertuples(index=False):
+            groups[gkeys[int(g)]].streams.add(int(stream))
+        per_config = frame.groupby(["group", "name", "blocks", "threads"], sort=False).agg(
+            count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
+            corr=("corr", "first"))
+        for (g, name, nblocks, threads), r in per_config.iterrows():
+            entry = groups[gkeys[int(g)]].configs.setdefault(
+                (int(name), int(nblocks), int(threads)),
+                [0, 0, int(r["sms"]), int(r["corr"])])
+            entry[0] += int(r["count"])
+            entry[1] += int(r["time_ns"])
     span = analysed_span(trace)
     findings = []
-    for (device, label), g in frame.groupby(["device", "range"], sort=False):
-        small = g[g["small"]]
-        if small.empty:
+    for (dev, label), acc in groups.items():
+        if acc.small == 0:
             continue
-        share = 100.0 * small["dur"].sum() / max(int(g["dur"].sum()), 1)
+        share = 100.0 * acc.small_ns / max(acc.kernel_ns, 1)
         if share < config["min_time_share_pct"]:
             continue
-        cost = int(small["idle_cost"].sum())
-        configs = (small.groupby(["name", "blocks", "threads"], sort=False)
-                   .agg(count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
-                        example_corr=("corr", "first"))
-                   .reset_index().nlargest(int(config["max_examples"]), "time_ns"))
+        cost = acc.cost
+        configs = pd.DataFrame(
+            [{"name": name_text[name], "blocks": nblocks, "threads": threads,
+              "count": v[0], "time_ns": v[1], "sms": v[2], "example_corr": v[3]}
+             for (name, nblocks, threads), v in acc.configs.items()]
+        ).nlargest(int(config["max_examples"]), "time_ns")
         top = configs.iloc[0]
         n_sm = int(top["sms"])
-        message = (f"{share:.0f}% of kernel time here ({fmt_ns(int(small['dur'].sum()))} in "
-                   f"{len(small)} launches) went to grids too small to occupy the GPU: e.g. "
+        message = (f"{share:.0f}% of kernel time here ({fmt_ns(acc.small_ns)} in "
+                   f"{acc.small} launches) went to grids too small to occupy the GPU: e.g. "
                    f"'{top['name']}' with {int(top['blocks'])} block(s) of {int(top['threads'])}"
                    f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
                    f"(x{int(top['count'])}). Idle-SM time: {fmt_ns(cost)}.")
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=severity_for(cost, span),
-            start_ns=int(small["start"].min()), end_ns=int(small["end"].max()), cost_ns=cost,
-            at_ns=int(small["at"].min()), message=message, fix=FIX,
-            streams=sorted({int(s) for s in small["stream"]}), device=int(device),
-            count=len(small), ranges=split_label(str(label)),
+            start_ns=acc.start, end_ns=acc.end, cost_ns=cost,
+            at_ns=acc.at, message=message, fix=FIX,
+            streams=sorted(acc.streams), device=dev, count=acc.small,
+            ranges=split_label(label),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
-                      "small_kernel_ns": int(small["dur"].sum()),
-                      "kernel_ns": int(g["dur"].sum()),
+                      "small_kernel_ns": acc.small_ns,
+                      "kernel_ns": acc.kernel_ns,
                       "kernels": [{"name": r.name, "blocks": int(r.blocks),
                                    "threads_per_block": int(r.threads),
                                    "sms_used": min(int(r.blocks), int(r.sms)),

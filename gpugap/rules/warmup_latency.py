@@ -41,27 +41,63 @@ FIX = ("Warm up outside the region that matters: run each operation (first GEMM 
        "plans, torch.compile caches) across runs.")
 
 
+def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
+                          config: Mapping[str, float]) -> list[tuple[int, float, int]]:
+    """Occurrences are grouped by key; for each key whose first occurrence (by start,
+    ties in input order) exceeds the median of its later ones by the thresholds:
+    (index of that first occurrence, the median, occurrences), in order of first
+    occurrence. Only keys whose first call could pass the thresholds get a median."""
+    if start.size == 0:
+        return []
+    start = np.asarray(start, dtype=np.int64)
+    dur = np.asarray(end, dtype=np.int64) - start
+    order = None if start.size < 2 or bool((start[1:] >= start[:-1]).all()) else \
+        np.argsort(start, kind="stable")
+    # Group codes numbered by first occurrence in start order; rows grouped by a stable
+    # sort of the codes (start order kept within a group).
+    codes, uniq = pd.factorize(key if order is None else key[order])
+    groups = len(uniq)
+    seg = np.argsort(codes.astype(np.int16) if groups < 32767 else codes, kind="stable")
+    bounds = np.searchsorted(codes[seg], np.arange(groups + 1))
+    sizes = np.diff(bounds)
+    pos = seg if order is None else order[seg]
+    d = dur[pos]
+    firsts = bounds[:-1]
+    first_dur = d[firsts]
+    later = d.copy()
+    later[firsts] = np.iinfo(np.int64).max
+    later_min = np.minimum.reduceat(later, firsts)
+    min_excess = config["min_excess_us"] * 1e3
+    # The median is at least the minimum: keys whose first call is not min_excess above
+    # the minimum of the later ones cannot pass.
+    candidates = np.flatnonzero((sizes >= config["min_calls"]) & (sizes > 1)
+                                & (first_dur - later_min >= min_excess))
+    out = []
+    for g in candidates.tolist():
+        typical = float(np.median(d[firsts[g] + 1:bounds[g + 1]]))
+        first = int(first_dur[g])
+        excess = int(first - typical)
+        if excess >= min_excess and first >= config["min_ratio"] * max(typical, 1):
+            out.append((int(pos[firsts[g]]), typical, int(sizes[g])))
+    return out
+
+
 def _first_vs_typical(groups: pd.DataFrame, keys: list[str], config: Mapping[str, float]
                       ) -> pd.DataFrame:
     """Rows (one per key) whose first occurrence (by start) exceeds the median of the
     later ones by the thresholds; columns first_ns, typical_ns, excess_ns, n, start, end."""
     if groups.empty:
         return groups.assign(first_ns=[], typical_ns=[], excess_ns=[], n=[])
-    g = groups.sort_values("start", kind="stable")
-    g = g.assign(dur=(g["end"] - g["start"]).astype(np.int64))
-    g["nth"] = g.groupby(keys, sort=False, observed=True).cumcount()
-    counts = g.groupby(keys, sort=False, observed=True)["dur"].transform("size")
-    g = g[counts >= config["min_calls"]]
-    later = g[g["nth"] > 0].groupby(keys, sort=False, observed=True)["dur"].median()
-    first = g[g["nth"] == 0].set_index(keys)
-    first = first.assign(typical_ns=later.reindex(first.index).to_numpy(),
-                         n=g.groupby(keys, sort=False, observed=True)["dur"].size()
-                         .reindex(first.index).to_numpy())
-    first["first_ns"] = first["dur"]
-    first["excess_ns"] = (first["first_ns"] - first["typical_ns"]).astype(np.int64)
-    hit = ((first["excess_ns"] >= config["min_excess_us"] * 1e3)
-           & (first["first_ns"] >= config["min_ratio"] * np.maximum(first["typical_ns"], 1)))
-    return first[hit].reset_index()
+    key = groups.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+    hits = _first_vs_typical_idx(groups["start"].to_numpy(), groups["end"].to_numpy(), key,
+                                 config)
+    rows = [i for i, _, _ in hits]
+    first = groups.iloc[rows].reset_index(drop=True)
+    first_ns = (first["end"] - first["start"]).astype(np.int64)
+    typical = np.array([t for _, t, _ in hits], dtype=np.float64)
+    return first.assign(first_ns=first_ns, typical_ns=typical,
+                        excess_ns=(first_ns - typical).astype(np.int64),
+                        n=np.array([n for _, _, n in hits], dtype=np.int64))
 
 
 def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
@@ -70,44 +106,147 @@ def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
     out = np.zeros(starts.size, dtype=np.int64)
     if api.empty or starts.size == 0:
         return out
-    loads = api[name_mask(api["name"], MODULE_LOAD)]
+    loads = np.flatnonzero(name_mask(api["name"], MODULE_LOAD))
+    load_gtid = api["gtid"].to_numpy()[loads]
     for gtid in np.unique(gtids):
         sel = gtids == gtid
-        mine = loads[loads["gtid"] == gtid]
+        mine = loads[load_gtid == gtid]
         if len(mine):
-            u = tl.union(mine["start"].to_numpy(), mine["end"].to_numpy())
+            u = tl.union(api["start"].to_numpy()[mine], api["end"].to_numpy()[mine])
             out[sel] = tl.overlap_each(starts[sel], ends[sel], u)
     return out
+
+
+_CHUNK = 1 << 20
+
+
+def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: int
+                             ) -> list[tuple[int, float, int]]:
+    """_first_vs_typical_idx for many rows, in bounded memory. ``chunk(i0, i1)`` gives
+    rows i0..i1 (in start order, ties in input order) as (durations, key codes in
+    0..keys-1, -1 for rows that do not count). Two passes: counts and first occurrences
+    per key; then, for the keys whose first call could pass the thresholds, the median
+    of their later calls. Returns (row, median, count) in order of first occurrence."""
+    counts = np.zeros(keys, dtype=np.int64)
+    first = np.full(keys, -1, dtype=np.int64)
+    first_dur = np.zeros(keys, dtype=np.int64)
+    min_dur = np.full(keys, np.iinfo(np.int64).max, dtype=np.int64)
+    negative = False
+    for i0 in range(0, n, _CHUNK):
+        dur, key = chunk(i0, min(i0 + _CHUNK, n))
+        valid = np.flatnonzero(key >= 0)
+        kv, dv = key[valid], dur[valid]
+        counts += np.bincount(kv, minlength=keys)
+        here = np.full(keys, -1, dtype=np.int64)
+        here[kv[::-1]] = valid[::-1]                  # the first row of each key here
+        new = (first < 0) & (here >= 0)
+        first[new] = here[new] + i0
+        first_dur[new] = dur[here[new]]
+        if dv.size and int(dv.min()) < 0:             # only in broken exports
+            negative = True
+            np.minimum.at(min_dur, kv, dv)
+    min_excess = config["min_excess_us"] * 1e3
+    # The median is at least the minimum, which is at least 0 unless some call ended
+    # before it started: only keys whose first call is long enough can pass.
+    floor = np.where(min_dur < 0, min_dur, 0) if negative else 0
+    candidates = np.flatnonzero((counts >= config["min_calls"]) & (counts > 1)
+                                & (first_dur - floor >= min_excess))
+    if not candidates.size:
+        return []
+    lut = np.full(keys, -1, dtype=np.int64)
+    lut[candidates] = np.arange(candidates.size)
+    later: list[list[np.ndarray]] = [[] for _ in candidates]
+    for i0 in range(0, n, _CHUNK):
+        dur, key = chunk(i0, min(i0 + _CHUNK, n))
+        which = np.where(key >= 0, lut[np.maximum(key, 0)], -1)
+        rows = np.flatnonzero(which >= 0)
+        for c in np.unique(which[rows]).tolist():
+            mine = rows[which[rows] == c]
+            mine = mine[mine + i0 != first[candidates[c]]]
+            later[c].append(dur[mine])
+    out = []
+    for c, key in enumerate(candidates.tolist()):
+        typical = float(np.median(np.concatenate(later[c])))
+        first_ns = int(first_dur[key])
+        excess = int(first_ns - typical)
+        if excess >= min_excess and first_ns >= config["min_ratio"] * max(typical, 1):
+            out.append((int(first[key]), typical, int(counts[key])))
+    return sorted(out)
+
+
+def _categories(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, category texts) of a name column."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype(str).astype("category")
+    return values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object)
 
 
 def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     api = trace.api
     if api.empty:
         return []
-    skip = (name_mask(api["name"], SYNC) | name_mask(api["name"], MODULE_LOAD)
-            | name_mask(api["name"], LAUNCH))
-    calls = api[~skip][["start", "end", "pid", "gtid", "name"]]
-    calls = calls.assign(name=calls["name"].astype(str))
+    name_code, name_text = _categories(api["name"])
+    skip = np.array([bool(SYNC.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
+                     for t in name_text] + [False])
+    width = len(name_text) + 1
+    start = api["start"].to_numpy(dtype=np.int64)
+    end = api["end"].to_numpy(dtype=np.int64)
+    pid = api["pid"].to_numpy()
+    pids = np.sort(pd.unique(pid))
+    order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
+
+    def calls(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = slice(i0, i1) if order is None else order[i0:i1]
+        code = name_code[rows]
+        key = np.searchsorted(pids, pid[rows]).astype(np.int64) * width + code + 1
+        return end[rows] - start[rows], np.where(skip[code], -1, key)
+
     items = []
-    for r in _first_vs_typical(calls, ["pid", "name"], config).itertuples():
-        items.append({"cause": "first-call", "what": f"first {r.name}", "start": int(r.start),
-                      "end": int(r.end), "gtid": int(r.gtid), "cost": int(r.excess_ns),
-                      "first_ns": int(r.first_ns), "typical_ns": int(r.typical_ns),
-                      "calls": int(r.n)})
+    for i, typical, n in _first_vs_typical_stream(len(api), calls, config,
+                                                  len(pids) * width):
+        row = i if order is None else int(order[i])
+        first = int(end[row] - start[row])
+        items.append({"cause": "first-call", "what": f"first {name_text[name_code[row]]}",
+                      "start": int(start[row]), "end": int(end[row]),
+                      "gtid": int(api["gtid"].iloc[row]), "cost": int(first - typical),
+                      "first_ns": first, "typical_ns": int(typical), "calls": n})
     # First launch of each kernel: the launch call, matched to its kernel by correlation.
     k = trace.kernels
-    k = k[k["api_start"].notna()]
-    if len(k):
-        launches = pd.DataFrame({"start": k["api_start"].to_numpy(dtype=np.int64),
-                                 "end": k["api_end"].to_numpy(dtype=np.int64),
-                                 "pid": k["pid"].to_numpy(), "gtid": k["gtid"].to_numpy(np.int64),
-                                 "kernel": k["name"].astype(str).to_numpy(),
-                                 "api": k["api_name"].astype(str).to_numpy()})
-        for r in _first_vs_typical(launches, ["pid", "kernel"], config).itertuples():
-            items.append({"cause": "first-call", "what": f"first {r.api} of '{r.kernel}'",
-                          "start": int(r.start), "end": int(r.end), "gtid": int(r.gtid),
-                          "cost": int(r.excess_ns), "first_ns": int(r.first_ns),
-                          "typical_ns": int(r.typical_ns), "calls": int(r.n)})
+    launch = k["api_start"].to_numpy(dtype=np.float64)
+    known = ~np.isnan(launch)
+    if known.any():
+        kernel_code, kernel_text = _categories(k["name"])
+        width = len(kernel_text) + 1
+        pid = k["pid"].to_numpy()
+        pids = np.sort(pd.unique(pid))
+        rows_all = None if bool(known.all()) else np.flatnonzero(known)
+        times = launch if rows_all is None else launch[rows_all]
+        order = None if tl.is_sorted(times) else np.argsort(times, kind="stable")
+        if order is not None and rows_all is not None:
+            order = rows_all[order]
+        elif order is None:
+            order = rows_all
+        del times, known
+        api_end = k["api_end"].to_numpy(dtype=np.float64)
+        n_rows = len(k) if order is None else order.size
+
+        def launches(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
+            rows = slice(i0, i1) if order is None else order[i0:i1]
+            dur = api_end[rows].astype(np.int64) - launch[rows].astype(np.int64)
+            key = (np.searchsorted(pids, pid[rows]).astype(np.int64) * width
+                   + kernel_code[rows] + 1)
+            return dur, key
+
+        for i, typical, n in _first_vs_typical_stream(n_rows, launches, config,
+                                                      len(pids) * width):
+            row = i if order is None else int(order[i])
+            first = int(api_end[row]) - int(launch[row])
+            items.append({"cause": "first-call",
+                          "what": f"first {k['api_name'].iloc[row]} of "
+                                  f"'{kernel_text[kernel_code[row]]}'",
+                          "start": int(launch[row]), "end": int(api_end[row]),
+                          "gtid": int(k["gtid"].iloc[row]), "cost": int(first - typical),
+                          "first_ns": first, "typical_ns": int(typical), "calls": n})
     return items
 
 
@@ -121,6 +260,7 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         g = g.sort_values("start")
         s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
         label = range_labels(trace, s)
+        load_names = g["name"].astype(str).to_numpy()
         # A burst: loads less than cluster_gap apart (a library loads its kernels in a
         # row), within one NVTX range.
         new = np.r_[True, (s[1:] - e[:-1] > config["cluster_gap_ms"] * 1e6)
@@ -128,7 +268,7 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         for burst in np.split(np.arange(s.size), np.flatnonzero(new)[1:]):
             cost = int((e[burst] - s[burst]).sum())
             if cost >= config["min_excess_us"] * 1e3:
-                names = ", ".join(sorted(set(g["name"].astype(str).to_numpy()[burst])))
+                names = ", ".join(sorted(set(load_names[burst])))
                 items.append({"cause": "module-load",
                               "what": f"{burst.size} module loads ({names})",
                               "start": int(s[burst[0]]), "end": int(e[burst[-1]]),

@@ -1,0 +1,117 @@
+"""Start reading a report's biggest tables in the background, before the work that comes
+before loading it.
+
+A command like ``gpugap analyze`` spends its first few hundred milliseconds importing
+pandas, the rules and the renderers. SQLite and the fast reader (gpugap.report.reader)
+release the GIL while they work, so on a machine with two or more cores the kernels and
+the API calls can be read meanwhile, each table in its own thread; the loader then takes
+the arrays instead of reading them again (``take``). Only .sqlite exports are prefetched,
+and any problem is left for the loader to find and report: prefetching never changes
+what a command does, only when the reading happens.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from gpugap.report import reader
+
+_lock = threading.Lock()
+_pending: dict[tuple, _Job] = {}
+# While readers run beside a thread that holds the GIL (imports), a short switch interval
+# lets them take their batches promptly.
+_SWITCH_INTERVAL = 0.0005
+
+
+class _Job:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: dict | None = None
+
+
+def _key(path: Path, sql: str) -> tuple:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, sql)
+
+
+def start(path: str | os.PathLike[str]) -> None:
+    """Begin reading the big tables of the export at *path*, if it is one."""
+    try:
+        _start(Path(path))
+    except Exception:       # noqa: BLE001 - never fail here: the loader reports problems
+        return
+
+
+def _start(path: Path) -> None:
+    from gpugap.report.database import Database, sniff
+
+    if not path.is_file() or sniff(path) != "sqlite" or not reader.adbc_available():
+        return
+    from gpugap.report.columns import big_reads
+
+    db = Database(path)
+    try:
+        jobs = []
+        for read in big_reads(db):
+            if reader.row_bound(db, read.table) < reader.FAST_MIN_ROWS:
+                continue
+            key = _key(path, _sql(read))
+            job = _Job()
+            with _lock:
+                if key in _pending:
+                    continue
+                _pending[key] = job
+            jobs.append((read, job))
+    finally:
+        db.close()
+    if not jobs:
+        return
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, _SWITCH_INTERVAL))
+    remaining = [len(jobs)]
+
+    def work(read, job: _Job) -> None:
+        try:
+            own = Database(path)          # one connection per thread
+            try:
+                job.result = reader.read_columns(own, read.table, list(read.cols),
+                                                 read.where)
+            finally:
+                own.close()
+        except Exception:   # noqa: BLE001 - the loader reads again and reports
+            job.result = None
+        finally:
+            job.done.set()
+            with _lock:
+                remaining[0] -= 1
+                if remaining[0] == 0:
+                    sys.setswitchinterval(previous)
+
+    for read, job in jobs:
+        threading.Thread(target=work, args=(read, job), daemon=True,
+                         name=f"gpugap-prefetch-{read.table}").start()
+
+
+def _sql(read) -> str:
+    return f"{read.table}|{'|'.join(c.sql for c in read.cols)}|{read.where}"
+
+
+def take(path: Path, table: str, cols: list, where: str) -> dict | None:
+    """The prefetched result of this exact read of this file, or None."""
+    if not _pending:
+        return None
+    from gpugap.report.columns import Read
+
+    try:
+        key = _key(path, _sql(Read(table, tuple(cols), where)))
+    except OSError:
+        return None
+    with _lock:
+        job = _pending.pop(key, None)
+    if job is None:
+        return None
+    job.done.wait()
+    return job.result

@@ -1,0 +1,398 @@
+"""Same answers at every size, and the fast paths equal the plain ones.
+
+1. A real report tiled 3 times in time (benchmarks/make_large.py, the generator of the
+   10-million-kernel benchmark) gives the same diagnosis, scaled: counts and costs x3,
+   percentages unchanged, with two documented exceptions (docs/performance.md):
+   - launch-gap: the idle time between two tiles is a real GPU gap, N-1 of them, all
+     attributed alike (the thread was outside CUDA before a tile's first launch);
+   - warmup-latency first-call: "first" is per report: a tiled report has one first
+     call of each API, not N.
+2. The vectorised, batched and prefetched code paths that make millions of events cheap
+   give exactly what a plain implementation gives, on small random and real data.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpugap import metrics
+from gpugap import timeline as tl
+from gpugap.analysis import analyze
+from gpugap.cli import main
+from gpugap.report import load
+from tests.conftest import load_report, report_path
+
+ROOT = Path(__file__).resolve().parent.parent
+TILES = 3
+
+
+def _make_large():
+    spec = importlib.util.spec_from_file_location("make_large",
+                                                  ROOT / "benchmarks" / "make_large.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_large", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scale") / "moe-x3.sqlite"
+    info = _make_large().build(report_path("moe-experts-bad"), out, TILES,
+                               gap_ns=1_000_000, quiet=True)
+    return out, info
+
+
+def groups(analysis) -> dict[tuple, tuple[int, int]]:
+    return {(f.rule, f.cause, tuple(f.ranges), f.device): (f.count, f.cost_ns)
+            for f in analysis.findings}
+
+
+def test_tiling_keeps_every_table_consistent(tiled):
+    path, info = tiled
+    original = load_report("moe-experts-bad")
+    big = load(path)
+    assert len(big.kernels) == TILES * len(original.kernels)
+    assert len(big.api) == TILES * len(original.api)
+    assert len(big.memcpys) == TILES * len(original.memcpys)
+    # Every kernel still joins its own launch call: correlation ids stay unique.
+    assert big.kernels["api_start"].notna().sum() == \
+        TILES * original.kernels["api_start"].notna().sum()
+    k0 = original.kernels
+    k2 = big.kernels.iloc[2 * len(k0):].reset_index(drop=True)
+    shift = 2 * info["period_ns"]
+    assert (k2["start"] - k0["start"] == shift).all()
+    assert (k2["api_start"] - k0["api_start"] == shift).all()
+    assert (k2["name"].astype(str) == k0["name"].astype(str)).all()
+    counts = original.nvtx["name"].value_counts()
+    assert (big.nvtx["name"].value_counts() == TILES * counts).all()
+
+
+def test_tiled_report_gives_the_same_answers_scaled(tiled):
+    path, _ = tiled
+    small, big = analyze(load_report("moe-experts-bad")), analyze(load(path))
+    # Percentages of kernel and copy time hold; counts scale.
+    for key in ("kernel_overlap_pct", "concurrency", "copy_compute_overlap_pct"):
+        assert big.metrics.to_dict()[key] == small.metrics.to_dict()[key], key
+    for key in ("kernels", "copies", "memsets", "kernel_time_ns", "copy_time_ns"):
+        assert big.metrics.to_dict()[key] == TILES * small.metrics.to_dict()[key], key
+    # Every NVTX range: N times the instances, same shares, N times the time.
+    by_name = {r.name: r for r in big.ranges}
+    for r in small.ranges:
+        b = by_name[r.name]
+        assert b.count == TILES * r.count
+        for key in ("gpu_busy_pct", "kernel_overlap_pct", "concurrency",
+                    "copy_compute_overlap_pct"):
+            got, want = b.metrics.to_dict()[key], r.metrics.to_dict()[key]
+            assert (got is None) == (want is None), (r.name, key)
+            assert want is None or abs(got - want) <= 0.002, (r.name, key, got, want)
+        for key in ("kernels", "copies", "memsets", "span_ns", "gpu_busy_ns",
+                    "kernel_time_ns"):
+            assert b.metrics.to_dict()[key] == TILES * r.metrics.to_dict()[key], (r.name, key)
+    # Findings: the same groups, counts and costs x N, but for the two exceptions.
+    g_small, g_big = groups(small), groups(big)
+    boundary = []
+    for key in sorted(set(g_small) | set(g_big), key=str):
+        want_count, want_cost = g_small.get(key, (0, 0))
+        got_count, got_cost = g_big.get(key, (0, 0))
+        rule, cause = key[0], key[1]
+        if rule == "warmup-latency" and cause == "first-call":
+            assert (got_count, got_cost) == (want_count, want_cost), key
+        elif (got_count, got_cost) != (TILES * want_count, TILES * want_cost):
+            boundary.append((key, got_count - TILES * want_count,
+                             got_cost - TILES * want_cost))
+    # The gaps between tiles: N-1 of them, one group, each longer than the tiling gap.
+    assert len(boundary) == 1, boundary
+    (rule, cause, _, _), extra_gaps, extra_cost = boundary[0]
+    assert rule == "launch-gap" and extra_gaps == TILES - 1
+    assert extra_cost > (TILES - 1) * 1_000_000
+
+
+def test_tiled_report_scales_exactly_inside_the_measured_range(tiled):
+    path, _ = tiled
+    small = analyze(load_report("moe-experts-bad"), range_name="measured")
+    big = analyze(load(path), range_name="measured")
+    g_small, g_big = groups(small), groups(big)
+    assert set(g_small) == set(g_big)
+    for key, (count, cost) in g_small.items():
+        if key[:2] == ("warmup-latency", "first-call"):
+            assert g_big[key] == (count, cost)
+        else:
+            assert g_big[key] == (TILES * count, TILES * cost), key
+
+
+# --- the fast paths equal the plain ones ------------------------------------------------
+
+def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None) -> dict:
+    """The metrics' raw sums, the plain way: clip, union, sweep (the original code)."""
+    w = windows or (np.array([lo]), np.array([hi]))
+    ks, ke, ki = metrics.intersect_each(k["start"], k["end"], w)
+    cs, ce, ci = metrics.intersect_each(c["start"], c["end"], w)
+    ms, me, _ = metrics.intersect_each(m["start"], m["end"], w)
+    busy = tl.total(tl.union(np.r_[ks, cs, ms], np.r_[ke, ce, me]))
+    streams = np.asarray(k["stream"])[ki]
+    per = defaultdict(list)
+    for st, s, e in zip(streams.tolist(), ks.tolist(), ke.tolist(), strict=True):
+        per[st].append((s, e))
+    ss, se = [], []
+    for ivs in per.values():
+        u = tl.union([a for a, _ in ivs], [b for _, b in ivs])
+        ss += u[0].tolist()
+        se += u[1].tolist()
+    kernel_union = tl.union(ks, ke)
+    times, level = tl.coverage_profile(ss, se)
+    overlapped, _ = tl.time_at_level(times, level, lambda lv: lv >= 2)
+    return {"busy": busy, "kernel_time": int(sum(e - s for s, e in zip(ss, se, strict=True))),
+            "kernel_union": tl.total(kernel_union), "overlapped": overlapped,
+            "copy_time": int((ce - cs).sum()),
+            "copy_overlap": int(tl.overlap_each(cs, ce, kernel_union).sum()),
+            "kernels": int(np.unique(ki).size), "copies": int(np.unique(ci).size),
+            "memsets": int(ms.size)}
+
+
+def random_intervals(rng, n: int, span: int, streams: int = 1, longest: int = 50):
+    start = np.sort(rng.integers(0, span, n))
+    end = start + rng.integers(0, longest, n)
+    return {"start": start, "end": end, "stream": rng.integers(0, streams, n)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batched_metrics_equal_the_plain_sweep(monkeypatch, seed):
+    monkeypatch.setattr(metrics, "CHUNK", 7)          # many batches, pieces cut anywhere
+    rng = np.random.default_rng(seed)
+    k = random_intervals(rng, 300, 4000, streams=4)
+    c = random_intervals(rng, 30, 4000, longest=200)
+    m = random_intervals(rng, 10, 4000)
+    lo, hi = int(min(k["start"].min(), c["start"].min(), m["start"].min())), \
+        int(max(k["end"].max(), c["end"].max(), m["end"].max()))
+    got = metrics._device_metrics(k, c, m, None, (lo, hi))
+    want = naive_device_metrics(k, c, m, lo, hi)
+    want["memsets"] = int((m["end"] > m["start"]).sum())
+    assert got == want
+    windows = tl.union(rng.integers(0, 4000, 12), rng.integers(0, 4000, 12) + 300)
+    got = metrics._device_metrics(k, c, m, windows, (lo, hi))
+    assert got == naive_device_metrics(k, c, m, lo, hi, windows)
+
+
+def test_union_helpers_equal_the_plain_ones():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        s = rng.integers(0, 1000, 60)
+        e = s + rng.integers(-5, 80, 60)
+        order = np.argsort(s, kind="stable")
+        want = tl.union(s[order], e[order])
+        assert all(np.array_equal(a, b) for a, b in zip(tl.union(s, e), want, strict=True))
+        g = rng.integers(0, 3, 60)
+        pos = e > s
+        gg, gs, ge = metrics.union_by_group(g[pos], s[pos], e[pos])
+        for group in range(3):
+            sel = (g == group) & (e > s)
+            u = tl.union(s[sel], e[sel])
+            assert np.array_equal(gs[gg == group], u[0])
+            assert np.array_equal(ge[gg == group], u[1])
+
+
+def test_join_on_correlation_ids_equals_the_sort_join():
+    from gpugap.report.loader import match_rows
+
+    rng = np.random.default_rng(3)
+    for pids in ([7], [7, 9, 11]):
+        api_pid = rng.choice(pids, 500)
+        api_corr = rng.integers(-2, 400, 500)
+        op_pid = rng.choice(pids, 300)
+        op_corr = rng.integers(-2, 420, 300)
+        key = (api_pid.astype(np.int64) << 32) | (api_corr & 0xFFFFFFFF)
+        valid = np.flatnonzero(api_corr > 0)
+        order = np.argsort(key[valid], kind="stable")
+        sorted_keys, rows = key[valid][order], valid[order]
+        op_key = (op_pid.astype(np.int64) << 32) | (op_corr & 0xFFFFFFFF)
+        pos = np.minimum(np.searchsorted(sorted_keys, op_key), sorted_keys.size - 1)
+        want = np.where(sorted_keys[pos] == op_key, rows[pos], -1)
+        assert np.array_equal(match_rows(op_pid, op_corr, api_pid, api_corr), want)
+        # Already in id order (as exported): the no-sort path.
+        api_corr = np.arange(1, 501)
+        got = match_rows(op_pid, op_corr, np.full(500, pids[0]), api_corr)
+        want = np.where((op_pid == pids[0]) & (op_corr >= 1), op_corr - 1, -1)
+        assert np.array_equal(got, want)
+
+
+def test_gaps_and_their_neighbours_equal_the_plain_search():
+    from gpugap.rules.launch_gap import _gaps
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        s = np.sort(rng.integers(0, 5000, 80))
+        e = s + rng.choice([0, 0, 5, 40, 300], 80)
+        u = tl.union(s, e)
+        gs, ge = tl.gaps(u)
+        keep = (ge - gs) >= 50
+        gs, ge = gs[keep], ge[keep]
+        nxt = np.searchsorted(s, ge, side="left")
+        end_order = np.argsort(e, kind="stable")
+        prev = end_order[np.searchsorted(np.sort(e), gs, side="right") - 1]
+        got = _gaps(s, e, 50)
+        for a, b in zip(got, (nxt, prev, gs, ge), strict=True):
+            assert np.array_equal(a, b)
+
+
+def test_api_coverage_by_category_equals_the_unions():
+    from gpugap.rules._common import ThreadApi
+
+    trace = load_report("cublas-warmup-bad")
+    gtid = int(trace.api["gtid"].mode()[0])
+    mine = ThreadApi(trace, gtid)
+    lo = np.sort(np.random.default_rng(5).choice(mine.start, 40, replace=False))
+    lo = np.unique(lo)
+    hi = np.r_[lo[1:], lo[-1] + 10_000_000] - 1
+    got = mine.coverage(lo, hi, 4)
+    for c in range(4):
+        sel = mine.category == c
+        want = (tl.overlap_each(lo, hi, tl.union(mine.start[sel], mine.end[sel]))
+                if sel.any() else np.zeros(lo.size))
+        assert np.array_equal(got[:, c], want)
+
+
+def test_streamed_first_vs_typical_equals_the_sorted_one(monkeypatch):
+    from gpugap.rules import warmup_latency as wl
+
+    monkeypatch.setattr(wl, "_CHUNK", 13)
+    rng = np.random.default_rng(2)
+    config = {"min_excess_us": 0.05, "min_ratio": 2, "min_calls": 2}
+    for _ in range(30):
+        n = 200
+        start = np.sort(rng.integers(0, 10_000, n))
+        end = start + rng.choice([1, 2, 3, 100, 400], n)
+        key = rng.integers(0, 9, n)
+        want = wl._first_vs_typical_idx(start, end, key, config)
+
+        def chunk(i0, i1, start=start, end=end, key=key):
+            return end[i0:i1] - start[i0:i1], key[i0:i1]
+
+        assert wl._first_vs_typical_stream(n, chunk, config, 9) == want
+
+
+def test_merged_ops_are_the_stable_order_by_start():
+    trace = load_report("prefetch-pipeline-bad")
+    ops = trace.op_index.merged()
+    frames = (trace.kernels, trace.memcpys, trace.memsets)
+    start = np.concatenate([f["start"].to_numpy() for f in frames])
+    source = np.repeat(np.arange(3), [len(f) for f in frames])
+    row = np.concatenate([np.arange(len(f)) for f in frames])
+    order = np.argsort(start, kind="stable")
+    assert np.array_equal(ops.start, start[order])
+    assert np.array_equal(ops.source, source[order])
+    assert np.array_equal(ops.row, row[order])
+
+
+def test_range_labels_equal_the_per_time_strings():
+    from gpugap.rules._common import range_labels
+
+    trace = load_report("grid-sweep-bad")
+    times = np.sort(np.r_[trace.kernels["start"].to_numpy(), trace.nvtx["start"].to_numpy()])
+    nv = trace.nvtx[~trace.nvtx["library"]]
+    want = np.full(times.shape, "", dtype=object)
+    for depth in range(2):
+        level = nv[nv["depth"] == depth].sort_values("start")
+        s, e = level["start"].to_numpy(), level["end"].to_numpy()
+        names = level["name"].to_numpy(dtype=object)
+        k = np.searchsorted(s, times, side="right") - 1
+        ok = (k >= 0) & (times < e[np.maximum(k, 0)])
+        if depth > 0:
+            ok &= want != ""
+        part = np.where(ok, names[np.maximum(k, 0)], "")
+        want = np.where(ok, np.where(want == "", part, want + " > " + part), want)
+    assert (range_labels(trace, times) == want).all()
+
+
+def frames_equal(a, b) -> None:
+    for name in ("kernels", "memcpys", "memsets", "api", "syncs", "nvtx"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert list(x.columns) == list(y.columns), name
+        for col in x.columns:
+            assert x[col].astype(object).equals(y[col].astype(object)), (name, col)
+
+
+def test_fast_reader_equals_sqlite3(monkeypatch):
+    from gpugap.report import reader
+
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)       # every table through ADBC
+    fast = load(report_path("h2d-copy-bad"))
+    monkeypatch.setattr(reader, "adbc_available", lambda: False)
+    plain = load(report_path("h2d-copy-bad"))
+    frames_equal(fast, plain)
+    assert analyze(fast).to_dict() == analyze(plain).to_dict()
+
+
+def test_fast_reader_falls_back_on_values_it_cannot_type(monkeypatch, tmp_path):
+    import shutil
+    import sqlite3
+
+    from gpugap.report import reader
+
+    path = tmp_path / "handbuilt_text_in_int.sqlite"
+    shutil.copy(report_path("default-stream-bad"), path)
+    with sqlite3.connect(path) as conn:      # a REAL where CUPTI writes integers
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 2.5 WHERE rowid = 30")
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)
+    trace = load(path)
+    assert trace.kernels["grid_x"].max() >= 1 and len(trace.kernels) == 40
+
+
+def test_prefetched_cli_run_equals_a_plain_one(capsys, monkeypatch):
+    from gpugap.report import reader
+
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)       # let the small report prefetch
+    path = str(report_path("moe-experts-bad"))
+    assert main(["analyze", "--json", "--no-config", path]) == 0
+    prefetched = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(reader, "adbc_available", lambda: False)
+    assert main(["analyze", "--json", "--no-config", path]) == 0
+    assert json.loads(capsys.readouterr().out) == prefetched
+
+
+def test_narrow_types_keep_values():
+    trace = load_report("grid-sweep-bad")
+    k = trace.kernels
+    assert k["stream"].dtype.itemsize <= 4 and k["corr"].dtype == np.int32
+    blocks = (k["grid_x"].astype(np.int64) * k["grid_y"] * k["grid_z"]).to_numpy()
+    assert np.array_equal(k["blocks"].to_numpy(np.int64), blocks)
+    assert isinstance(trace.api["name"].dtype, pd.CategoricalDtype)
+
+
+def test_fast_path_leaves_the_report_untouched(capsys, monkeypatch, tmp_path):
+    import hashlib
+    import os
+    import shutil
+
+    from gpugap.report import reader
+
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)   # prefetch, ADBC and OSRT windows
+    report = tmp_path / "r.sqlite"
+    shutil.copy(report_path("cublas-warmup-bad"), report)
+    os.chmod(report, 0o444)
+    before = (hashlib.sha256(report.read_bytes()).hexdigest(), report.stat().st_mtime)
+    assert main(["analyze", "--json", "--no-config", str(report)]) == 0
+    capsys.readouterr()
+    assert (hashlib.sha256(report.read_bytes()).hexdigest(), report.stat().st_mtime) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.sqlite"]
+
+
+def test_top_calls_by_code_equal_by_name():
+    from gpugap.rules.launch_gap import _top_calls, _top_coded
+
+    rng = np.random.default_rng(4)
+    texts = np.array(list("abcdefgh"), dtype=object)
+    for _ in range(300):
+        codes = rng.integers(0, 8, rng.integers(1, 40))
+        ns = rng.choice([1, 2, 3, 5, 10], codes.size)
+        n = int(rng.integers(1, 6))
+        assert _top_coded(codes, texts, ns, n) == \
+            _top_calls(texts[codes].tolist(), ns.tolist(), n)
