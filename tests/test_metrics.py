@@ -140,3 +140,31 @@ def test_intersect_each_splits_across_windows() -> None:
     s, e, idx = metrics.intersect_each(np.array([3, 12, 30]), np.array([15, 13, 40]), windows)
     assert list(zip(s.tolist(), e.tolist(), idx.tolist(), strict=True)) == [
         (3, 5, 0), (10, 15, 0), (12, 13, 1)]
+
+
+def test_shared_idle_each_matches_a_nanosecond_grid() -> None:
+    """shared_idle_each against a brute-force walk over every nanosecond: at each instant
+    the unused share 1 - min(1, sum of shares) and the instant itself are split equally
+    among the running intervals. Unsorted input, empty intervals, and batches small
+    enough that intervals are carried across many of them."""
+    rng = np.random.default_rng(7)
+    n = 400
+    starts = rng.integers(0, 20_000, n)
+    ends = starts + rng.integers(0, 900, n)
+    shares = rng.random(n) * 0.6
+    idle, own = tl.shared_idle_each(starts, ends, shares, chunk=13)
+    grid = np.arange(int(ends.max()))
+    running = (starts[:, None] <= grid[None, :]) & (ends[:, None] > grid[None, :])
+    count = running.sum(0)
+    level = (running * shares[:, None]).sum(0)
+    per = np.divide(1.0, count, out=np.zeros(count.size), where=count > 0)
+    expect_idle = (running * ((1 - np.minimum(level, 1)) * per)).sum(1)
+    expect_own = (running * per).sum(1)
+    np.testing.assert_allclose(idle, expect_idle, atol=1e-6)
+    np.testing.assert_allclose(own, expect_own, atol=1e-6)
+    assert own.sum() == pytest.approx((count > 0).sum())
+    # Exact small cases: alone; two that fill the resource together; half overlap.
+    assert tl.shared_idle_each([0], [100], [0.25])[0].tolist() == [75.0]
+    assert tl.shared_idle_each([0, 0], [100, 100], [0.6, 0.6])[0].tolist() == [0.0, 0.0]
+    idle2, own2 = tl.shared_idle_each([0, 50], [100, 150], [0.25, 0.25])
+    assert idle2.tolist() == [50.0, 50.0] and own2.tolist() == [75.0, 75.0]

@@ -1,10 +1,16 @@
 """small-grid: kernels whose grid cannot occupy the GPU.
 
 A kernel with fewer blocks than SMs leaves whole SMs idle however long it runs (1 block
-on a 132-SM H100 uses under 1% of it). The rule weighs such kernels by their share of
-kernel time in each NVTX range, so a rare tiny kernel stays silent and a loop made of
-them does not. Cost: their time x the share of SMs they left idle, an upper bound of
-what a full-GPU grid could save (less when other streams filled the idle SMs).
+on a 132-SM H100 uses under 1% of it), unless kernels on other streams fill them at the
+same time. The rule weighs such kernels by their share of kernel time in each NVTX
+range, so a rare tiny kernel stays silent and a loop made of them does not.
+
+Cost: the SM time left idle while they ran. At each instant the idle share of the SMs
+(1 - the SMs covered by all running grids, at most 1) is split among the running
+kernels (gpugap.timeline.shared_idle_each): a small kernel alone costs its time x the
+share of SMs it left idle; small kernels that together fill the GPU on concurrent
+streams cost nothing, and the rule stays silent when the idle share of their time is
+below min_idle_sm_pct (they already did what the fix asks).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from gpugap import timeline as tl
 from gpugap.occupancy import sm_counts
 from gpugap.report.trace import Trace
 from gpugap.rules._common import analysed_span, range_label_codes, split_label
@@ -33,12 +40,30 @@ class _Group:
 
     def __init__(self) -> None:
         self.kernel_ns = self.small_ns = self.small = self.cost = 0
+        self.wall_ns = 0.0      # the small kernels' own share of the wall time
         self.start = self.at = np.iinfo(np.int64).max
         self.end = np.iinfo(np.int64).min
         self.streams: set[int] = set()
         # (name code, blocks, threads) -> [count, time_ns, sms, example corr], kept in
         # order of first appearance.
         self.configs: dict[tuple[int, int, int], list[int]] = {}
+
+
+def _idle_sm_ns(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel: (its part of the SM time left idle while it ran, its part of the wall
+    time), see the module doc."""
+    k = trace.kernels
+    share = np.minimum(k["blocks"].to_numpy(dtype=np.int64) / sm_counts(k, trace.devices), 1.0)
+    start, end = k["start"].to_numpy(), k["end"].to_numpy()
+    device = k["device"].to_numpy()
+    devices = np.unique(device)
+    if devices.size <= 1:
+        return tl.shared_idle_each(start, end, share)
+    idle, own = np.zeros(len(k)), np.zeros(len(k))
+    for dev in devices:
+        on = device == dev
+        idle[on], own[on] = tl.shared_idle_each(start[on], end[on], share[on])
+    return idle, own
 
 
 def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
@@ -52,6 +77,7 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     name_text = np.asarray(names.cat.categories, dtype=object)
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
+    idle_ns, own_ns = _idle_sm_ns(trace)
     groups: dict[tuple[int, str], _Group] = {}
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
@@ -80,23 +106,25 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         rows = np.flatnonzero(small)
         if not rows.size:
             continue
-        used = np.minimum(blocks[rows], sms[rows]) / sms[rows]
-        idle_cost = (dur[rows] * (1 - used)).astype(np.int64)
+        idle_cost = np.rint(idle_ns[part][rows]).astype(np.int64)
         frame = pd.DataFrame({"group": group[rows], "name": name_code[part][rows],
                               "blocks": blocks[rows],
                               "threads": cols["threads_per_block"][part][rows],
                               "dur": dur[rows], "sms": sms[rows],
                               "corr": cols["corr"][part][rows],
-                              "cost": idle_cost, "start": start[rows], "end": end[rows],
+                              "cost": idle_cost, "own": own_ns[part][rows],
+                              "start": start[rows], "end": end[rows],
                               "at": at[rows], "stream": cols["stream"][part][rows]})
         per_group = frame.groupby("group", sort=False).agg(
             small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
+            own=("own", "sum"),
             start=("start", "min"), end=("end", "max"), at=("at", "min"))
         for g, r in per_group.iterrows():
             acc = groups[gkeys[int(g)]]
             acc.small_ns += int(r["small_ns"])
             acc.small += int(r["small"])
             acc.cost += int(r["cost"])
+            acc.wall_ns += float(r["own"])
             acc.start = min(acc.start, int(r["start"]))
             acc.end = max(acc.end, int(r["end"]))
             acc.at = min(acc.at, int(r["at"]))
@@ -120,6 +148,9 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         if share < config["min_time_share_pct"]:
             continue
         cost = acc.cost
+        idle_pct = 100.0 * cost / max(acc.wall_ns, 1.0)
+        if idle_pct < config["min_idle_sm_pct"]:
+            continue
         configs = pd.DataFrame(
             [{"name": name_text[name], "blocks": nblocks, "threads": threads,
               "count": v[0], "time_ns": v[1], "sms": v[2], "example_corr": v[3]}
@@ -131,7 +162,8 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                    f"{acc.small} launches) went to grids too small to occupy the GPU: e.g. "
                    f"'{top['name']}' with {int(top['blocks'])} block(s) of {int(top['threads'])}"
                    f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
-                   f"(x{int(top['count'])}). Idle-SM time: {fmt_ns(cost)}.")
+                   f"(x{int(top['count'])}). The SMs sat {idle_pct:.0f}% idle while they "
+                   f"ran (kernels on other streams included): idle-SM time {fmt_ns(cost)}.")
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=severity_for(cost, span),
             start_ns=acc.start, end_ns=acc.end, cost_ns=cost,
@@ -139,6 +171,7 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
             streams=sorted(acc.streams), device=dev, count=acc.small,
             ranges=split_label(label),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
+                      "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": acc.small_ns,
                       "kernel_ns": acc.kernel_ns,
                       "kernels": [{"name": r.name, "blocks": int(r.blocks),
@@ -158,6 +191,9 @@ RULE = Rule(
                                      "blocks than this share of the SMs"),
         "min_time_share_pct": Threshold(5.0, "%", "report when small grids take at least "
                                         "this share of the kernel time in an NVTX range"),
+        "min_idle_sm_pct": Threshold(25.0, "%", "report when the SMs sat idle for at least "
+                                     "this share of the small kernels' time, counting SMs "
+                                     "that concurrent kernels filled as busy"),
         "max_examples": Threshold(5, "kernels", "kernel configurations listed as evidence"),
     },
     rationale="SMs without a block do no work; a grid smaller than the GPU caps its speed.",
