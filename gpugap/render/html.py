@@ -79,7 +79,7 @@ RULE_COLORS = {"launch-gap": "#e8890c", "serialized-streams": "#8e44ad",
                "small-grid": "#c2185b"}
 CAUSE_COLORS = {"module-load": "#b5651d", "sync-wait": "#d62728",
                 "host-blocked": "#c2185b", "host-launch-latency": "#e8890c",
-                "unknown": "#7f7f7f"}
+                "queued-wait": "#6a3d9a", "unknown": "#7f7f7f"}
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#e69500", "info": "#1f77b4"}
 DEFAULT_RULE_COLOR = "#555555"
 

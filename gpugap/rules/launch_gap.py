@@ -4,6 +4,11 @@ between its first and last activity.
 Each gap is explained by what the thread that launched the *next* GPU operation was doing
 during the gap (its CUDA API calls, which nest runtime over driver calls):
 
+- ``queued-wait``: nothing on the host: the next operation had been queued (its launch
+  call had returned) before the GPU went idle, yet it waited for most of the gap. Work
+  ordered before it in its stream that is not GPU work held it: a host function
+  (cudaLaunchHostFunc / cudaStreamAddCallback), a wait on another device's or process's
+  event, an external semaphore. The calls of that kind the launching thread made are named.
 - ``module-load``: it was loading libraries/modules (cuLibraryLoadData, cuModuleLoad*):
   CUDA lazy loading or a library initialising, typically on first use.
 - ``sync-wait``: it sat in a synchronisation call (cudaStreamSynchronize, ...).
@@ -22,6 +27,7 @@ default of 500 ms only finds stalls, not launch gaps. Shorter idle time still sh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -39,6 +45,11 @@ from gpugap.rules._common import (
 from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
 
 FIXES = {
+    "queued-wait": ("Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
+                    "cudaStreamAddCallback) stalls every later operation of its stream until "
+                    "the host returns: do that work on a host thread, signalled by an event "
+                    "query. For a wait on another device or process, start the producer's "
+                    "work earlier (pipeline it) so its result is ready in time."),
     "module-load": ("Warm up before the region that matters: run each operation once (first "
                     "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load "
                     "modules eagerly with CUDA_MODULE_LOADING=EAGER (longer start-up, no "
@@ -58,6 +69,11 @@ FIXES = {
 }
 
 _CATEGORY_ORDER = ("module-load", "sync", "other", "launch")
+
+# Calls that put a non-GPU dependency into a stream: what a queued operation can wait on
+# while the GPU sits idle.
+STREAM_DEPENDENCY = re.compile(r"LaunchHostFunc|StreamAddCallback|StreamWaitEvent|"
+                               r"WaitExternalSemaphore|StreamWaitValue|StreamBatchMemOp")
 _CATEGORY_CODES = {c: CATEGORIES.index(c) for c in _CATEGORY_ORDER}
 
 
@@ -155,6 +171,21 @@ def _host_calls(trace: Trace, threads: dict, windows: list[tuple[int, int, int]]
     return out
 
 
+def _dependency_calls(trace: Trace, threads: dict, windows: list[tuple[int, int, int]]
+                      ) -> list[list[dict]]:
+    """For each window (gtid, lo, hi): the calls of that thread starting in [lo, hi] that
+    put a non-GPU dependency into a stream (STREAM_DEPENDENCY), by name."""
+    out = []
+    for g, lo, hi in windows:
+        mine = threads[g] if g in threads else ThreadApi(trace, g)
+        i = np.arange(np.searchsorted(mine.start, lo, side="left"),
+                      np.searchsorted(mine.start, hi, side="right"))
+        names = [n for n in mine.names(i) if STREAM_DEPENDENCY.search(n)]
+        out.append([{"name": name, "calls": names.count(name)}
+                    for name in sorted(set(names), key=names.index)])
+    return out
+
+
 def _gaps(starts: np.ndarray, ends: np.ndarray, min_gap: float
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Idle gaps of at least min_gap between ops in start order (the gaps of the union of
@@ -204,6 +235,8 @@ def _gap_records(trace: Trace, min_gap: float) -> list[pd.DataFrame]:
         if gs.size == 0:
             continue
         api = ix.column("api_start", nxt).astype(np.float64)
+        api_end = ix.column("api_end", nxt).astype(np.float64)
+        prev_api = ix.column("api_start", prev).astype(np.float64)
         gtid = ix.column("gtid", nxt).astype(np.float64)
         records.append(pd.DataFrame({
             "device": device, "gap_start": gs, "gap_end": ge,
@@ -211,7 +244,8 @@ def _gap_records(trace: Trace, min_gap: float) -> list[pd.DataFrame]:
             "next_kind": np.array(["kernel", "memcpy", "memset"], dtype=object)[
                 ix.source[nxt]],
             "next_stream": ix.column("stream", nxt), "next_corr": ix.column("corr", nxt),
-            "next_api": api, "gtid": np.nan_to_num(gtid, nan=-1).astype(np.int64),
+            "next_api": api, "next_api_end": api_end, "prev_api": prev_api,
+            "gtid": np.nan_to_num(gtid, nan=-1).astype(np.int64),
             "prev_name": np.asarray(ix.names(prev), dtype=object),
             "prev_corr": ix.column("corr", prev),
         }))
@@ -236,12 +270,19 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                if not trace.api.empty else {})
     cover = _coverage_by_category(trace, threads, gap_s, gap_e, gtids)
     blocked = config["blocked_share"]
+    # How long the next op sat queued during the gap: from when its launch call returned
+    # (or the gap began, if later) to the gap's end.
+    enqueued = gaps["next_api_end"].to_numpy(dtype=np.float64)
+    queued = np.where(np.isnan(enqueued), 0,
+                      gap_e - np.maximum(np.nan_to_num(enqueued), gap_s)).astype(np.int64)
+    gaps["queued_ns"] = queued
     cause = np.select(
         [gtids < 0,
+         queued >= blocked * dur,
          cover["module-load"] >= config["module_load_share"] * dur,
          cover["sync"] >= blocked * dur,
          (cover["other"] + cover["launch"]) >= blocked * dur],
-        ["unknown", "module-load", "sync-wait", "host-blocked"],
+        ["unknown", "queued-wait", "module-load", "sync-wait", "host-blocked"],
         default="host-launch-latency")
     gaps["cause"] = cause
     gaps["gap_ns"] = dur
@@ -258,6 +299,15 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     windows = [(int(r.gtid), int(r.gap_start), int(r.gap_end))
                for _, _, worst in groups for r in worst.itertuples() if r.gtid >= 0]
     host_calls = iter(_host_calls(trace, threads, windows))
+    # For queued ops: the stream dependencies their thread created since the op before
+    # the gap was launched (or, without that, since one gap length before it).
+    queued_windows = [
+        (int(r.gtid), int(r.prev_api) if not pd.isna(r.prev_api) else int(r.gap_start
+                                                                          - r.gap_ns),
+         int(r.next_api))
+        for (_, cause_id, _), _, worst in groups if cause_id == "queued-wait"
+        for r in worst.itertuples()]
+    dependencies = iter(_dependency_calls(trace, threads, queued_windows))
     del threads
     for (device, cause_id, label), g, worst in groups:
         cost = int(g["gap_ns"].sum())
@@ -271,7 +321,9 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                          "stream": int(r.next_stream), "correlation_id": int(r.next_corr),
                          "launched_ns": None if pd.isna(r.next_api) else int(r.next_api)},
                 "thread": trace.thread_name(int(r.gtid)) if r.gtid >= 0 else None,
-                "host_calls": host})
+                "host_calls": host, "queued_ns": int(r.queued_ns)})
+            if cause_id == "queued-wait":
+                examples[-1]["stream_dependencies"] = next(dependencies)
         top = examples[0]
         busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
                               for h in top["host_calls"][:3]) or "no traced call"
@@ -280,7 +332,16 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         lead = (f"GPU {device} sat idle for {fmt_ns(cost)} before {before}" if n == 1 else
                 f"GPU {device} sat idle {n} times for {fmt_ns(cost)} in total (longest "
                 f"{fmt_ns(top['gap_ns'])}, before {before})")
+        suspects = ", ".join(f"{d['name']} x{d['calls']}"
+                             for d in top.get("stream_dependencies", []))
         why = {
+            "queued-wait": (
+                f"it was already queued (launched before the GPU went idle) and waited "
+                f"{fmt_ns(int(g['queued_ns'].sum()))} in its stream: work there that is not "
+                f"GPU work held it; "
+                + (f"the launching thread had put {suspects} into streams before it"
+                   if suspects else "no host function or event wait was traced on the "
+                   "launching thread: look for waits on other devices or processes")),
             "module-load": (f"the launching thread was loading modules for "
                             f"{fmt_ns(int(g['module_load_ns'].sum()))} of it (lazy loading "
                             f"/ library initialisation on first use)"),
@@ -295,8 +356,9 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
             rule=RULE.id, cause=str(cause_id), severity=severity_for(cost, span),
             start_ns=int(g["gap_start"].min()), end_ns=int(g["gap_end"].max()), cost_ns=cost,
             at_ns=int(g["at"].min()),
-            message=f"{lead}: {why}. {'Meanwhile' if n == 1 else 'Longest gap:'} the host "
-                    f"was in {busy_with}.",
+            message=f"{lead}: {why}." + ("" if cause_id == "queued-wait" else
+                                         f" {'Meanwhile' if n == 1 else 'Longest gap:'} the "
+                                         f"host was in {busy_with}."),
             fix=FIXES[str(cause_id)],
             streams=sorted({int(s) for s in g["next_stream"]}), device=int(device), count=n,
             ranges=split_label(str(label)),
@@ -317,14 +379,18 @@ RULE = Rule(
                                 "launch's latency; NVIDIA's gpu_gaps uses 500 ms)"),
         "module_load_share": Threshold(0.1, "fraction", "call a gap module-load when at "
                                        "least this share of it was spent loading modules"),
-        "blocked_share": Threshold(0.5, "fraction", "call a gap sync-wait/host-blocked when "
-                                   "the thread spent at least this share of it in such calls"),
+        "blocked_share": Threshold(0.5, "fraction", "call a gap queued-wait when the next "
+                                   "op sat queued for at least this share of it, sync-wait "
+                                   "/ host-blocked when its thread spent this share in such "
+                                   "calls"),
         "max_examples": Threshold(5, "gaps", "gaps listed as evidence per finding"),
     },
     rationale=("Idle time between GPU operations is time the GPU could have worked; its "
                "cause is on the host, in what the launching thread did meanwhile."),
     fix=FIXES["host-launch-latency"],
-    causes={"module-load": "library/module loading (lazy loading, library init)",
+    causes={"queued-wait": "the next operation was queued in time but held in its stream "
+                           "by non-GPU work (host function, wait on another device)",
+            "module-load": "library/module loading (lazy loading, library init)",
             "sync-wait": "blocked in a synchronisation call",
             "host-blocked": "blocked in another CUDA call",
             "host-launch-latency": "the host launched the next work late",

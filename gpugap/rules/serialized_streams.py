@@ -33,7 +33,14 @@ import pandas as pd
 from gpugap.occupancy import capacity as kernel_capacity
 from gpugap.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import Trace
-from gpugap.rules._common import SYNC, analysed_span, name_mask, range_labels, split_label
+from gpugap.rules._common import (
+    SYNC,
+    analysed_span,
+    name_mask,
+    range_label_codes,
+    range_labels,
+    split_label,
+)
 from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
 
 FIXES = {
@@ -259,8 +266,24 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         k = _Kernels(kernels, positions)
         cap = cap_all if positions is None else cap_all[positions]
         t = _transitions(trace, k, cap, config)
+        # The NVTX range each transition's later kernel was launched in: a run does not
+        # cross from one range into another, so each finding belongs to one range.
+        t["range"] = _launch_range_codes(trace, k)
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, span)
     return findings
+
+
+def _launch_range_codes(trace: Trace, k: _Kernels) -> np.ndarray:
+    """Per transition (kernel B = i + 1): a code of the range label B was launched in."""
+    codes = np.empty(max(k.start.size - 1, 0), dtype=np.int32)
+    ids: dict[str, int] = {}          # label -> code, the same across batches
+    for lo in range(1, k.start.size, _CHUNK):
+        b = np.arange(lo, min(lo + _CHUNK, k.start.size))
+        part, labels = range_label_codes(trace, k.at(b))
+        label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
+                             dtype=np.int32)
+        codes[lo - 1:lo - 1 + b.size] = label_ids[part]
+    return codes
 
 
 def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
@@ -292,8 +315,11 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     previous = np.empty_like(carried)
     previous[0] = missing
     previous[1:] = carried[:-1]
+    new_range = np.zeros(m, dtype=bool)
+    if "range" in t and m > 1:
+        new_range[1:] = t["range"][1:] != t["range"][:-1]
     boundary = ((code == _NONE) | (carried != previous) | (carried == missing)
-                | (previous == missing) | too_long)
+                | (previous == missing) | too_long | new_range)
     del previous
     run = np.cumsum(boundary, dtype=index)
     keep = np.flatnonzero((code != _NONE) & ~too_long & (carried != missing)).astype(index)
@@ -316,6 +342,8 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
              "transitions": transitions[good],
              "first": np.minimum.reduceat(t["a"][keep], bounds)[good].astype(np.int64),
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
+             # The first kernel B of the run: where (and in which range) it begins.
+             "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              "idle": np.add.reduceat(t["idle"][keep], bounds)[good]}
     members = _member_sums(k, stats["first"], stats["last"])
     cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
@@ -327,7 +355,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         "first": stats["first"], "last": stats["last"], "cost": cost.astype(np.int64),
         "streams": members["streams"], "kernel_ns": members["kernel_ns"],
         "idle": stats["idle"]})
-    runs["at"] = k.at(runs["first"].to_numpy())
+    runs["at"] = k.at(stats["first_b"])
     runs["range"] = range_labels(trace, runs["at"].to_numpy())
     findings = []
     for (cause, label), g in runs.groupby(["cause", "range"], sort=False):
