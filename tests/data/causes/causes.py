@@ -171,8 +171,9 @@ def launch_orders(cycles: int, s: list[torch.cuda.Stream]) -> None:
                     torch.cuda._sleep(cycles)
         torch.cuda.synchronize()
     with nvtx.annotate("record-after-each", domain=DOMAIN):
-        # An event recorded after each kernel (for timing, or for a later wait): with
-        # one hardware queue the record holds the queue until its kernel is done.
+        # An event recorded after each kernel (for timing, or for a later wait). The
+        # guess that a record holds a single hardware queue until its kernel is done
+        # did not hold on an H200: this still overlapped with one queue (module doc).
         for _ in range(3):
             for stream in s:
                 with torch.cuda.stream(stream):
