@@ -49,11 +49,11 @@ class _Group:
         self.configs: dict[tuple[int, int, int], list[int]] = {}
 
 
-def _idle_sm_ns(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+def _idle_sm_ns(trace: Trace, sms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel: (its part of the SM time left idle while it ran, its part of the wall
-    time), see the module doc."""
+    time), see the module doc. *sms*: each kernel's device SM count."""
     k = trace.kernels
-    share = np.minimum(k["blocks"].to_numpy(dtype=np.int64) / sm_counts(k, trace.devices), 1.0)
+    share = np.minimum(k["blocks"].to_numpy(dtype=np.int64) / sms, 1.0)
     start, end = k["start"].to_numpy(), k["end"].to_numpy()
     device = k["device"].to_numpy()
     devices = np.unique(device)
@@ -77,13 +77,14 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     name_text = np.asarray(names.cat.categories, dtype=object)
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
-    idle_ns, own_ns = _idle_sm_ns(trace)
+    sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
+    idle_ns, own_ns = _idle_sm_ns(trace, sms_all)
     groups: dict[tuple[int, str], _Group] = {}
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
     for i0 in range(0, len(k), _CHUNK):
         part = slice(i0, min(i0 + _CHUNK, len(k)))
-        sms = sm_counts(k.iloc[part], trace.devices)
+        sms = sms_all[part].astype(np.int64)
         blocks = cols["blocks"][part].astype(np.int64)
         start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
         dur = end - start
