@@ -1,4 +1,9 @@
-"""One call from a loaded trace to everything gpugap says about it."""
+"""One call from a loaded trace to everything gpugap says about it.
+
+The data path runs one way: the loaded report -> the accounting (phases, every
+nanosecond in one bucket, per device) -> the rules (findings whose costs are settled
+from the accounting) -> the verdict (the one thing to say first) -> the renderers.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +18,13 @@ from gpugap import __version__, metrics
 from gpugap import ranges as nvtx_ranges
 from gpugap import rules as rule_registry
 from gpugap import timeline as tl
+from gpugap.accounting import Accounting, Settings, account
 from gpugap.errors import NoCudaActivity
 from gpugap.metrics import Metrics
 from gpugap.report.trace import Trace
-from gpugap.rules.base import Finding
+from gpugap.rules.base import Context, Finding
+from gpugap.rules.settle import settle
+from gpugap.verdict import Verdict, decide
 
 
 @dataclass
@@ -49,12 +57,15 @@ class Analysis:
     status: str = "ok"
     error: str | None = None
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    verdict: Verdict | None = None
+    accounting: Accounting | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
             "nsys_version": self.nsys_version, "schema_version": self.schema_version,
             "status": self.status, "error": self.error, "scope": self.scope,
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "gpu": self.gpu,
             "metrics": None if self.metrics is None else self.metrics.to_dict(),
             "devices": self.devices,
@@ -106,64 +117,113 @@ def inside(times, instances: pd.DataFrame) -> np.ndarray:
     return tl.within(times, cpu)
 
 
-def in_range(finding: Finding, instances: pd.DataFrame) -> bool:
-    """Does the moment a finding is attributed to fall inside an instance of the range?"""
-    at = finding.at_ns if finding.at_ns is not None else finding.start_ns
-    return bool(inside([at], instances)[0])
+def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
+    """The accounting's settings: launch-gap's min_gap_us separates launch overhead from
+    host work (one threshold, one meaning, wherever idle time is explained)."""
+    gap = (thresholds or {}).get("launch-gap", {}).get("min_gap_us")
+    return Settings() if gap is None else Settings(min_gap_us=float(gap))
+
+
+class Analyzer:
+    """The accounting of a trace once, then any number of scopes (the whole report, or an
+    NVTX range): the rules look at each scope's events, their findings are settled and
+    judged in it, so that ``gpugap check`` over several ranges gives each exactly what
+    ``analyze --range`` gives it."""
+
+    def __init__(self, trace: Trace, *, rules: list[str] | None = None,
+                 thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                 iteration: str | None = None, all_domains: bool = False) -> None:
+        self.trace = trace
+        self.selected = rule_registry.select(rules)
+        self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
+                          for r in self.selected}
+        self.all_domains = all_domains
+        self.accounting: Accounting | None = None
+        if trace.has_gpu_activity:
+            self.accounting = account(trace, settings_for(self.effective),
+                                      iteration=iteration)
+
+    def _base(self, range_name: str | None) -> Analysis:
+        trace = self.trace
+        return Analysis(
+            report=trace.info.path, sqlite=trace.info.sqlite_path,
+            nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
+            gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
+            warnings=list(trace.info.warnings), scope=range_name, thresholds=self.effective)
+
+    def analyze(self, range_name: str | None = None, *, require_gpu: bool = True
+                ) -> Analysis:
+        trace = self.trace
+        instances = nvtx_ranges.select(trace, range_name) if range_name else None
+        result = self._base(range_name)
+        if self.accounting is None:
+            reason = no_cuda_reason(trace)
+            if require_gpu:
+                raise NoCudaActivity(reason)
+            result.status, result.error = "no-cuda-activity", reason
+            result.ranges = [RangeMetrics(key.name, key.domain, int(inst["depth"].min()),
+                                          len(inst), int((inst["end"] - inst["start"]).sum()),
+                                          metrics.compute(trace,
+                                                          nvtx_ranges.windows_of(trace, inst)))
+                             for key, inst in nvtx_ranges.reported_ranges(
+                                 trace, all_domains=self.all_domains)]
+            return result
+        accounting = self.accounting
+        result.accounting = accounting
+        scope_windows = (nvtx_ranges.windows_of(trace, instances) if instances is not None
+                         else None)
+        scope = None if scope_windows is None else {
+            d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
+                                            np.array([dev.window[1]])))
+            for d, dev in accounting.devices.items()}
+        context = Context(accounting, scope)
+        findings = settle(rule_registry.detect(trace, context, self.selected, self.effective),
+                          context, scope)
+        result.findings = findings
+        result.verdict, per_device_verdict = decide(trace, accounting, findings, scope,
+                                                    range_name)
+        result.metrics = metrics.compute(trace, scope_windows)
+        devices = metrics.active_devices(trace)
+        for device in devices:
+            row = trace.device_row(int(device))
+            # One device: its metrics are the report's (same scope, same events).
+            per_device = (result.metrics if len(devices) == 1
+                          else metrics.compute(trace, scope_windows, [int(device)]))
+            dev = accounting.devices[int(device)]
+            result.devices.append({"device": int(device),
+                                   "name": None if row is None else row["name"],
+                                   "pids": sorted({int(p) for p in np.unique(dev.work.pid)}),
+                                   "verdict": per_device_verdict[int(device)].to_dict(),
+                                   "accounting": dev.summary(),
+                                   "metrics": per_device.to_dict()})
+        for key, inst in nvtx_ranges.reported_ranges(trace, all_domains=self.all_domains):
+            if instances is not None:
+                inst = inst[inside(inst["start"].to_numpy(), instances)]
+                if inst.empty:
+                    continue
+            windows = nvtx_ranges.windows_of(trace, inst)
+            result.ranges.append(RangeMetrics(
+                name=key.name, domain=key.domain, depth=int(inst["depth"].min()),
+                count=len(inst), cpu_ns=int((inst["end"] - inst["start"]).sum()),
+                metrics=metrics.compute(trace, windows)))
+        return result
 
 
 def analyze(trace: Trace, *, rules: list[str] | None = None,
             thresholds: Mapping[str, Mapping[str, float]] | None = None,
-            range_name: str | None = None, require_gpu: bool = True) -> Analysis:
-    """Metrics (whole report, per device, per NVTX range) and findings of every rule.
+            range_name: str | None = None, require_gpu: bool = True,
+            iteration: str | None = None, all_domains: bool = False) -> Analysis:
+    """The verdict, the accounting of each device, metrics (whole report, per device, per
+    NVTX range) and the findings of every rule.
 
-    With *range_name*, metrics and findings are restricted to that NVTX range. Without GPU
-    activity, raises NoCudaActivity when *require_gpu*, else returns an Analysis whose
-    status is 'no-cuda-activity' (its ranges still list the NVTX ranges found).
+    With *range_name*, metrics, findings and the verdict are restricted to that NVTX
+    range. *iteration* names the NVTX range that marks one iteration ("none": no
+    iterations); by default they are found (gpugap.accounting.phases). *all_domains*
+    lists library NVTX ranges (CUB, NCCL...) beside the program's. Without GPU activity,
+    raises NoCudaActivity when *require_gpu*, else returns an Analysis whose status is
+    'no-cuda-activity' (its ranges still list the NVTX ranges found).
     """
-    selected = rule_registry.select(rules)
-    effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {})) for r in selected}
-    instances = nvtx_ranges.select(trace, range_name) if range_name else None
-    result = Analysis(
-        report=trace.info.path, sqlite=trace.info.sqlite_path,
-        nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
-        gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
-        warnings=list(trace.info.warnings), scope=range_name, thresholds=effective)
-    if not trace.has_gpu_activity:
-        reason = no_cuda_reason(trace)
-        if require_gpu:
-            raise NoCudaActivity(reason)
-        result.status, result.error = "no-cuda-activity", reason
-        result.ranges = [RangeMetrics(key.name, key.domain, int(inst["depth"].min()), len(inst),
-                                      int((inst["end"] - inst["start"]).sum()),
-                                      metrics.compute(trace, nvtx_ranges.windows_of(trace, inst)))
-                         for key, inst in nvtx_ranges.reported_ranges(trace)]
-        return result
-
-    scope_windows = nvtx_ranges.windows_of(trace, instances) if instances is not None else None
-    result.metrics = metrics.compute(trace, scope_windows)
-    devices = metrics.active_devices(trace)
-    for device in devices:
-        row = trace.device_row(int(device))
-        # One device: its metrics are the report's (same scope, same events).
-        per_device = (result.metrics if len(devices) == 1
-                      else metrics.compute(trace, scope_windows, [int(device)]))
-        result.devices.append({"device": int(device),
-                               "name": None if row is None else row["name"],
-                               "metrics": per_device.to_dict()})
-    for key, inst in nvtx_ranges.reported_ranges(trace):
-        if instances is not None:
-            inst = inst[inside(inst["start"].to_numpy(), instances)]
-            if inst.empty:
-                continue
-        windows = nvtx_ranges.windows_of(trace, inst)
-        result.ranges.append(RangeMetrics(
-            name=key.name, domain=key.domain, depth=int(inst["depth"].min()), count=len(inst),
-            cpu_ns=int((inst["end"] - inst["start"]).sum()),
-            metrics=metrics.compute(trace, windows)))
-
-    findings = rule_registry.run(trace, selected, effective)
-    if instances is not None:
-        findings = [f for f in findings if in_range(f, instances)]
-    result.findings = findings
-    return result
+    if range_name:
+        nvtx_ranges.select(trace, range_name)         # a bad name fails before the work
+    return Analyzer(trace, rules=rules, thresholds=thresholds, iteration=iteration,
+                    all_domains=all_domains).analyze(range_name, require_gpu=require_gpu)

@@ -27,7 +27,22 @@ Metric names
     ============================  ====================================================
 
     Findings below ``min_severity`` (default ``info``: none) are left out of the counts.
-    A rule that found nothing counts 0, never null.
+    A rule that found nothing counts 0, never null. Costs are the accounting's: the
+    costs of a scope's findings never add up to more than its wall time.
+
+    The steady state (gpugap.accounting: iterations after warm-up), all devices together:
+
+    ============================  ====================================================
+    ``steady.iteration_ms``       median iteration time (the slowest device's)
+    ``steady.iterations``         steady iterations
+    ``steady.gpu_busy_pct``       share of the steady state the GPU was busy
+    ``steady.idle_pct``           100 - busy
+    ``steady.BUCKET_pct``         share of one bucket, e.g. ``steady.synchronization_pct``,
+                                  ``steady.launch-bound_pct``, ``steady.input_pct``
+    ============================  ====================================================
+
+    In a ``--range`` scope the steady.* shares describe the range (iteration figures
+    are null there).
 
 Null metrics
     Some metrics have no value in a scope: ``copy_compute_overlap_pct`` without copies,
@@ -70,6 +85,12 @@ DIRECTIONS: tuple[tuple[str, str, str], ...] = (
     ("gpu_idle_pct", LOWER, "fewer holes in the timeline"),
     ("span_ns", LOWER, "the same work finishes sooner"),
     ("findings.**", LOWER, "fewer problems, less GPU time lost to them"),
+    ("steady.iteration_ms", LOWER, "each iteration of the steady state takes less time"),
+    ("steady.gpu_busy_pct", HIGHER, "the GPU works more of each iteration"),
+    ("steady.compute_pct", HIGHER, "more of each iteration is compute"),
+    ("steady.graph_pct", HIGHER, "more of each iteration is CUDA-graph work"),
+    ("steady.iterations", NONE, "describes the run, not its quality"),
+    ("steady.*", LOWER, "less of each iteration idle or in exposed copies/communication"),
     # kernels, copies, memsets, *_time_ns, gpu_busy_ns describe the workload, not how
     # well it runs: no direction, so baselines do not gate them unless told to.
     ("**", NONE, "describes the workload, not its quality"),
@@ -117,20 +138,21 @@ def finding_metric_names() -> list[str]:
 
 
 def metric_names() -> list[str]:
-    return [*METRIC_NAMES, *finding_metric_names()]
+    return [*METRIC_NAMES, *STEADY_NAMES, *finding_metric_names()]
 
 
 def validate_metric(name: str, where: str = "gate") -> str:
     """*name* if it is a metric gpugap measures, else UsageError saying what exists."""
-    if name in METRIC_NAMES:
+    if name in METRIC_NAMES or name in STEADY_NAMES:
         return name
     parts = name.split(".")
     if parts[0] != "findings":
-        close = difflib.get_close_matches(name, METRIC_NAMES, n=1)
+        close = difflib.get_close_matches(name, [*METRIC_NAMES, *STEADY_NAMES], n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise UsageError(f"unknown metric '{name}' in {where}{hint}; metrics: "
-                         f"{', '.join(METRIC_NAMES)}, findings.count, findings.cost_ms, "
-                         "findings.RULE[.CAUSE].count|cost_ms")
+                         f"{', '.join(METRIC_NAMES)}, steady.iteration_ms, "
+                         "steady.gpu_busy_pct, steady.BUCKET_pct, findings.count, "
+                         "findings.cost_ms, findings.RULE[.CAUSE].count|cost_ms")
     if len(parts) not in (2, 3, 4) or parts[-1] not in FINDING_FIELDS:
         raise UsageError(f"bad findings metric '{name}' in {where}; write findings.count, "
                          "findings.RULE.count or findings.RULE.CAUSE.count "
@@ -243,44 +265,89 @@ def finding_values(findings: Sequence) -> dict[str, float | int]:
 
 def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
             thresholds: Mapping[str, Mapping[str, float]] | None = None,
-            min_severity: str = "info") -> Measurements:
+            min_severity: str = "info", iteration: str | None = None) -> Measurements:
     """Metrics and finding counts of the whole report (when *whole*) and of each NVTX
     range in *ranges* (name or domain:name, as ``analyze --range`` takes them).
 
-    The rules run once; each range's metrics and findings are exactly what
-    ``gpugap analyze --range NAME`` reports. Raises NoCudaActivity for a report without
-    GPU work and UsageError for a range the report does not have.
+    The accounting and the rules run once; each scope's metrics, findings and costs are
+    exactly what ``gpugap analyze [--range NAME]`` reports. Raises NoCudaActivity for a
+    report without GPU work and UsageError for a range the report does not have.
     """
-    from gpugap import metrics as timeline_metrics
     from gpugap import ranges as nvtx_ranges
-    from gpugap.analysis import analyze, inside
+    from gpugap.analysis import Analyzer
 
     if min_severity not in SEVERITY_RANK:
         raise UsageError(f"bad minimum severity '{min_severity}'; "
                          f"use one of {', '.join(SEVERITY_RANK)}")
-    analysis = analyze(trace, thresholds=thresholds)
+    names = list(dict.fromkeys(ranges))
+    for name in names:                  # a bad range name fails before the work
+        nvtx_ranges.select(trace, name)
+    analyzer = Analyzer(trace, thresholds=thresholds, iteration=iteration)
     floor = SEVERITY_RANK[min_severity]
-    findings = [f for f in analysis.findings if SEVERITY_RANK.get(f.severity, 0) >= floor]
-    result = Measurements(report=analysis.report, nsys_version=analysis.nsys_version,
-                          gpu=analysis.gpu.get("name"), thresholds=analysis.thresholds,
-                          min_severity=min_severity, scopes={},
-                          warnings=list(analysis.warnings))
-
-    def scope(name: str | None, metric_values, scoped_findings) -> None:
-        values = {**metric_values.to_dict(), **finding_values(scoped_findings)}
-        result.scopes[name] = Measurement(analysis.report, name, values, scoped_findings)
-
-    if whole:
-        scope(None, analysis.metrics, findings)
-    # The moment each finding is attributed to: one vectorised test per range.
-    at = np.array([f.at_ns if f.at_ns is not None else f.start_ns for f in findings],
-                  dtype=np.int64)
-    for name in dict.fromkeys(ranges):
-        instances = nvtx_ranges.select(trace, name)
-        keep = inside(at, instances)
-        scope(name, timeline_metrics.compute(trace, nvtx_ranges.windows_of(trace, instances)),
-              [f for f, k in zip(findings, keep, strict=True) if k])
+    result: Measurements | None = None
+    for name in ([None] if whole else []) + names:
+        analysis = analyzer.analyze(name)
+        if result is None:
+            result = Measurements(report=analysis.report, nsys_version=analysis.nsys_version,
+                                  gpu=analysis.gpu.get("name"),
+                                  thresholds=analysis.thresholds, min_severity=min_severity,
+                                  scopes={}, warnings=list(analysis.warnings))
+        findings = [f for f in analysis.findings
+                    if SEVERITY_RANK.get(f.severity, 0) >= floor]
+        values = {**analysis.metrics.to_dict(), **steady_values(analysis),
+                  **finding_values(findings)}
+        result.scopes[name] = Measurement(analysis.report, name, values, findings)
+    if result is None:          # nothing asked: still say which report it was
+        analysis = analyzer.analyze(None)
+        result = Measurements(report=analysis.report, nsys_version=analysis.nsys_version,
+                              gpu=analysis.gpu.get("name"), thresholds=analysis.thresholds,
+                              min_severity=min_severity, scopes={},
+                              warnings=list(analysis.warnings))
     return result
+
+
+def steady_values(analysis) -> dict[str, float | int | None]:
+    """steady.* metrics: the steady state of the report's devices (all of them: busy and
+    bucket shares of their summed steady time; iteration times of the slowest device).
+    In a --range scope they describe the range instead (its accounting, no iterations)."""
+    values: dict[str, float | int | None] = {name: None for name in STEADY_NAMES}
+    walls, buckets, medians, counts = 0, {}, [], []
+    for d in analysis.devices:
+        acc = d.get("accounting") or {}
+        verdict = d.get("verdict") or {}
+        wall = int(verdict.get("wall_ns") or 0)
+        if wall <= 0:
+            continue
+        walls += wall
+        for b, pct in (verdict.get("breakdown") or {}).items():
+            buckets[b] = buckets.get(b, 0.0) + pct * wall / 100.0
+        steady = acc.get("steady") or {}
+        if analysis.scope is None and steady.get("iteration_median_ns"):
+            medians.append(steady["iteration_median_ns"])
+            counts.append(steady.get("iterations", 0))
+    if walls <= 0:
+        return values
+    from gpugap.accounting.buckets import BUSY_IDS, IDS
+
+    busy = sum(v for b, v in buckets.items() if b in BUSY_IDS)
+    values["steady.gpu_busy_pct"] = round(100.0 * busy / walls, 3)
+    values["steady.idle_pct"] = round(100.0 - 100.0 * busy / walls, 3)
+    for b in IDS:
+        values[f"steady.{b}_pct"] = round(100.0 * buckets.get(b, 0.0) / walls, 3)
+    if medians:
+        values["steady.iteration_ms"] = round(max(medians) / 1e6, 6)
+        values["steady.iterations"] = int(min(counts))
+    return values
+
+
+def _steady_names() -> tuple[str, ...]:
+    from gpugap.accounting.buckets import IDS
+
+    return ("steady.iteration_ms", "steady.iterations", "steady.gpu_busy_pct",
+            "steady.idle_pct", *(f"steady.{b}_pct" for b in IDS))
+
+
+STEADY_NAMES = _steady_names()
 
 
 def reported_range_names(trace) -> list[str]:

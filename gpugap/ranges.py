@@ -7,6 +7,7 @@ launched inside the range)]; all instances of a name make one union of windows.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,10 +89,41 @@ def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     return ends
 
 
-def user_ranges(trace: Trace) -> pd.DataFrame:
-    """NVTX ranges of the program (not the ones nsys makes for traced libraries)."""
+# NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
+# "CCCL", NCCL, NVSHMEM, ...): their ranges describe the library's work, not the program's.
+LIBRARY_DOMAINS = frozenset({"CCCL", "CUB", "Thrust", "libcudacxx", "NCCL", "NVSHMEM",
+                             "cuBLAS", "cuBLASLt", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER",
+                             "cuTENSOR", "cuRAND", "NPP", "nvJPEG", "TensorRT", "CUDA",
+                             "cuda-python", "CuPy", "Triton", "TransformerEngine", "NVTE"})
+# A C++-qualified name (cub::DeviceReduce::Sum, thrust::sort) in any domain is a library's.
+_QUALIFIED = re.compile(r"^[A-Za-z_]\w*::\w")
+
+
+def library_mask(nv: pd.DataFrame) -> np.ndarray:
+    """Per NVTX row: made by a library rather than the program (nsys's own library ranges,
+    a library's registered domain, or a C++-qualified name), decided per distinct value."""
+    if nv.empty:
+        return np.zeros(0, dtype=bool)
+    lib = nv["library"].to_numpy(dtype=bool).copy()
+    domain = nv["domain"].astype(str)
+    lib |= domain.isin(LIBRARY_DOMAINS).to_numpy()
+    names = nv["name"].astype(object)
+    distinct = pd.unique(names)
+    qualified = {n: bool(_QUALIFIED.match(str(n))) for n in distinct.tolist()}
+    lib |= names.map(qualified).to_numpy(dtype=bool)
+    return lib
+
+
+def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
+    """NVTX ranges of the program: not the ones nsys makes for traced libraries, nor those
+    libraries emit themselves (see library_mask); every range with *all_domains*."""
     nv = trace.nvtx
-    return nv[~nv["library"]] if len(nv) else nv
+    if nv.empty or all_domains:
+        return nv
+    cached = trace.__dict__.get("_library_mask")
+    if cached is None or cached.size != len(nv):
+        cached = trace.__dict__["_library_mask"] = library_mask(nv)
+    return nv[~cached]
 
 
 def select(trace: Trace, name: str) -> pd.DataFrame:
@@ -117,10 +149,11 @@ def window(trace: Trace, name: str) -> tl.Intervals:
     return windows_of(trace, select(trace, name))
 
 
-def reported_ranges(trace: Trace, max_depth: int = 1) -> list[tuple[RangeKey, pd.DataFrame]]:
+def reported_ranges(trace: Trace, max_depth: int = 1, all_domains: bool = False
+                    ) -> list[tuple[RangeKey, pd.DataFrame]]:
     """Distinct (domain, name) of user ranges at depth <= max_depth, in order of first
     appearance, each with its instances."""
-    nv = user_ranges(trace)
+    nv = user_ranges(trace, all_domains=all_domains)
     if nv.empty:
         return []
     shallow = nv[nv["depth"] <= max_depth]

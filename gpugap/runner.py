@@ -192,19 +192,31 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
 # --- scenarios ----------------------------------------------------------------------
 def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
              result: dict[str, Any] | None) -> list[Check]:
-    """A variant's expected diagnosis against what gpugap found."""
+    """A variant's expected diagnosis against what gpugap finds in each expectation's
+    NVTX range (the analysis of that range: ``gpugap analyze --range NAME``)."""
     from gpugap import metrics
     from gpugap import ranges as nvtx_ranges
+    from gpugap.analysis import Analyzer
 
     checks: list[Check] = []
     if result is not None:
         checks.append(Check("numerical check", bool(result.get("check_ok")),
                             str(result.get("check", "no result"))))
+    analyzer = Analyzer(trace, thresholds=analysis.thresholds)
+    scoped: dict[str, Analysis | UsageError] = {}
     for exp in variant_spec.expect:
-        hits = [f for f in analysis.findings
+        if exp.range not in scoped:
+            try:
+                scoped[exp.range] = analyzer.analyze(exp.range, require_gpu=False)
+            except UsageError as exc:
+                scoped[exp.range] = exc
+        found = scoped[exp.range]
+        if isinstance(found, UsageError):
+            checks.append(Check(exp.describe(), False, str(found)))
+            continue
+        hits = [f for f in found.findings
                 if f.rule == exp.rule and (exp.cause is None or f.cause == exp.cause)
-                and (exp.severity is None or f.severity == exp.severity)
-                and exp.range in f.ranges]
+                and (exp.severity is None or f.severity == exp.severity)]
         ok = bool(hits) == exp.fire
         detail = (f"{len(hits)} finding(s): " + "; ".join(
             f"{f.rule}/{f.cause} {f.severity} cost {f.cost_ns / 1e6:.3g} ms" for f in hits[:3])

@@ -210,3 +210,55 @@ def _shared_window(ps: np.ndarray, pe: np.ndarray, w: np.ndarray
         return integral[last] - integral[first]
 
     return per_interval(idle_rate), per_interval(own_rate)
+
+
+def pieces(starts, ends, u: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of intervals [starts[i], ends[i]) (sorted by start, disjoint) that lie
+    inside union u: (piece starts, piece ends, index i of the interval each came from),
+    in time order. Linear in the sizes of both plus the pieces.
+
+        intervals:  [=========)      [====)
+        u:             [==)  [=====)    [=====)
+        pieces:        [==)  [==)       [=)
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    us, ue = u
+    if s.size == 0 or us.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    first = np.searchsorted(ue, s, side="right")      # first piece of u ending after s
+    last = np.searchsorted(us, e, side="left")        # pieces of u starting before e
+    counts = np.maximum(last - first, 0)
+    idx = np.repeat(np.arange(s.size), counts)
+    offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    k = np.repeat(first, counts) + offset
+    ps = np.maximum(s[idx], us[k])
+    pe = np.minimum(e[idx], ue[k])
+    keep = pe > ps
+    return ps[keep], pe[keep], idx[keep]
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two unions (a union)."""
+    ps, pe, _ = pieces(a[0], a[1], b)
+    return ps, pe
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """a minus b, for unions a and b (a union)."""
+    if a[0].size == 0 or b[0].size == 0:
+        return a
+    lo = int(min(a[0][0], b[0][0]))
+    hi = int(max(a[1][-1], b[1][-1]))
+    return intersect(a, gaps(b, lo, hi))
+
+
+def merge(a: Intervals, b: Intervals) -> Intervals:
+    """Union of two interval sets."""
+    return union(np.r_[a[0], b[0]], np.r_[a[1], b[1]])
+
+
+def total_between(u: Intervals, lo, hi) -> np.ndarray:
+    """For windows [lo[i], hi[i]): how much of union u lies inside each."""
+    return np.maximum(covered_before(u, hi) - covered_before(u, lo), 0)

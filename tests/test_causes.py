@@ -53,23 +53,25 @@ def test_host_sync_after_each_launch_is_explicit_sync():
 
 
 def test_host_function_in_the_stream_is_queued_wait():
-    (gaps,) = in_range("host-func-queued").findings_of("launch-gap")
-    assert gaps.cause == "queued-wait" and gaps.count == 6
+    a = in_range("host-func-queued")
+    (gaps,) = a.findings_of("launch-gap", "queued-wait")
+    assert gaps.count == 6 and a.verdict.finding == gaps.id
     kernels = trace().kernels.set_index("corr")
     for g in gaps.evidence["gaps"]:
         assert g["gap_ns"] >= HOST_FUNC_NS                       # the 1 ms usleep
         nxt = kernels.loc[g["next"]["correlation_id"]]
         # The claim, checked on the raw table: the launch call had returned, and the
-        # kernel sat queued for most of the gap, starting only when the gap ended.
+        # kernel sat queued from then (or the gap's start) until the gap ended.
         queued = g["end_ns"] - max(nxt["api_end"], g["start_ns"])
-        assert nxt["start"] == g["end_ns"] and queued == g["queued_ns"] >= 0.5 * g["gap_ns"]
+        assert nxt["start"] == g["end_ns"] and queued == g["cause_ns"] >= 0.5 * g["gap_ns"]
         assert g["stream_dependencies"] == [{"name": "cuLaunchHostFunc", "calls": 1}]
     assert "cuLaunchHostFunc" in gaps.message
 
 
 def test_host_waiting_on_the_host_function_is_sync_wait():
-    (gaps,) = in_range("host-func-sync").findings_of("launch-gap", "sync-wait")
-    assert gaps.count == 6
+    a = in_range("host-func-sync")
+    (gaps,) = a.findings_of("launch-gap", "sync-wait")
+    assert gaps.count >= 6 and a.verdict.finding == gaps.id
     api = trace().api
     syncs = api[api["name"] == "cudaStreamSynchronize"]
     for g in gaps.evidence["gaps"]:
@@ -80,10 +82,23 @@ def test_host_waiting_on_the_host_function_is_sync_wait():
     assert "queued-wait" not in causes_of("host-func-sync", "launch-gap")
 
 
-def test_host_sleeping_is_neither_queued_nor_sync_wait():
-    assert causes_of("host-sleep", "launch-gap") == {"host-launch-latency"}
-    (gaps,) = in_range("host-sleep").findings_of("launch-gap")
-    assert gaps.count >= 6
+def test_host_sleeping_is_host_work_after_the_sync_it_follows():
+    """The host syncs (waiting for its kernel), then sleeps 1 ms before the next launch.
+    The sleep is host work; the sync cost what it kept the host from doing meanwhile:
+    its wait, no more (without it the host would have slept while the kernel ran)."""
+    a = in_range("host-sleep")
+    assert causes_of("host-sleep", "launch-gap") == {"host-launch-latency", "sync-wait"}
+    (work,) = a.findings_of("launch-gap", "host-launch-latency")
+    (sync,) = a.findings_of("launch-gap", "sync-wait")
+    assert work.count >= 6 and a.verdict.finding == work.id
+    api = trace().api
+    syncs = api[(api["name"] == "cudaStreamSynchronize")]
+    for g in sync.evidence["gaps"]:
+        # The sync part of a gap never exceeds how long the host sat in the sync before
+        # the gap began (its lost lead) plus its part inside the gap.
+        mine = syncs[(syncs["start"] <= g["start_ns"]) & (syncs["end"] >= g["start_ns"])]
+        (call,) = mine.itertuples()
+        assert g["cause_ns"] <= call.end - call.start
 
 
 def test_single_buffer_pipeline_is_a_dependency():

@@ -131,19 +131,26 @@ def test_check_runs_on_the_configured_gates_alone(capsys, project):
     assert main(["check", str(report_path("h2d-copy-bad")), "--no-config"]) == 2
 
 
-def test_configured_thresholds_reach_the_rules(capsys, project):
-    """[tool.gpugap.thresholds] changes what the rules find, as --set does."""
-    strict, default = (sum(f.count for f in analysis("h2d-copy-good", min_gap_us=gap)
-                           .findings_of("launch-gap")) for gap in (50, 100))
-    assert strict > default
+def test_configured_thresholds_reach_the_rules(capsys, tmp_path, monkeypatch):
+    """[thresholds] changes what the rules find, as --set does: min_gap_us is where
+    launch overhead ends and host work begins, so a lower one leaves less idle time
+    launch-bound."""
+    (tmp_path / "gpugap.toml").write_text(
+        'range = "measured"\n[thresholds.launch-gap]\nmin_gap_us = 50\n')
+    monkeypatch.chdir(tmp_path)
+    metric = "findings.launch-gap.launch-bound.cost_ms"
+    strict, default = (round(sum(f.cost_ns for f in analysis("cublas-warmup-good",
+                                                              min_gap_us=gap)
+                                 .findings_of("launch-gap", "launch-bound")) / 1e6, 3)
+                       for gap in (50, 100))
+    assert strict < default
 
-    def launch_gaps(*argv) -> int:
+    def launch_gaps(*argv) -> float:
         capsys.readouterr()
-        main(["check", str(report_path("h2d-copy-good")), "--max",
-              "findings.launch-gap.count=0", "--min-severity", "info", "--json", *argv])
+        main(["check", str(report_path("cublas-warmup-good")), "--max", f"{metric}=0",
+              "--min-severity", "info", "--json", *argv])
         doc = json.loads(capsys.readouterr().out)
-        return next(g["value"] for g in doc["reports"][0]["gates"]
-                    if g["metric"] == "findings.launch-gap.count")
+        return next(g["value"] for g in doc["reports"][0]["gates"] if g["metric"] == metric)
 
     assert launch_gaps() == strict
     assert launch_gaps("--set", "launch-gap.min_gap_us=100") == default
@@ -218,16 +225,16 @@ def test_analyze_honours_configured_thresholds(tmp_path, monkeypatch, capsys):
     from gpugap.cli import main
     from tests.conftest import report_path
 
-    (tmp_path / "gpugap.toml").write_text("[thresholds.launch-gap]\nmin_gap_us = 1e9\n")
+    (tmp_path / "gpugap.toml").write_text("[thresholds.launch-gap]\nmin_share_pct = 100\n")
     monkeypatch.chdir(tmp_path)
     report = str(report_path("cublas-warmup-bad"))
     assert main(["analyze", report, "--json"]) == 0
     configured = json.loads(capsys.readouterr().out)
-    assert configured["thresholds"]["launch-gap"]["min_gap_us"] == 1e9
+    assert configured["thresholds"]["launch-gap"]["min_share_pct"] == 100
     assert not [f for f in configured["findings"] if f["rule"] == "launch-gap"]
     # The command line wins over the file; --no-config ignores it.
-    assert main(["analyze", report, "--json", "--min-gap-us", "100"]) == 0
+    assert main(["analyze", report, "--json", "--set", "launch-gap.min_share_pct=2"]) == 0
     assert [f for f in json.loads(capsys.readouterr().out)["findings"]
             if f["rule"] == "launch-gap"]
     assert main(["analyze", report, "--json", "--no-config"]) == 0
-    assert json.loads(capsys.readouterr().out)["thresholds"]["launch-gap"]["min_gap_us"] == 100
+    assert json.loads(capsys.readouterr().out)["thresholds"]["launch-gap"]["min_share_pct"] == 2

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 from gpugap.errors import UsageError
 from gpugap.report.trace import Trace
-from gpugap.rules.base import Finding, Rule, Threshold
+from gpugap.rules.base import Context, Finding, Rule, Threshold
+from gpugap.rules.settle import settle
 
 RULE_MODULES = (
     "blocking_memcpy",
@@ -34,9 +35,17 @@ def select(ids: list[str] | None = None) -> list[Rule]:
     return [reg[i] for i in ids]
 
 
-def run(trace: Trace, rules: list[Rule] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
-    """Every selected rule on *trace*, findings sorted by cost (largest first)."""
+def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
+        thresholds: Mapping[str, Mapping[str, float]] | None = None,
+        scope: Mapping[int, object] | None = None) -> list[Finding]:
+    """Every selected rule on *trace*, costs settled from the accounting (see
+    gpugap.rules.settle): steady-state findings first, largest cost first."""
+    return settle(detect(trace, context, rules, thresholds), context, scope)
+
+
+def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
+           thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
+    """The raw findings of every selected rule (their costs not settled yet)."""
     findings: list[Finding] = []
     for rule in rules or select():
         overrides = dict((thresholds or {}).get(rule.id, {}))
@@ -44,9 +53,9 @@ def run(trace: Trace, rules: list[Rule] | None = None,
         if unknown:
             raise UsageError(f"rule {rule.id} has no threshold {', '.join(sorted(unknown))}; "
                              f"it has: {', '.join(rule.thresholds)}")
-        findings.extend(rule.run(trace, overrides))
-    severity_rank = {"error": 0, "warning": 1, "info": 2}
-    return sorted(findings, key=lambda f: (-f.cost_ns, severity_rank.get(f.severity, 3)))
+        findings.extend(rule.run(trace, context, overrides))
+    return findings
 
 
-__all__ = ["Finding", "Rule", "Threshold", "RULE_MODULES", "registry", "run", "select"]
+__all__ = ["Context", "Finding", "Rule", "Threshold", "RULE_MODULES", "detect", "registry",
+           "run", "select"]

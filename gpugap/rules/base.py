@@ -2,18 +2,103 @@
 
 A rule is one module under ``gpugap.rules`` holding a ``RULE`` (a :class:`Rule`): its id,
 title, documented default thresholds, rationale and fix, and a pure
-``detect(trace, config) -> list[Finding]``. Rules never open files or print.
+``detect(trace, config, context) -> list[Finding]``. Rules never open files or print.
+
+A finding does not compute its own cost: it *claims* the nanoseconds it explains (a
+:class:`Claim`: where, which buckets of the accounting, what share of them), and
+gpugap.rules.settle turns claims into costs from the one accounting of time, each
+nanosecond counted for at most one finding (see there).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from gpugap.report.trace import Trace
 
+if TYPE_CHECKING:
+    from gpugap.accounting import Accounting
+
 SEVERITIES = ("info", "warning", "error")
+# What a finding belongs to: one-time costs before the steady state (start-up and
+# warm-up iterations), the steady state, or what follows it.
+FINDING_PHASES = ("start-up", "steady", "tail")
+
+
+@dataclass
+class Claim:
+    """The nanoseconds a finding explains: the parts of *intervals* (on *device*) that
+    the accounting put in one of *buckets*; it costs *weight* of each (1: all of it;
+    small-grid: the idle share of the SMs)."""
+
+    device: int
+    intervals: tuple[np.ndarray, np.ndarray]
+    buckets: tuple[str, ...]
+    weight: float = 1.0
+
+
+@dataclass
+class Context:
+    """What rules get besides the trace: the accounting (phases and buckets per device)
+    and the scope of the analysis (per device, the windows of a --range; None: all)."""
+
+    accounting: Accounting
+    scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def in_scope(self, devices, times) -> np.ndarray:
+        """Per (device, time): inside the scope? (all True without one)"""
+        times = np.asarray(times, dtype=np.int64)
+        if self.scope is None:
+            return np.ones(times.shape, dtype=bool)
+        from gpugap import timeline as tl
+
+        devices = np.broadcast_to(np.asarray(devices), times.shape)
+        out = np.zeros(times.shape, dtype=bool)
+        for d in np.unique(devices).tolist():
+            on = devices == d
+            out[on] = tl.within(times[on], self.scope.get(int(d), tl.EMPTY))
+        return out
+
+    def phase_of(self, device: int, times) -> np.ndarray:
+        """FINDING_PHASES name of each time on *device* ('steady' where it has no phases).
+        The phases are spans of the GPU's timeline: pass GPU times (an op's start), not
+        the host's (launch calls run ahead of the GPU)."""
+        from gpugap.accounting.phases import PHASES
+
+        t = np.asarray(times, dtype=np.int64)
+        dev = self.accounting.devices.get(int(device))
+        if dev is None:
+            return np.full(t.shape, "steady", dtype=object)
+        codes = dev.phases.phase_codes(t)
+        names = np.array([{"start-up": "start-up", "warm-up": "start-up", "steady": "steady",
+                           "tail": "tail"}[p] for p in PHASES] + ["steady"], dtype=object)
+        return names[codes]      # -1 (outside the window) reads the trailing 'steady'
+
+    def phases_of(self, devices, times) -> np.ndarray:
+        """phase_of for items on several devices: the phase of each (device, time)."""
+        devices = np.asarray(devices)
+        times = np.asarray(times, dtype=np.int64)
+        out = np.full(times.shape, "steady", dtype=object)
+        for d in np.unique(devices).tolist():
+            on = devices == d
+            out[on] = self.phase_of(int(d), times[on])
+        return out
+
+    def phase_span(self, device: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
+        """The windows of a FINDING_PHASES phase on *device*, as a union."""
+        dev = self.accounting.devices[int(device)]
+        spans = dev.phases.spans
+        parts = {"start-up": ("start-up", "warm-up"), "steady": ("steady",),
+                 "tail": ("tail",)}[phase]
+        lo = np.array([spans[p][0] for p in parts], dtype=np.int64)
+        hi = np.array([spans[p][1] for p in parts], dtype=np.int64)
+        from gpugap import timeline as tl
+
+        return tl.union(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -39,9 +124,23 @@ class Finding:
     at_ns: int | None = None   # the moment the finding is attributed to (NVTX ranges)
     evidence: dict[str, Any] = field(default_factory=dict)
     ranges: list[str] = field(default_factory=list)   # enclosing NVTX ranges (outer first)
+    phase: str | None = None   # FINDING_PHASES
+    id: str = ""               # unique in an analysis: rule/cause@device:phase
+    share_pct: float | None = None        # of its scope's wall time (see settle)
+    per_iteration: dict[str, Any] | None = None   # steady state: cost per iteration
+    consequence_of: str | None = None     # the id of the finding that explains it
+    pid: int | None = None
+    claim: Claim | None = field(default=None, repr=False, compare=False)
+    instants: np.ndarray | None = field(default=None, repr=False, compare=False)
+    iteration_costs: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # Dropped when its settled share of its scope is below this (rules that report a
+    # share of time whatever its size, e.g. launch-gap's min_share_pct).
+    min_share_pct: float | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {k: v for k, v in self.__dict__.items()
+               if k not in ("claim", "instants", "iteration_costs", "min_share_pct")}
+        return asdict_plain(out)
 
 
 @dataclass(frozen=True)
@@ -52,21 +151,38 @@ class Rule:
     rationale: str
     fix: str
     causes: Mapping[str, str]          # cause id -> what it means
-    detect: Callable[[Trace, Mapping[str, float]], list[Finding]]
+    detect: Callable[[Trace, Mapping[str, float], Context], list[Finding]]
 
     def defaults(self) -> dict[str, float]:
         return {k: t.default for k, t in self.thresholds.items()}
 
-    def run(self, trace: Trace, overrides: Mapping[str, float] | None = None) -> list[Finding]:
+    def run(self, trace: Trace, context: Context,
+            overrides: Mapping[str, float] | None = None) -> list[Finding]:
         config = self.defaults() | dict(overrides or {})
-        return self.detect(trace, config)
+        return self.detect(trace, config, context)
 
 
-def severity_for(cost_ns: float, span_ns: float, *, warn_pct: float = 1.0,
-                 error_pct: float = 10.0) -> str:
-    """Severity from the share of the analysed span a finding costs."""
+def asdict_plain(value: Any) -> Any:
+    """dataclasses.asdict for the plain values findings hold (dicts, lists, numbers)."""
+    if isinstance(value, dict):
+        return {k: asdict_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [asdict_plain(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+WARN_PCT, ERROR_PCT = 5.0, 20.0
+
+
+def severity_for(cost_ns: float, span_ns: float, *, warn_pct: float = WARN_PCT,
+                 error_pct: float = ERROR_PCT) -> str:
+    """Severity from the share of its scope's wall time a finding costs."""
     if span_ns <= 0:
-        return "warning"
+        return "info" if cost_ns <= 0 else "warning"
     share = 100.0 * cost_ns / span_ns
     return "error" if share >= error_pct else "warning" if share >= warn_pct else "info"
 

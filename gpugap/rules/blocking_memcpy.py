@@ -9,8 +9,11 @@ Causes:
   rule, small host-to-device copies (<= 64000 B, staged and returned at once) and
   device-to-device copies (no host synchronisation) are left out.
 
-Cost: the time the thread spent inside the call (API end - API start). Evidence: bytes,
-the achieved copy bandwidth on the GPU, memory kinds, correlation ids.
+Cost (from the accounting): the GPU time the copies explain: the idle time from each
+call to the end of the idle stretch it left behind (the GPU drained while the thread was
+held), and the copy's own time when nothing ran beside it. One finding per thread, API,
+direction and memory kinds in each phase, however many iterations repeat it. Evidence:
+bytes, the achieved copy bandwidth on the GPU, memory kinds, correlation ids.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from gpugap import timeline as tl
+from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
 from gpugap.report.trace import Trace
-from gpugap.rules._common import ASYNC, analysed_span, range_labels, split_label
-from gpugap.rules.base import Finding, Rule, Threshold, fmt_bytes, fmt_ns, severity_for
+from gpugap.rules._common import ASYNC, ranges_of
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_bytes, fmt_ns
 
 FIX_PAGEABLE = (
     "Put the host buffer in pinned (page-locked) memory so cudaMemcpyAsync returns at once "
@@ -34,11 +39,24 @@ FIX_SYNC = (
     ".cpu() and .tolist() out of the hot loop).")
 
 
-def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+def _claim(context: Context, device: int, g) -> Claim | None:
+    dev = context.accounting.devices.get(int(device))
+    if dev is None:
+        return None
+    api_end = g["api_end"].to_numpy(dtype=np.int64)
+    gap = dev.gap_of(api_end)
+    held_until = np.where(gap >= 0, dev.gaps.end[np.maximum(gap, 0)], api_end)
+    lo = np.r_[g["api_start"].to_numpy(dtype=np.int64), g["start"].to_numpy(np.int64)]
+    hi = np.r_[held_until, g["end"].to_numpy(np.int64)]
+    return Claim(int(device), tl.union(lo, hi), IDLE_IDS + COPY_IDS)
+
+
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     m = trace.memcpys
     if m.empty:
         return []
     m = m[m["api_start"].notna()].copy()
+    m = m[context.in_scope(m["device"].to_numpy(), m["api_start"].to_numpy(np.int64))]
     if m.empty:
         return []
     m["blocked"] = (m["api_end"] - m["api_start"]).astype(np.int64)
@@ -53,14 +71,12 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
     if m.empty:
         return []
     m["gtid"] = m["gtid"].astype(np.int64)
-    m["range"] = range_labels(trace, m["api_start"].to_numpy(dtype=np.int64))
     m["copy_ns"] = (m["end"] - m["start"]).astype(np.int64)
-    span = analysed_span(trace)
+    m["phase"] = context.phases_of(m["device"].to_numpy(), m["start"].to_numpy(np.int64))
     findings = []
-    keys = ["device", "gtid", "api_name", "cause", "kind", "src_kind", "dst_kind", "stream",
-            "range"]
+    keys = ["device", "phase", "gtid", "api_name", "cause", "kind", "src_kind", "dst_kind"]
     for key, g in m.groupby(keys, sort=False, observed=True):
-        device, gtid, api_name, cause, direction, src, dst, stream, label = key
+        device, phase, gtid, api_name, cause, direction, src, dst = key
         cost = int(g["blocked"].sum())
         total_bytes = int(g["bytes"].sum())
         gbps = total_bytes / max(int(g["copy_ns"].sum()), 1)  # bytes/ns == GB/s
@@ -79,12 +95,14 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                    f"{what}. The copy engine ran at {gbps:.3g} GB/s while the host could "
                    "queue no other work.")
         findings.append(Finding(
-            rule=RULE.id, cause=cause, severity=severity_for(cost, span),
+            rule=RULE.id, cause=cause, severity="info",
             start_ns=int(g["api_start"].min()), end_ns=int(max(g["api_end"].max(), g["end"].max())),
             cost_ns=cost, at_ns=int(g["api_start"].min()), message=message,
             fix=FIX_PAGEABLE if cause == "pageable-async" else FIX_SYNC,
-            streams=[int(stream)], device=int(device), count=len(g),
-            ranges=split_label(label),
+            streams=sorted({int(s) for s in g["stream"]}), device=int(device), count=len(g),
+            ranges=ranges_of(trace, g["api_start"].to_numpy(np.int64)), phase=str(phase),
+            pid=int(g["pid"].iloc[0]), claim=_claim(context, device, g),
+            instants=g["api_start"].to_numpy(np.int64),
             evidence={
                 "api": api_name, "thread": thread, "direction": direction,
                 "memory": f"{src} -> {dst}", "bytes_total": total_bytes,

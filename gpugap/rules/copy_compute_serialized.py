@@ -9,8 +9,8 @@ although kernels ran right before and after it, copy and compute are taking turn
   neighbouring compute: an event or sync orders them; the pipeline is too shallow.
 
 Copies whose call blocked the host are left to blocking-memcpy (the host, not the stream
-order, is the cause there). Cost: the copy time that overlapped no kernel, an upper bound
-of what a copy stream with double buffering could hide.
+order, is the cause there). Cost (from the accounting): the copies' time that nothing
+else overlapped, an upper bound of what a copy stream with double buffering could hide.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from gpugap import timeline as tl
+from gpugap.accounting.buckets import COPY_IDS
 from gpugap.report.trace import Trace
-from gpugap.rules._common import analysed_span, range_labels, split_label
-from gpugap.rules.base import Finding, Rule, Threshold, fmt_bytes, fmt_ns, severity_for
+from gpugap.rules._common import ranges_of
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_bytes, fmt_ns
 
 FIXES = {
     "same-stream": (
@@ -37,12 +38,11 @@ FIXES = {
 }
 
 
-def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     copies, kernels = trace.memcpys, trace.kernels
     if copies.empty or kernels.empty:
         return []
     findings = []
-    span = analysed_span(trace)
     device_of = kernels["device"].to_numpy()
     one_device = len(pd.unique(device_of)) == 1
     for device, c in copies.groupby("device", sort=False):
@@ -97,8 +97,9 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
             "before": k["name"].astype(str).to_numpy()[b_idx],
             "after": k["name"].astype(str).to_numpy()[a_idx],
             "before_stream": streams[b_idx], "after_stream": streams[a_idx]})[turns]
-        frame["range"] = range_labels(trace, frame["at"].to_numpy())
-        for (cause, stream, label), g in frame.groupby(["cause", "stream", "range"],
+        frame = frame[context.in_scope(int(device), frame["at"].to_numpy())]
+        frame["phase"] = context.phase_of(int(device), frame["start"].to_numpy())
+        for (cause, stream, phase), g in frame.groupby(["cause", "stream", "phase"],
                                                         sort=False):
             cost = int(g["alone"].sum())
             if cost < config["min_cost_us"] * 1e3:
@@ -110,7 +111,7 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                      "on their own stream, yet ordered against the neighbouring kernels "
                      "(an event or sync)")
             findings.append(Finding(
-                rule=RULE.id, cause=str(cause), severity=severity_for(cost, span),
+                rule=RULE.id, cause=str(cause), severity="info",
                 start_ns=int(g["start"].min()), end_ns=int(g["end"].max()), cost_ns=cost,
                 at_ns=int(g["at"].min()),
                 message=(f"{len(g)} {kinds} cop{'y' if len(g) == 1 else 'ies'} "
@@ -119,7 +120,11 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                          f"compute took turns instead of overlapping. The copies are {where}."),
                 fix=FIXES[str(cause)], streams=sorted({int(stream)} | set(
                     map(int, g["before_stream"])) | set(map(int, g["after_stream"]))),
-                device=int(device), count=len(g), ranges=split_label(str(label)),
+                device=int(device), count=len(g), phase=str(phase),
+                ranges=ranges_of(trace, g["at"].to_numpy()),
+                claim=Claim(int(device), tl.union(g["start"].to_numpy(np.int64),
+                                                  g["end"].to_numpy(np.int64)), COPY_IDS),
+                instants=g["at"].to_numpy(np.int64),
                 evidence={"copy_ns_alone": cost, "bytes_total": int(g["bytes"].sum()),
                           "copies": [{"correlation_id": int(r.corr), "start_ns": int(r.start),
                                       "end_ns": int(r.end), "alone_ns": int(r.alone),

@@ -18,8 +18,11 @@ and at least ``min_transitions`` of them become findings. The cause of each tran
   shared memory): B could start only in A's last wave. Expected; severity info.
 - ``unknown``: B was launched in time and nothing above explains the serialisation.
 
-Cost (except host-launch-bound and saturation): the run's kernel time minus the busiest
-stream's, an upper bound of what overlap could have saved.
+Cost (from the accounting): host-launch-bound runs claim the idle time inside them;
+the other causes claim the compute time of the kernels off the run's busiest stream (the
+run's kernel time minus the busiest stream's), an upper bound of what overlap could have
+saved; resource-saturation claims nothing. Runs stop at NVTX range boundaries; findings
+fold the runs of one cause in each phase.
 """
 
 from __future__ import annotations
@@ -30,18 +33,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from gpugap import timeline as tl
 from gpugap.occupancy import capacity as kernel_capacity
 from gpugap.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import Trace
-from gpugap.rules._common import (
-    SYNC,
-    analysed_span,
-    name_mask,
-    range_label_codes,
-    range_labels,
-    split_label,
-)
-from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
+from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 
 FIXES = {
     "legacy-default-stream": (
@@ -246,12 +243,11 @@ def _capacity(trace: Trace) -> np.ndarray:
     return cap[codes]
 
 
-def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     kernels = trace.kernels
     if len(kernels) < 3:
         return []
     cap_all = _capacity(trace)
-    span = analysed_span(trace)
     findings: list[Finding] = []
     device_of = kernels["device"].to_numpy()
     devices = pd.unique(device_of)
@@ -266,10 +262,11 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         k = _Kernels(kernels, positions)
         cap = cap_all if positions is None else cap_all[positions]
         t = _transitions(trace, k, cap, config)
-        # The NVTX range each transition's later kernel was launched in: a run does not
-        # cross from one range into another, so each finding belongs to one range.
-        t["range"] = _launch_range_codes(trace, k)
-        findings += _runs_to_findings(trace, int(device), k, cap, t, config, span)
+        # The NVTX range each transition's later kernel was launched in, and the phase it
+        # ran in: a run does not cross from one range or phase into another.
+        phase = pd.factorize(context.phase_of(int(device), k.start[1:]))[0]
+        t["range"] = _launch_range_codes(trace, k).astype(np.int64) * 4 + phase
+        findings += _runs_to_findings(trace, int(device), k, cap, t, config, context)
     return findings
 
 
@@ -326,9 +323,24 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     return keep, run[keep], carried[keep]
 
 
+def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | None:
+    """What a group of runs explains (see the module doc)."""
+    first, last = g["first"].to_numpy(np.int64), g["last"].to_numpy(np.int64)
+    if cause == "resource-saturation":
+        return None
+    if cause == "host-launch-bound":
+        return Claim(device, tl.union(k.start[first], k.end[last]),
+                     ("launch-bound", "host-work"))
+    lengths = last - first + 1
+    member = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths - first,
+                                                       lengths)
+    off = k.stream[member] != np.repeat(g["busiest_stream"].to_numpy(), lengths)
+    return Claim(device, tl.union(k.start[member[off]], k.end[member[off]]), ("compute",))
+
+
 def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
-                      t: dict[str, np.ndarray], config: Mapping[str, float], span: int
-                      ) -> list[Finding]:
+                      t: dict[str, np.ndarray], config: Mapping[str, float],
+                      context: Context) -> list[Finding]:
     keep, run, carried = _runs(t, config)
     if run.size == 0:
         return []
@@ -354,11 +366,15 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         "run": stats["run"], "cause": cause_names, "transitions": stats["transitions"],
         "first": stats["first"], "last": stats["last"], "cost": cost.astype(np.int64),
         "streams": members["streams"], "kernel_ns": members["kernel_ns"],
-        "idle": stats["idle"]})
+        "busiest_stream": members["busiest_stream"], "idle": stats["idle"]})
     runs["at"] = k.at(stats["first_b"])
-    runs["range"] = range_labels(trace, runs["at"].to_numpy())
+    runs["phase"] = context.phase_of(device, k.start[stats["first_b"]])
+    runs = runs[context.in_scope(device, runs["at"].to_numpy())]
+    # The serialized stream switches (what a finding counts), with their run.
+    switching = t["code"][keep] != _SAME
+    switches, switch_run = keep[switching].astype(np.int64), run[switching]
     findings = []
-    for (cause, label), g in runs.groupby(["cause", "range"], sort=False):
+    for (cause, phase), g in runs.groupby(["cause", "phase"], sort=False):
         cost = int(g["cost"].sum())
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members_w = np.arange(worst["first"], worst["last"] + 1)
@@ -373,13 +389,14 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         n_kernels = int((g["last"] - g["first"] + 1).sum())
         message = _message(str(cause), g, k, cap, members_w, streams, n_kernels, examples)
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause),
-            severity="info" if cause == "resource-saturation" else severity_for(cost, span),
+            rule=RULE.id, cause=str(cause), severity="info",
             start_ns=int(k.start[int(g["first"].min())]),
             end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost,
             at_ns=int(g["at"].min()), message=message, fix=FIXES[str(cause)],
             streams=streams, device=device, count=int(g["transitions"].sum()),
-            ranges=split_label(str(label)),
+            ranges=ranges_of(trace, g["at"].to_numpy()), phase=str(phase),
+            claim=_claim(device, k, str(cause), g),
+            instants=k.at(switches[np.isin(switch_run, g["run"].to_numpy())] + 1),
             evidence={"runs": len(g), "kernels": n_kernels,
                       "serialized_transitions": int(g["transitions"].sum()),
                       "kernel_ns": int(g["kernel_ns"].sum()), "idle_ns": int(g["idle"].sum()),
@@ -389,13 +406,14 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
 
 def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
-    time, and the streams present (sorted lists). Runs are taken in batches of about
+    time and id, and the streams present (sorted lists). Runs are taken in batches of about
     _CHUNK member kernels."""
     dur = k.end - k.start
     ids = np.sort(pd.unique(k.stream)) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
     busiest = np.zeros(first.size, dtype=np.int64)
+    busiest_stream = np.zeros(first.size, dtype=np.int64)
     streams: list[list[int]] = []
     id_list = [int(x) for x in ids.tolist()]
     lengths = last - first + 1
@@ -416,9 +434,11 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
         present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
         kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
         busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
+        busiest_stream[a:b] = ids[sums.argmax(axis=1)] if len(ids) else 0
         streams += [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in present]
         a = b
-    return {"kernel_ns": kernel_ns, "busiest": busiest, "streams": streams}
+    return {"kernel_ns": kernel_ns, "busiest": busiest, "busiest_stream": busiest_stream,
+            "streams": streams}
 
 
 def _op_ref(k: _Kernels, i: int) -> dict:

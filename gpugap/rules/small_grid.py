@@ -23,8 +23,8 @@ import pandas as pd
 from gpugap import timeline as tl
 from gpugap.occupancy import sm_counts
 from gpugap.report.trace import Trace
-from gpugap.rules._common import analysed_span, range_label_codes, split_label
-from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
+from gpugap.rules._common import folded_label_codes, split_label
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 
 FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, better several: "
        "a grid-stride loop with grid = SMs x resident blocks per SM), batch many small "
@@ -36,7 +36,7 @@ _CHUNK = 1 << 20
 
 
 class _Group:
-    """Running sums of one (device, NVTX range) group of kernels."""
+    """Running sums of one (device, phase, NVTX range) group of kernels."""
 
     def __init__(self) -> None:
         self.kernel_ns = self.small_ns = self.small = self.cost = 0
@@ -44,6 +44,7 @@ class _Group:
         self.start = self.at = np.iinfo(np.int64).max
         self.end = np.iinfo(np.int64).min
         self.streams: set[int] = set()
+        self.spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # small kernels
         # (name code, blocks, threads) -> [count, time_ns, sms, example corr], kept in
         # order of first appearance.
         self.configs: dict[tuple[int, int, int], list[int]] = {}
@@ -66,7 +67,7 @@ def _idle_sm_ns(trace: Trace, sms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idle, own
 
 
-def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     k = trace.kernels
     if k.empty:
         return []
@@ -79,7 +80,7 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                                          "threads_per_block", "corr", "stream")}
     sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
     idle_ns, own_ns = _idle_sm_ns(trace, sms_all)
-    groups: dict[tuple[int, str], _Group] = {}
+    groups: dict[tuple[int, str, str], _Group] = {}
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
     for i0 in range(0, len(k), _CHUNK):
@@ -87,19 +88,25 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
         sms = sms_all[part].astype(np.int64)
         blocks = cols["blocks"][part].astype(np.int64)
         start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
-        dur = end - start
-        small = blocks < config["max_sm_fraction"] * sms
         launch = cols["api_start"][part]
         at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
-        label_code, labels = range_label_codes(trace, at)
+        # Kernels outside the scope weigh nothing and are never small.
+        dur = np.where(context.in_scope(cols["device"][part], at), end - start, 0)
+        small = (blocks < config["max_sm_fraction"] * sms) & (dur > 0)
         device = cols["device"][part]
+        # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
+        # instances folded), so a setup phase does not dilute a measured range.
+        range_code, range_names = folded_label_codes(trace, at)
+        phase = context.phases_of(device, start)
+        label_code, labels = pd.factorize(phase + "|" + range_names[range_code])
         device_code, device_ids = pd.factorize(device)
         group, group_keys = pd.factorize(device_code.astype(np.int64) * len(labels)
                                          + label_code)
         gkeys = []
         for key in group_keys.tolist():
             dev, label = divmod(int(key), len(labels))
-            gkeys.append((int(device_ids[dev]), str(labels[label])))
+            gkeys.append((int(device_ids[dev]), str(labels[label]).split("|", 1)[0],
+                          str(labels[label]).split("|", 1)[1]))
             groups.setdefault(gkeys[-1], _Group())
         total = np.bincount(group, weights=dur, minlength=len(gkeys))
         for g, key in enumerate(gkeys):
@@ -129,6 +136,9 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
             acc.start = min(acc.start, int(r["start"]))
             acc.end = max(acc.end, int(r["end"]))
             acc.at = min(acc.at, int(r["at"]))
+        for g, mine in frame.groupby("group", sort=False):
+            groups[gkeys[int(g)]].spans.append((mine["start"].to_numpy(),
+                                                mine["end"].to_numpy(), mine["at"].to_numpy()))
         for g, stream in frame[["group", "stream"]].drop_duplicates().itertuples(index=False):
             groups[gkeys[int(g)]].streams.add(int(stream))
         per_config = frame.groupby(["group", "name", "blocks", "threads"], sort=False).agg(
@@ -140,9 +150,8 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                 [0, 0, int(r["sms"]), int(r["corr"])])
             entry[0] += int(r["count"])
             entry[1] += int(r["time_ns"])
-    span = analysed_span(trace)
     findings = []
-    for (dev, label), acc in groups.items():
+    for (dev, phase, label), acc in groups.items():
         if acc.small == 0:
             continue
         share = 100.0 * acc.small_ns / max(acc.kernel_ns, 1)
@@ -165,12 +174,16 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                    f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
                    f"(x{int(top['count'])}). The SMs sat {idle_pct:.0f}% idle while they "
                    f"ran (kernels on other streams included): idle-SM time {fmt_ns(cost)}.")
+        starts, ends, ats = (np.concatenate(c) for c in zip(*acc.spans, strict=True))
+        kernels = tl.union(starts, ends)
         findings.append(Finding(
-            rule=RULE.id, cause="undersized-grid", severity=severity_for(cost, span),
+            rule=RULE.id, cause="undersized-grid", severity="info",
             start_ns=acc.start, end_ns=acc.end, cost_ns=cost,
             at_ns=acc.at, message=message, fix=FIX,
-            streams=sorted(acc.streams), device=dev, count=acc.small,
+            streams=sorted(acc.streams), device=dev, count=acc.small, phase=phase,
             ranges=split_label(label),
+            claim=Claim(int(dev), kernels, ("compute",),
+                        weight=min(1.0, cost / max(tl.total(kernels), 1))), instants=ats,
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": acc.small_ns,

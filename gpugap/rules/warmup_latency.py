@@ -12,6 +12,11 @@ Causes:
   the later ones (e.g. the first training step). Cost: first minus typical.
 
 Synchronisation calls are left out of first-call: their length depends on queued work.
+
+In the accounting, each finding claims the GPU idle time during its items (first-call
+and first-iteration: their excess share of it). Settled after launch-gap, whose
+module-load gaps usually explain the same stall: warm-up findings then appear as their
+consequences and cost only what is left. One finding per cause, device and phase.
 """
 
 from __future__ import annotations
@@ -22,17 +27,17 @@ import numpy as np
 import pandas as pd
 
 from gpugap import timeline as tl
+from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.report.trace import Trace
 from gpugap.rules._common import (
     LAUNCH,
     MODULE_LOAD,
     SYNC,
-    analysed_span,
     name_mask,
     range_labels,
-    split_label,
+    ranges_of,
 )
-from gpugap.rules.base import Finding, Rule, Threshold, fmt_ns, severity_for
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 
 FIX = ("Warm up outside the region that matters: run each operation (first GEMM of each "
        "shape/dtype, first launch of each kernel) once before it; create library handles "
@@ -314,16 +319,35 @@ def _items_first_iteration(trace: Trace, config: Mapping[str, float]) -> list[di
             for r, ml in zip(firsts.itertuples(), loads.tolist(), strict=True)]
 
 
-def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
+def _thread_devices(trace: Trace) -> dict[int, int]:
+    """The device each launching thread sends most of its work to."""
+    k = trace.kernels
+    if k.empty:
+        return {}
+    pairs = pd.DataFrame({"gtid": k["gtid"].to_numpy(), "device": k["device"].to_numpy()})
+    pairs = pairs.dropna()
+    top = pairs.value_counts().reset_index().drop_duplicates("gtid")
+    return dict(zip(top["gtid"].astype(np.int64).tolist(), top["device"].astype(int).tolist(),
+                    strict=True))
+
+
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     items = (_items_module_load(trace, config) + _items_library_init(trace, config)
              + _items_first_calls(trace, config) + _items_first_iteration(trace, config))
-    if not items:
+    if not items or not context.accounting.devices:
         return []
     frame = pd.DataFrame(items)
-    frame["range"] = range_labels(trace, frame["start"].to_numpy(np.int64))
-    span = analysed_span(trace)
+    devices = _thread_devices(trace)
+    default = next(iter(context.accounting.devices))
+    frame["device"] = [devices.get(int(g), default) for g in frame["gtid"].tolist()]
+    frame = frame[context.in_scope(frame["device"].to_numpy(),
+                                   frame["start"].to_numpy(np.int64))]
+    if frame.empty:
+        return []
+    frame["phase"] = context.phases_of(frame["device"].to_numpy(),
+                                       frame["start"].to_numpy(np.int64))
     findings = []
-    for (cause, label), g in frame.groupby(["cause", "range"], sort=False):
+    for (cause, device, phase), g in frame.groupby(["cause", "device", "phase"], sort=False):
         g = g.sort_values("cost", ascending=False)
         cost = int(g["cost"].sum())
         worst = {k: (0 if isinstance(v, float) and np.isnan(v) else v)
@@ -341,14 +365,24 @@ def detect(trace: Trace, config: Mapping[str, float]) -> list[Finding]:
                                    "loading modules" if worst.get("module_load_ns", 0) else "")),
         }[str(cause)]
         more = f" (+{len(g) - 1} more)" if len(g) > 1 else ""
+        starts = g["start"].to_numpy(np.int64)
+        ends = np.maximum(g["end"].to_numpy(np.int64), starts)
+        # first-call / first-iteration: only the excess over a typical call is warm-up.
+        share = np.where(g["cause"].isin(["first-call", "first-iteration"]).to_numpy(),
+                         g["cost"].to_numpy(np.float64) / np.maximum(ends - starts, 1), 1.0)
+        weight = float(np.clip(np.average(share, weights=np.maximum(ends - starts, 1)), 0, 1))
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause), severity=severity_for(cost, span),
-            start_ns=int(g["start"].min()), end_ns=int(g["end"].max()), cost_ns=cost,
-            at_ns=int(g["start"].min()),
+            rule=RULE.id, cause=str(cause), severity="info",
+            start_ns=int(starts.min()), end_ns=int(ends.max()), cost_ns=cost,
+            at_ns=int(starts.min()),
             message=f"Warm-up cost {fmt_ns(cost)}: {detail}{more}.", fix=FIX,
-            device=None, count=len(g), ranges=split_label(str(label)),
+            device=int(device), count=len(g), phase=str(phase),
+            ranges=ranges_of(trace, starts),
+            claim=Claim(int(device), tl.union(starts, ends), IDLE_IDS, weight=weight),
+            instants=starts,
             evidence={"items": [{k: (v if not isinstance(v, (np.integer,)) else int(v))
-                                 for k, v in row.items() if k != "range" and pd.notna(v)}
+                                 for k, v in row.items()
+                                 if k not in ("range", "device", "phase") and pd.notna(v)}
                                 for row in g.head(int(config["max_examples"]))
                                 .to_dict("records")]}))
     return findings

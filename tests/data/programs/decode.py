@@ -59,7 +59,7 @@ class GPT(torch.nn.Module):
     def forward(self, ids, caches, pos: int):
         t = ids.shape[1]
         x = self.embed(ids) + self.pos(torch.arange(pos, pos + t, device=ids.device))
-        for block, (k, v) in zip(self.blocks, caches):
+        for block, (k, v) in zip(self.blocks, caches, strict=True):
             x = block(x, k, v, pos)
         return self.head(self.ln(x[:, -1]))
 

@@ -1,0 +1,43 @@
+"""One accounting of GPU time: phases of each device's timeline (start-up, warm-up,
+steady state, tail) and every nanosecond of it in exactly one bucket.
+
+    from gpugap.accounting import account
+    acc = account(trace)
+    dev = acc.devices[0]
+    dev.phases.spans["steady"]            # (start_ns, end_ns)
+    dev.totals_in()                       # {"compute": ns, "launch-bound": ns, ...}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpugap.accounting.attribution import DeviceAccount, Settings, account_device
+from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
+from gpugap.accounting.phases import PHASES, Phases
+from gpugap.accounting.phases import detect as detect_phases
+from gpugap.accounting.work import device_work
+from gpugap.report.trace import Trace
+
+
+@dataclass
+class Accounting:
+    devices: dict[int, DeviceAccount]
+    settings: Settings
+
+
+def account(trace: Trace, settings: Settings | None = None, *,
+            iteration: str | None = None) -> Accounting:
+    """Phases and the bucket partition of every device with GPU work."""
+    settings = settings or Settings()
+    devices = {}
+    for device in trace.op_index.devices:
+        work = device_work(trace, device)
+        phases = detect_phases(trace, work, iteration=iteration,
+                               warmup_factor=settings.warmup_factor)
+        devices[device] = account_device(trace, work, phases, settings)
+    return Accounting(devices, settings)
+
+
+__all__ = ["BUCKETS", "BUSY_IDS", "IDLE_IDS", "IDS", "PHASES", "Accounting", "DeviceAccount",
+           "Phases", "Settings", "account"]

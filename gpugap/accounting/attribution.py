@@ -1,0 +1,294 @@
+"""One accounting of a device's time: every nanosecond of its window in exactly one bucket.
+
+Busy time goes to the bucket of the work that ran (gpugap.accounting.buckets says which
+wins where kinds overlap). Idle time is explained gap by gap, by the thread that launched
+the operation that ended the gap (the trailing gap: the device's main launching thread):
+
+    gap:      [.................................................)
+    next op launched:                 [launch call)       queued  [op ...
+    thread:   [cudaStreamSync)  python  [launch call)  python
+    buckets:  synchronization | after the sync ...  |  ...      | queued-wait
+
+1. queued-wait: the part of the gap after the next operation's launch call returned, when
+   it is at least ``queued_min_us``: the work was queued but something that is not GPU
+   work held it.
+2. unknown: the next operation has no launch call in the report.
+3. The rest follows the thread: time inside a module load, a synchronisation, an
+   allocation or a blocking copy goes to that bucket (nested calls: the highest ranking,
+   see gpugap.accounting.host).
+4. Time outside CUDA and inside other calls (launches):
+   - module-load, between the first and the last module load of the gap: a library
+     loading its kernels does host work between the loads (cuBLAS initialising);
+   - input, when the next operation uploads a batch inside the iterations: a
+     host-to-device copy of at least ``input_min_bytes`` that is the first of its group
+     (the host was loading data);
+   - else, when the thread was blocked (module load, synchronisation, allocation,
+     blocking copy) at the moment the gap began, the bucket of the latest blocking call
+     before it in the gap, for as long as the host was held while the GPU still had
+     work (its lost lead: without the block the host would have been that far ahead,
+     and what follows is the aftermath); beyond that lead, as below;
+   - else launch-bound when the whole gap is shorter than ``min_gap_us`` (launch
+     overhead between back-to-back launches), host-work when longer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from gpugap import timeline as tl
+from gpugap.accounting import host
+from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
+from gpugap.accounting.phases import Phases
+from gpugap.accounting.work import DeviceWork
+from gpugap.report.trace import Trace
+
+
+@dataclass(frozen=True)
+class Settings:
+    min_gap_us: float = 100.0        # shorter gaps of launches + Python: launch-bound
+    queued_min_us: float = 30.0      # queued this long while idle: a dependency held it
+    input_min_bytes: int = 65536     # a host-to-device copy this big uploads a batch
+    warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
+
+
+HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
+                        CODE["blocking-copy"]], dtype=np.int8)
+_H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
+
+
+@dataclass
+class Gaps:
+    """The idle gaps of a device, with what ended each."""
+
+    start: np.ndarray
+    end: np.ndarray
+    next_op: np.ndarray       # position in DeviceWork, -1 for the trailing gap
+    gtid: np.ndarray          # the thread held responsible, -1 unknown
+    input: np.ndarray         # bool: the next op uploads a batch
+
+    def __len__(self) -> int:
+        return self.start.size
+
+
+@dataclass
+class DeviceAccount:
+    device: int
+    window: tuple[int, int]
+    phases: Phases
+    work: DeviceWork
+    start: np.ndarray         # the labelled partition of the window, in time order
+    end: np.ndarray
+    code: np.ndarray          # bucket code (index into buckets.IDS) of each piece
+    gaps: Gaps
+    settings: Settings = field(default_factory=Settings)
+
+    @cached_property
+    def by_bucket(self) -> dict[str, tl.Intervals]:
+        out = {}
+        for i, b in enumerate(IDS):
+            sel = self.code == i
+            out[b] = (self.start[sel], self.end[sel])
+        return out
+
+    @cached_property
+    def busy(self) -> tl.Intervals:
+        sel = np.isin(self.code, [CODE[b] for b in BUSY_IDS])
+        return tl.union(self.start[sel], self.end[sel])
+
+    def totals(self, lo, hi) -> pd.DataFrame:
+        """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
+        column per bucket (rows add up to the window's overlap with the device's)."""
+        lo = np.atleast_1d(np.asarray(lo, dtype=np.int64))
+        hi = np.atleast_1d(np.asarray(hi, dtype=np.int64))
+        return pd.DataFrame({b: tl.total_between(u, lo, hi) if u[0].size
+                             else np.zeros(lo.size, dtype=np.int64)
+                             for b, u in self.by_bucket.items()})
+
+    def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
+        """Bucket time inside a union of windows (default: the whole window)."""
+        if windows is None:
+            windows = (np.array([self.window[0]]), np.array([self.window[1]]))
+        t = self.totals(*windows).sum(axis=0)
+        return {b: int(v) for b, v in t.items()}
+
+    def summary(self) -> dict:
+        """Phases, bucket time per phase, and the steady state's figures (share of each
+        bucket, per-iteration median and p90), as plain data."""
+        ph = self.phases
+        out = ph.to_dict()
+        out["buckets_ns"] = {phase: {b: v for b, v in self.totals_in(
+            (np.array([lo]), np.array([hi]))).items() if v}
+            for phase, (lo, hi) in ph.spans.items() if hi > lo}
+        lo, hi = ph.spans["steady"]
+        if hi <= lo:
+            out["steady"] = None
+            return out
+        totals = self.totals_in((np.array([lo]), np.array([hi])))
+        wall = hi - lo
+        busy = sum(totals[b] for b in BUSY_IDS)
+        steady = {"wall_ns": int(wall), "gpu_busy_pct": round(100.0 * busy / wall, 3),
+                  "buckets": {b: {"ns": int(v), "pct": round(100.0 * v / wall, 3)}
+                              for b, v in totals.items() if v}}
+        its = ph.steady_iterations
+        if len(its):
+            ilo, ihi = ph.iteration_windows(its)
+            table = self.totals(ilo, ihi)
+            for b, item in steady["buckets"].items():
+                item["per_iteration_median_ns"] = int(np.median(table[b]))
+                item["per_iteration_p90_ns"] = int(np.percentile(table[b], 90))
+            dur = ihi - ilo
+            steady["iterations"] = int(its.stop - its.start)
+            steady["iteration_median_ns"] = int(np.median(dur))
+            steady["iteration_p90_ns"] = int(np.percentile(dur, 90))
+        out["steady"] = steady
+        return out
+
+    def gap_of(self, t) -> np.ndarray:
+        """The gap (index) containing each time, -1 where the GPU was busy."""
+        t = np.asarray(t, dtype=np.int64)
+        k = np.searchsorted(self.gaps.start, t, side="right") - 1
+        ok = (k >= 0) & (t < self.gaps.end[np.maximum(k, 0)])
+        return np.where(ok, k, -1)
+
+
+def _busy_partition(work: DeviceWork):
+    return host.exclusive(work.start, work.end, work.bucket, [CODE[b] for b in BUSY_IDS])
+
+
+def _batch_uploads(work: DeviceWork, min_bytes: int) -> np.ndarray:
+    """Per op: a host-to-device copy of a batch (big enough, first of its group in its
+    thread's launch order)."""
+    n = len(work)
+    is_h2d = np.isin(work.bucket, _H2D)
+    out = np.zeros(n, dtype=bool)
+    if not is_h2d.any():
+        return out
+    order = work.launch_order
+    by_thread = order[np.argsort(work.gtid[order], kind="stable")]
+    prev_h2d = np.zeros(n, dtype=bool)
+    same = work.gtid[by_thread][1:] == work.gtid[by_thread][:-1]
+    prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
+    return is_h2d & (work.bytes >= min_bytes) & ~prev_h2d
+
+
+def _gaps(work: DeviceWork, busy: tl.Intervals, window: tuple[int, int], main_gtid: int,
+          settings: Settings, iterations_from: int) -> Gaps:
+    gs, ge = tl.gaps(busy, *window)
+    nxt = np.searchsorted(work.start, ge, side="left")
+    has = nxt < len(work)
+    at = np.minimum(nxt, max(len(work) - 1, 0))
+    gtid = np.where(has, work.gtid[at] if len(work) else -1, main_gtid).astype(np.int64)
+    uploads = _batch_uploads(work, settings.input_min_bytes)
+    launched = np.nan_to_num(work.api_start[at], nan=-1) if len(work) else np.zeros(0)
+    is_input = has & (uploads[at] if len(work) else False) & (launched >= iterations_from)
+    return Gaps(gs, ge, np.where(has, nxt, -1).astype(np.int64), gtid, is_input)
+
+
+def _idle_pieces(trace: Trace, work: DeviceWork, gaps: Gaps, window: tuple[int, int],
+                 settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labelled partition of the gaps."""
+    has = gaps.next_op >= 0
+    at = np.maximum(gaps.next_op, 0)
+    api_end = np.where(has, work.api_end[at] if len(work) else np.nan, np.nan)
+    # 1. queued: after the next op's launch call returned.
+    q0 = np.maximum(np.nan_to_num(api_end, nan=np.inf), gaps.start)
+    queued = has & ~np.isnan(api_end) & (gaps.end - q0 >= settings.queued_min_us * 1e3)
+    q0 = np.where(queued, q0, gaps.end).astype(np.int64)
+    out_s, out_e = [q0[queued]], [gaps.end[queued]]
+    out_c = [np.full(int(queued.sum()), CODE["queued-wait"], dtype=np.int8)]
+    rem_s, rem_e = gaps.start, q0                     # the rest of each gap
+    # 2. unknown: no thread to follow.
+    unknown = (gaps.gtid < 0) & (rem_e > rem_s)
+    out_s.append(rem_s[unknown])
+    out_e.append(rem_e[unknown])
+    out_c.append(np.full(int(unknown.sum()), CODE["unknown"], dtype=np.int8))
+    long_gap = (gaps.end - gaps.start) >= settings.min_gap_us * 1e3
+    threads = np.unique(gaps.gtid[~unknown & (gaps.gtid >= 0)])
+    calls = host.threads_of(trace, threads)
+    lo, hi = window
+    for g in threads.tolist():
+        idx = np.flatnonzero((gaps.gtid == g) & (rem_e > rem_s))
+        if not idx.size:
+            continue
+        rs, re_ = rem_s[idx], rem_e[idx]
+        tc = calls[g]
+        # 3. inside CUDA calls: pieces of the thread's labelled calls within the gaps.
+        cs, ce, ci = tl.pieces(tc.start, tc.end, (rs, re_))
+        cat = tc.category[ci]
+        cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
+        # ... and outside them.
+        os_, oe, oi = tl.pieces(rs, re_, tl.gaps(tc.covered, min(lo, int(rs[0])),
+                                                 max(hi, int(re_[-1]))))
+        ps = np.r_[cs, os_]
+        pe = np.r_[ce, oe]
+        pc = np.r_[cat, np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
+        pg = np.r_[cgap, idx[oi]]
+        pstart = np.r_[tc.start[ci], os_]              # unclipped start of each piece
+        order = np.argsort(ps, kind="stable")
+        labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
+                                      pstart[order], rem_s, long_gap, gaps.input)
+        for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
+            part.append(values)
+    return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
+
+
+def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input):
+    """Buckets of one thread's pieces of its gaps (in time order; pc: host category or
+    OUTSIDE; pg: the gap of each; pstart: where the call a piece belongs to began), by
+    the rules of the module doc. Returns (starts, ends, bucket codes); an aftermath
+    that covers part of a piece splits it in two."""
+    n = gap_start.size
+    pos = np.arange(ps.size)
+    blocking = pc < host.LAUNCH
+    first = np.r_[True, pg[1:] != pg[:-1]]                # the first piece of each gap
+    gap_first = np.maximum.accumulate(np.where(first, pos, 0))
+    # Between the first and the last module load of a gap: loading in progress.
+    loads = pc == host.MODULE
+    first_load = np.full(n, np.iinfo(np.int64).max)
+    last_load = np.full(n, -1)
+    np.minimum.at(first_load, pg[loads], pos[loads])
+    np.maximum.at(last_load, pg[loads], pos[loads])
+    loading = ~blocking & (pos > first_load[pg]) & (pos < last_load[pg])
+    # Blocked when the gap began, and since when: the lead the host lost.
+    lead = np.zeros(n, dtype=np.int64)
+    held = blocking[first] & (ps[first] == gap_start[pg[first]])
+    lead[pg[first][held]] = gap_start[pg[first][held]] - pstart[first][held]
+    last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
+    eligible = np.where(~blocking & ~loading & ~is_input[pg] & (lead[pg] > 0),
+                        pe - ps, 0)
+    before = np.cumsum(eligible) - eligible
+    used = before - before[gap_first]                     # eligible time earlier in gap
+    aftermath = np.minimum(eligible, np.maximum(lead[pg] - used, 0))
+    default = np.where(long_gap[pg], CODE["host-work"], CODE["launch-bound"])
+    default = np.where(is_input[pg], CODE["input"], default)
+    default = np.where(loading, CODE["module-load"], default)
+    bucket = np.where(blocking, HOST_BUCKET[np.minimum(pc, 3)], default).astype(np.int8)
+    split = ps + aftermath                                # [ps, split): aftermath
+    cut = aftermath > 0
+    return (np.r_[ps[cut], split], np.r_[split[cut], pe],
+            np.r_[HOST_BUCKET[np.minimum(pc[np.maximum(last, 0)], 3)][cut], bucket]
+            .astype(np.int8))
+
+
+def account_device(trace: Trace, work: DeviceWork, phases: Phases,
+                   settings: Settings | None = None) -> DeviceAccount:
+    settings = settings or Settings()
+    window = phases.window
+    bs, be, bc, busy = _busy_partition(work)
+    counts = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
+    main_gtid = int(counts.index[0]) if len(counts) else -1
+    it = phases.iterations
+    iterations_from = (int(it.cpu_start[0]) if it is not None and len(it)
+                       else phases.spans["steady"][0])
+    gaps = _gaps(work, busy, window, main_gtid, settings, iterations_from)
+    is_, ie, ic = _idle_pieces(trace, work, gaps, window, settings)
+    s, e, c = np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8)
+    keep = e > s
+    s, e, c = s[keep], e[keep], c[keep]
+    order = np.argsort(s, kind="stable")
+    return DeviceAccount(work.device, window, phases, work, s[order], e[order], c[order],
+                         gaps, settings)

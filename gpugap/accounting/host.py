@@ -1,0 +1,180 @@
+"""What a host thread was doing in CUDA: each API call's category, and each thread's calls
+as one labelled partition of its time (nested calls resolved by priority).
+
+Categories, highest priority first (a driver call nested in a runtime call takes the
+nested call's category when that ranks higher: cuLibraryLoadData inside
+cudaLaunchKernel is module loading, not launching):
+
+- ``module-load``: cuLibraryLoad*, cuModuleLoad*, cuLink* (lazy loading, JIT linking),
+  and a traced library creating its handle (nsys's cuBLAS/cuDNN ranges named *Create*
+  or *Init*);
+- ``synchronization``: *Synchronize, and copies that wait for the GPU: synchronous
+  device-to-host/device-to-device copies, asynchronous ones into pageable memory
+  (what ``.cpu()`` does; ``.item()`` is a pinned copy followed by cudaStreamSynchronize);
+- ``allocation``: cudaMalloc/cudaFree and their driver, host and virtual-memory kin;
+- ``blocking-copy``: host-to-device copies that hold the thread (pageable source, or a
+  synchronous API);
+- ``launch``: every other CUDA call (launches, async copies from pinned memory, events).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from gpugap import timeline as tl
+from gpugap.report.trace import Trace
+
+CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
+MODULE, SYNC, ALLOC, BLOCKING, LAUNCH = range(len(CATEGORIES))
+OUTSIDE = len(CATEGORIES)            # not in any CUDA call
+BLOCKING_CATEGORIES = (MODULE, SYNC, ALLOC, BLOCKING)
+
+# Library/module loading: lazy loading of kernels happens inside these.
+MODULE_LOAD = re.compile(r"^(?:cu|cuda)(?:Library|Module)Load|^cuLink(?:Complete|AddData|AddFile)")
+SYNCHRONIZE = re.compile(r"Synchronize$")
+ALLOCATE = re.compile(
+    r"^(?:cuda|cu)(?:Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|"
+    r"HostRegister|HostUnregister|MemHostAlloc|MemHostRegister|MemHostUnregister|MemCreate|"
+    r"MemRelease|MemMap|MemUnmap|MemSetAccess|MemAddressReserve|MemAddressFree|"
+    r"MallocManaged|MallocArray|FreeArray|Malloc3D|MallocPitch|ArrayCreate|ArrayDestroy)")
+MEMCPY = re.compile(r"Memcpy")
+ASYNC = re.compile(r"Async")
+
+
+def name_mask(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Boolean per row: does its name match? Evaluated once per distinct name when the
+    column is categorical (API and kernel names are), so millions of rows cost little."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        hit = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
+        return hit[names.cat.codes.to_numpy()]  # code -1 (NaN) reads the trailing False
+    return names.astype(str).str.contains(pattern).to_numpy()
+
+
+def _name_category(name: str) -> int:
+    if MODULE_LOAD.search(name):
+        return MODULE
+    if SYNCHRONIZE.search(name):
+        return SYNC
+    if ALLOCATE.search(name):
+        return ALLOC
+    if MEMCPY.search(name) and not ASYNC.search(name):
+        return SYNC           # refined per copy below when the copy is known
+    return LAUNCH
+
+
+def copy_categories(kind: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                    is_async: np.ndarray) -> np.ndarray:
+    """The category of copy calls from what they copied (labels as the loader gives them)."""
+    h2d = kind == "Host-to-Device"
+    d2h = kind == "Device-to-Host"
+    out = np.full(kind.size, LAUNCH, dtype=np.int8)
+    out[h2d & ((src == "Pageable") | ~is_async)] = BLOCKING
+    out[d2h & ((dst == "Pageable") | ~is_async)] = SYNC
+    out[~h2d & ~d2h & ~is_async] = SYNC
+    return out
+
+
+def api_categories(trace: Trace) -> np.ndarray:
+    """The category code of every row of trace.api (cached on the trace)."""
+    cached = trace.__dict__.get("_host_categories")
+    if cached is not None:
+        return cached
+    api = trace.api
+    names = api["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    lut = np.array([_name_category(str(c)) for c in names.cat.categories] + [LAUNCH],
+                   dtype=np.int8)
+    out = lut[names.cat.codes.to_numpy()]
+    m = trace.memcpys
+    if len(m) and len(api):
+        from gpugap.report.loader import match_rows
+
+        rows = match_rows(m["pid"].to_numpy(), m["corr"].to_numpy(), api["pid"].to_numpy(),
+                          api["corr"].to_numpy())
+        hit = rows >= 0
+        if hit.any():
+            api_name = m["api_name"].astype(str).to_numpy()[hit]
+            is_async = np.array([bool(ASYNC.search(n)) for n in api_name], dtype=bool)
+            cats = copy_categories(m["kind"].astype(str).to_numpy()[hit],
+                                   m["src_kind"].astype(str).to_numpy()[hit],
+                                   m["dst_kind"].astype(str).to_numpy()[hit], is_async)
+            out = out.copy()
+            out[rows[hit]] = cats
+    trace.__dict__["_host_categories"] = out
+    return out
+
+
+def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tl.Intervals]:
+    """Intervals labelled by code -> a partition of their union: each instant goes to the
+    first code in *order* that covers it. Returns (starts, ends, codes) of the disjoint
+    labelled pieces in time order, and the union of everything."""
+    covered = tl.EMPTY
+    parts_s, parts_e, parts_c = [], [], []
+    for code in order:
+        sel = codes == code
+        if not sel.any():
+            continue
+        u = tl.union(starts[sel], ends[sel])
+        mine = tl.subtract(u, covered)
+        covered = tl.merge(covered, u)
+        parts_s.append(mine[0])
+        parts_e.append(mine[1])
+        parts_c.append(np.full(mine[0].size, code, dtype=np.int8))
+    if not parts_s:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0, dtype=np.int8), tl.EMPTY
+    s, e, c = np.concatenate(parts_s), np.concatenate(parts_e), np.concatenate(parts_c)
+    o = np.argsort(s, kind="stable")
+    return s[o], e[o], c[o], covered
+
+
+LIBRARY_INIT = re.compile(r"Create|Init", re.IGNORECASE)
+
+
+def library_inits(trace: Trace, gtid: int) -> tuple[np.ndarray, np.ndarray]:
+    """A thread's library handle creations (nsys's own library ranges, e.g. cuBLAS's
+    cublasCreate_v2): (starts, ends)."""
+    nv = trace.nvtx
+    if nv.empty:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    mine = nv["library"].to_numpy(dtype=bool) & (nv["gtid"].to_numpy() == gtid)
+    rows = nv[mine]
+    init = rows["name"].astype(str).str.contains(LIBRARY_INIT).to_numpy()
+    return (rows["start"].to_numpy(dtype=np.int64)[init],
+            rows["end"].to_numpy(dtype=np.int64)[init])
+
+
+class ThreadCalls:
+    """One thread's CUDA calls (and library handle creations) as a labelled partition of
+    the time it spent in them."""
+
+    def __init__(self, trace: Trace, gtid: int) -> None:
+        api = trace.api
+        mine = np.flatnonzero(api["gtid"].to_numpy() == gtid)
+        self.gtid = gtid
+        self.rows = mine
+        init_s, init_e = library_inits(trace, gtid)
+        start = np.r_[api["start"].to_numpy(dtype=np.int64)[mine], init_s]
+        end = np.maximum(np.r_[api["end"].to_numpy(dtype=np.int64)[mine], init_e], start)
+        cats = np.r_[api_categories(trace)[mine],
+                     np.full(init_s.size, MODULE, dtype=np.int8)]
+        self.start, self.end, self.category, self.covered = exclusive(
+            start, end, cats, range(len(CATEGORIES)))
+
+
+def threads_of(trace: Trace, gtids) -> dict[int, ThreadCalls]:
+    """ThreadCalls of each thread, built once per trace."""
+    cache = trace.__dict__.setdefault("_thread_calls", {})
+    out = {}
+    for g in gtids:
+        g = int(g)
+        if g not in cache:
+            cache[g] = ThreadCalls(trace, g)
+        out[g] = cache[g]
+    return out

@@ -1,0 +1,162 @@
+"""Costs of findings from the one accounting of time.
+
+Every finding claims the nanoseconds it explains (gpugap.rules.base.Claim). Claims are
+settled in order, causes before consequences (``PRIORITY``): a finding's cost is its
+claim's weight times the nanoseconds of its claim that no earlier finding took. So the
+costs of all findings in a scope never add up to more than its wall time. When more
+than half of what a finding claims was already taken, it is a consequence of the
+finding that took most of it (``consequence_of``) and costs only the rest: the warm-up
+latency that a module-load gap explains, the small grid of kernels a serialized run
+explains.
+
+A finding's share is of its scope: the steady state of its device, the whole timeline
+for one-time costs (start-up, warm-up iterations, tail), or the user's ``--range``.
+Severity: info below 5%, warning from 5%, error from 20%; one-time costs are info
+(warning from 10 s) unless the ``--range`` covers them. Findings that ask for a minimum
+share (``Finding.min_share_pct``) and fall below it in their scope are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from gpugap import timeline as tl
+from gpugap.rules.base import Context, Finding, severity_for
+
+# Lower settles first. A (rule, None) entry is the rule's default.
+PRIORITY: dict[tuple[str, str | None], int] = {
+    ("launch-gap", "module-load"): 0,
+    ("launch-gap", "compilation"): 0,
+    ("blocking-memcpy", None): 10,
+    ("exposed-communication", None): 15,
+    ("copy-compute-serialized", None): 20,
+    ("serialized-streams", None): 30,
+    ("launch-gap", None): 40,
+    ("small-grid", None): 50,
+    ("warmup-latency", None): 60,
+}
+ONE_TIME_WARNING_NS = 10e9
+
+
+def priority(f: Finding) -> int:
+    return PRIORITY.get((f.rule, f.cause), PRIORITY.get((f.rule, None), 100))
+
+
+def assign_ids(findings: list[Finding]) -> None:
+    seen: dict[str, int] = {}
+    for f in findings:
+        base = f"{f.rule}/{f.cause}@{'' if f.device is None else f.device}:{f.phase or ''}"
+        seen[base] = seen.get(base, 0) + 1
+        f.id = base if seen[base] == 1 else f"{base}#{seen[base]}"
+
+
+def _region(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
+            ) -> tl.Intervals | None:
+    c = f.claim
+    dev = context.accounting.devices.get(int(c.device))
+    if dev is None:
+        return None
+    parts = [dev.by_bucket[b] for b in c.buckets if b in dev.by_bucket]
+    if not parts:
+        return tl.EMPTY
+    buckets = tl.union(np.concatenate([p[0] for p in parts]),
+                       np.concatenate([p[1] for p in parts]))
+    region = tl.intersect(buckets, tl.union(*c.intervals))
+    if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
+        region = tl.intersect(region, context.phase_span(int(c.device), f.phase))
+    if scope is not None:
+        region = tl.intersect(region, scope.get(int(c.device), tl.EMPTY))
+    return region
+
+
+def _per_iteration(context: Context, f: Finding, fresh: tl.Intervals) -> dict | None:
+    dev = context.accounting.devices.get(int(f.claim.device))
+    if dev is None or f.phase != "steady":
+        return None
+    lo, hi = dev.phases.iteration_windows(dev.phases.steady_iterations)
+    if lo.size == 0:
+        return None
+    cost = f.claim.weight * tl.total_between(fresh, lo, hi)
+    f.iteration_costs = cost
+    out = {"iterations": int(lo.size), "with_cost": int((cost > 0).sum()),
+           "median_ns": int(np.median(cost)), "p90_ns": int(np.percentile(cost, 90)),
+           "max_ns": int(cost.max())}
+    if f.instants is not None and len(f.instants):
+        counts = np.histogram(np.asarray(f.instants, dtype=np.int64),
+                              bins=np.r_[lo, hi[-1]])[0]
+        out["median_count"] = float(np.median(counts))
+    return out
+
+
+def settle(findings: list[Finding], context: Context,
+           scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
+    """Costs, consequences, shares, severities and per-iteration figures of *findings*,
+    within *scope* (per device: the windows of a --range; None: each finding's phase).
+    Returns them ordered steady first, then by cost; findings outside the scope go."""
+    assign_ids(findings)
+    taken: dict[int, list[tuple[Finding, tl.Intervals]]] = {}
+    claimed: dict[int, tl.Intervals] = {}
+    kept = []
+    for f in sorted(findings, key=lambda f: (priority(f), f.start_ns)):
+        if f.claim is None:
+            f.cost_ns = 0
+            if scope is None or _at_in_scope(f, scope):
+                kept.append(f)
+            continue
+        device = int(f.claim.device)
+        region = _region(context, f, scope)
+        if region is None or (scope is not None and region[0].size == 0
+                              and not _at_in_scope(f, scope)):
+            continue
+        before = claimed.get(device, tl.EMPTY)
+        fresh = tl.subtract(region, before)
+        size, left = tl.total(region), tl.total(fresh)
+        if size > 0 and size - left > 0.5 * size:
+            cause = max(taken[device], key=lambda item: tl.intersect_total(region, item[1]))
+            f.consequence_of = cause[0].id
+        f.cost_ns = int(round(f.claim.weight * left))
+        if scope is not None and f.instants is not None and len(f.instants):
+            # Occurrences inside the scope only (a finding folds the whole phase).
+            f.count = max(int(tl.within(f.instants, scope.get(device, tl.EMPTY)).sum()),
+                          1 if f.cost_ns > 0 else 0)
+        taken.setdefault(device, []).append((f, region))
+        claimed[device] = tl.merge(before, region)
+        wall = _wall(context, f, scope)
+        f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
+        if scope is not None or f.phase == "steady":
+            f.severity = severity_for(f.cost_ns, wall)
+        else:
+            f.severity = "warning" if f.cost_ns >= ONE_TIME_WARNING_NS else "info"
+        f.per_iteration = _per_iteration(context, f, fresh)
+        kept.append(f)
+    dropped = {f.id for f in kept if f.min_share_pct is not None
+               and (f.share_pct or 0.0) < f.min_share_pct}
+    kept = [f for f in kept if f.id not in dropped]
+    for f in kept:
+        if f.consequence_of in dropped:
+            f.consequence_of = None
+    # The steady state first (a --range is one scope: by cost alone).
+    rank = {"steady": 0, "start-up": 1, "tail": 2} if scope is None else {}
+    kept.sort(key=lambda f: (rank.get(f.phase or "steady", 0), -f.cost_ns,
+                             {"error": 0, "warning": 1, "info": 2}.get(f.severity, 3)))
+    return kept
+
+
+def _wall(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None) -> int:
+    device = int(f.claim.device)
+    if scope is not None:
+        return tl.total(scope.get(device, tl.EMPTY))
+    dev = context.accounting.devices.get(device)
+    if dev is None:
+        return 0
+    if f.phase in ("start-up", "tail"):       # one-time: a share of the whole timeline
+        return dev.window[1] - dev.window[0]
+    return tl.total(context.phase_span(device, f.phase or "steady"))
+
+
+def _at_in_scope(f: Finding, scope: Mapping[int, tl.Intervals]) -> bool:
+    at = f.at_ns if f.at_ns is not None else f.start_ns
+    windows = [scope[d] for d in ([f.device] if f.device in scope else scope)]
+    return any(bool(tl.within([at], w)[0]) for w in windows)

@@ -1,0 +1,218 @@
+"""The accounting against a brute-force nanosecond sweep on real captures.
+
+The sweep re-implements the attribution rules (gpugap.accounting.attribution's docstring)
+per nanosecond with plain numpy arrays: every op painted onto the nanoseconds it covers,
+every CUDA call of the responsible thread painted onto its own, no interval algebra
+shared with the code under test. Windows are sampled across each capture (start-up,
+steady state, around idle gaps); inside each, the sweep's count of nanoseconds per
+bucket must equal the accounting's exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpugap.accounting import account
+from gpugap.accounting import host as hostmod
+from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
+from gpugap.report import load
+
+CAPTURES = Path(__file__).parent / "data" / "captures"
+NAMES = ["train-workers0", "decode", "sync-item", "alloc-nocache", "eval-pageable",
+         "pipeline", "small-eager"]
+WINDOW_NS = 150_000
+
+
+def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
+    work, settings = dev.work, dev.settings
+    n = hi - lo
+    prio = {CODE[b]: i for i, b in enumerate(BUSY_IDS)}
+    best = np.full(n, len(prio), dtype=np.int64)
+    for s, e, b in zip(work.start.tolist(), work.end.tolist(), work.bucket.tolist(),
+                       strict=True):
+        if e <= lo or s >= hi or e <= s:
+            continue
+        a, z = max(s, lo) - lo, min(e, hi) - lo
+        best[a:z] = np.minimum(best[a:z], prio[b])
+    busy_ids = [CODE[b] for b in BUSY_IDS]
+    out = np.full(n, -1, dtype=np.int64)
+    busy = best < len(prio)
+    out[busy] = np.array(busy_ids)[best[busy]]
+    # Idle nanoseconds, gap by gap (a gap may extend beyond the window).
+    ends = work.end[work.end > work.start]
+    w0, w1 = dev.window
+    values, freq = np.unique(work.gtid[work.gtid >= 0], return_counts=True)
+    main = int(values[np.argmax(freq)])         # the main launching thread
+    idle = np.flatnonzero(~busy)
+    # Runs of idle nanoseconds.
+    run_start = idle[np.r_[True, np.diff(idle) > 1]] if idle.size else idle
+    run_end = idle[np.r_[np.diff(idle) > 1, True]] + 1 if idle.size else idle
+    api = trace.api
+    cats = hostmod.api_categories(trace)
+    h2d = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
+    for ra, rz in zip(run_start.tolist(), run_end.tolist(), strict=True):
+        t0 = lo + ra
+        ended = ends[ends <= t0]
+        gap_start = int(ended.max()) if ended.size else w0
+        gap_start = max(gap_start, w0)
+        later = np.flatnonzero(work.start > t0)
+        later = later[work.end[later] > work.start[later]] if later.size else later
+        if later.size:
+            nxt = int(later[np.argmin(work.start[later])])
+            # the first op starting at the gap's end (ties: the earliest in start order)
+            nxt = int(np.flatnonzero(work.start == work.start[nxt])[0])
+            gap_end = int(work.start[nxt])
+            gtid = int(work.gtid[nxt])
+            api_end = work.api_end[nxt]
+        else:
+            nxt, gap_end, gtid, api_end = -1, w1, main, np.nan
+        seg = np.arange(t0, lo + rz, dtype=np.int64)
+        labels = np.full(seg.size, -1, dtype=np.int64)
+        if nxt >= 0 and not np.isnan(api_end):
+            q0 = max(int(api_end), gap_start)
+            if gap_end - q0 >= settings.queued_min_us * 1e3:
+                labels[seg >= q0] = CODE["queued-wait"]
+        if nxt >= 0 and gtid < 0:
+            labels[labels < 0] = CODE["unknown"]
+            out[ra:rz] = labels
+            continue
+        # Batch upload: an H2D copy big enough, not preceded by an H2D of its thread,
+        # launched once the iterations have begun.
+        it = dev.phases.iterations
+        from_ns = it.cpu_start[0] if it is not None else dev.phases.spans["steady"][0]
+        is_input = False
+        if (nxt >= 0 and work.bucket[nxt] in h2d and work.bytes[nxt] >= settings.input_min_bytes
+                and work.api_start[nxt] >= from_ns):
+            mine = np.flatnonzero((work.gtid == gtid) & ~np.isnan(work.api_start))
+            mine = mine[np.argsort(work.api_start[mine], kind="stable")]
+            k = int(np.flatnonzero(mine == nxt)[0])
+            is_input = k == 0 or work.bucket[mine[k - 1]] not in h2d
+        # The thread's state: the highest-priority category of the calls covering a ns.
+        rows = np.flatnonzero(api["gtid"].to_numpy() == gtid)
+        s_all, e_all = api["start"].to_numpy()[rows], api["end"].to_numpy()[rows]
+        c_all = cats[rows]
+        # nsys's library handle creations count as module loading too.
+        nv = trace.nvtx
+        inits = nv[nv["library"] & (nv["gtid"] == gtid)
+                   & nv["name"].astype(str).str.contains("create|init", case=False)]
+        s_all = np.r_[s_all, inits["start"].to_numpy()]
+        e_all = np.r_[e_all, inits["end"].to_numpy()]
+        c_all = np.r_[c_all, np.full(len(inits), hostmod.MODULE)]
+
+        def state_at(u: int, s_all=s_all, e_all=e_all, c_all=c_all) -> int:
+            covering = (s_all <= u) & (e_all > u)
+            return int(c_all[covering].min()) if covering.any() else hostmod.OUTSIDE
+
+        first = int(seg[0])
+        edges = np.unique(np.r_[s_all, e_all])
+        # Blocked as the gap began? Since when (the lead it lost)?
+        c0 = state_at(gap_start)
+        lead = 0
+        if c0 < hostmod.LAUNCH:
+            since = gap_start
+            for b in edges[edges <= gap_start][::-1].tolist():
+                since = b
+                if state_at(b - 1) != c0:
+                    break
+            lead = gap_start - since
+        # The gap's remainder (before any queued part), segment by segment between call
+        # boundaries: where the module loads begin and end, and, before this window,
+        # how much host time was eligible for the aftermath and what blocked last.
+        remainder_end = q0 if nxt >= 0 and not np.isnan(api_end) and \
+            gap_end - q0 >= settings.queued_min_us * 1e3 else gap_end
+        inner = edges[(edges > gap_start) & (edges < remainder_end)]
+        points = np.r_[gap_start, inner, remainder_end].astype(np.int64)
+        segments = [(a0, z0, state_at(a0)) for a0, z0 in
+                    zip(points[:-1].tolist(), points[1:].tolist(), strict=True) if z0 > a0]
+        load_spans = [(a0, z0) for a0, z0, c in segments if c == hostmod.MODULE]
+        load_from = load_spans[0][0] if load_spans else None
+        load_to = load_spans[-1][1] if load_spans else None
+        host_before, initial = 0, -1
+        for a0, z0, c in segments:
+            if a0 >= first:
+                break
+            z0 = min(z0, first)
+            if c < hostmod.LAUNCH:
+                initial = c
+            elif not (load_from is not None and a0 >= load_from and z0 <= load_to):
+                host_before += z0 - a0
+        state = np.full(seg.size, hostmod.OUTSIDE, dtype=np.int64)
+        for a0, z0, c in zip(s_all.tolist(), e_all.tolist(), c_all.tolist(), strict=True):
+            a, z = max(a0, first) - first, min(z0, first + seg.size) - first
+            if z > a:
+                state[a:z] = np.minimum(state[a:z], c)
+        blocking = state < hostmod.LAUNCH
+        loading = (~blocking & (load_from is not None)
+                   & (seg >= (load_from or 0)) & (seg < (load_to or 0)))
+        idx = np.maximum.accumulate(np.where(blocking, np.arange(seg.size), -1))
+        last_block = np.where(idx >= 0, state[np.maximum(idx, 0)], initial)
+        # The k-th eligible host nanosecond of the gap is aftermath while k < lead.
+        eligible = ~blocking & ~loading & (not is_input)
+        host_rank = host_before + np.cumsum(eligible) - 1
+        in_lead = eligible & (host_rank < lead)
+        host_bucket = [CODE["module-load"], CODE["synchronization"], CODE["allocation"],
+                       CODE["blocking-copy"]]
+        fill = np.where(gap_end - gap_start < settings.min_gap_us * 1e3,
+                        CODE["launch-bound"], CODE["host-work"])
+        if is_input:
+            fill = np.full(seg.size, CODE["input"])
+        fill = np.where(loading, CODE["module-load"], fill)
+        fill = np.where(in_lead & (last_block >= 0),
+                        np.array(host_bucket)[np.maximum(last_block, 0)], fill)
+        fill = np.where(blocking, np.array(host_bucket)[np.minimum(state, 3)], fill)
+        labels = np.where(labels < 0, fill, labels)
+        out[ra:rz] = labels
+    assert (out >= 0).all()
+    counts = np.bincount(out, minlength=len(IDS))
+    return {b: int(counts[i]) for i, b in enumerate(IDS)}
+
+
+def sample_windows(dev, k: int, rng) -> list[int]:
+    lo, hi = dev.window
+    starts = [lo, dev.phases.spans["steady"][0]]
+    long_gaps = np.flatnonzero(dev.gaps.end - dev.gaps.start > 20_000)
+    for g in rng.choice(long_gaps, size=min(k, long_gaps.size), replace=False).tolist():
+        starts.append(int(dev.gaps.start[g]) - WINDOW_NS // 3)
+    starts += rng.integers(lo, max(lo + 1, hi - WINDOW_NS), size=k).tolist()
+    return [min(max(s, lo), hi - WINDOW_NS) for s in starts]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_accounting_matches_nanosecond_sweep(name):
+    trace = load(CAPTURES / f"{name}.sqlite")
+    acc = account(trace)
+    rng = np.random.default_rng(7)
+    for dev in acc.devices.values():
+        # The buckets tile the window exactly.
+        lo, hi = dev.window
+        assert sum(dev.totals_in().values()) == hi - lo
+        assert (dev.end > dev.start).all() and (dev.start[1:] >= dev.end[:-1]).all()
+        for a in sample_windows(dev, 4, rng):
+            expected = brute_force(trace, dev, a, a + WINDOW_NS)
+            got = dev.totals(a, a + WINDOW_NS).iloc[0].to_dict()
+            assert {b: int(v) for b, v in got.items()} == expected, (name, a)
+
+
+def test_phases_of_real_programs():
+    """Iterations found from NVTX ranges (numbered or not, nested or not) and, without
+    ranges, from the repeating kernel sequence."""
+    expect = {"train-workers0": ("nvtx", "step N", 40), "decode": ("nvtx", "token N", 64),
+              "sync-item": ("nvtx", "iteration", 50), "eval-pageable": ("nvtx", "batch N", 35),
+              "pipeline": ("nvtx", "iter N", 30), "alloc-nocache": ("kernels", None, 29),
+              "gemm": ("kernels", None, 60)}
+    for name, (source, it_name, count) in expect.items():
+        ph = account(load(CAPTURES / f"{name}.sqlite")).devices[0].phases
+        assert ph.iterations is not None, name
+        assert ph.iterations.source == source, name
+        if it_name:
+            assert ph.iterations.name == it_name, name
+        assert len(ph.iterations) == count, name
+        assert ph.warmup >= 1
+        spans = ph.spans
+        assert spans["start-up"][1] == spans["warm-up"][0]
+        assert spans["warm-up"][1] == spans["steady"][0]
+        assert spans["steady"][1] == spans["tail"][0]
+        assert spans["start-up"][0] == ph.window[0] and spans["tail"][1] == ph.window[1]
