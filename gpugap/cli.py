@@ -53,20 +53,16 @@ def status(message: str):
 
 def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
                      ) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for item in items or []:
-        key, eq, value = item.partition("=")
-        rule, dot, name = key.strip().partition(".")
-        if not (eq and dot and rule and name):
-            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
-                             "e.g. launch-gap.min_gap_us=50")
-        try:
-            out.setdefault(rule, {})[name] = float(value)
-        except ValueError:
-            raise UsageError(f"bad --set '{item}': '{value}' is not a number") from None
+    """--set RULE.NAME=VALUE (and --min-gap-us), each checked up front: a known rule
+    and threshold, a finite number in its range (gpugap.config.rule_threshold)."""
+    if not items and min_gap_us is None:
+        return {}
+    from gpugap.config import parse_set
+
+    out = parse_set(items)
     if min_gap_us is not None:
-        if min_gap_us <= 0:
-            raise UsageError("--min-gap-us must be positive")
+        if not min_gap_us > 0 or min_gap_us == float("inf"):
+            raise UsageError(f"--min-gap-us must be a positive number, not {min_gap_us:g}")
         out.setdefault("launch-gap", {})["min_gap_us"] = float(min_gap_us)
     return out
 
