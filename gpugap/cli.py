@@ -112,9 +112,10 @@ def analyze(
     if config is not None and no_config:
         raise UsageError("--config and --no-config contradict each other; give one")
     # Rule thresholds: the project's configuration, then the command line on top.
-    thresholds = load_config(config, discover=not no_config).merged_thresholds(
-        parse_thresholds(set_, min_gap_us))
-    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_)
+    cfg = load_config(config, discover=not no_config)
+    thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
+    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_,
+                               inputs=[report, cfg.path])
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
