@@ -179,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False, prog_name="gpugap")
         return rv if isinstance(rv, int) else 0
     except GpugapError as exc:
-        stderr.print(f"gpugap: error: {exc}", soft_wrap=True, markup=False)
+        from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+
+        # One line whatever the message quotes (file names, report text): see render.safe.
+        stderr.print(f"gpugap: error: {safe_text(exc, MESSAGE_LIMIT)}", soft_wrap=True,
+                     markup=False, highlight=False)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
