@@ -30,6 +30,7 @@ Which metrics are compared: :data:`DEFAULT_METRICS` (override with ``Policy.metr
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -182,38 +183,117 @@ def build(runs: Sequence[Measurements]) -> Baseline:
                     created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def save(baseline: Baseline, path: str | Path) -> Path:
+def save(baseline: Baseline, path: str | Path, *, force: bool = True) -> Path:
+    """Write *baseline* to *path* (atomically; an existing file only with *force*)."""
+    from gpugap.files import write_atomic
     from gpugap.render.jsonout import dumps
 
     path = Path(path)
-    try:
-        path.write_text(dumps(baseline.to_dict()) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write the baseline {path} ({exc.strerror})") from None
+    write_atomic(path, dumps(baseline.to_dict()) + "\n", force=force)
     baseline.path = str(path)
     return path
 
 
+TOP_KEYS = ("gpugap_baseline", "gpugap_version", "created_utc", "reports", "gpu",
+            "min_severity", "thresholds", "whole", "ranges")
+STATS_KEYS = ("median", "min", "max", "stdev", "n", "runs")
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def schema_problem(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with a parsed baseline document ('ranges.step.kernels.median: must be
+    a finite number or null'), None when it has the shape :func:`save` writes."""
+    from gpugap.gates import SEVERITY_RANK
+
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        return f"unknown key '{unknown[0]}'; known: {', '.join(TOP_KEYS)}"
+    for key in ("gpugap_version", "created_utc"):
+        if key in data and not isinstance(data[key], str):
+            return f"{key}: must be a string"
+    if "gpu" in data and not (data["gpu"] is None or isinstance(data["gpu"], str)):
+        return "gpu: must be a string or null"
+    if "reports" in data and not (isinstance(data["reports"], list)
+                                  and all(isinstance(r, str) for r in data["reports"])):
+        return "reports: must be a list of file names"
+    if "min_severity" in data and not (isinstance(data["min_severity"], str)
+                                       and data["min_severity"] in SEVERITY_RANK):
+        return f"min_severity: must be one of {', '.join(SEVERITY_RANK)}"
+    thresholds = data.get("thresholds", {})
+    if not isinstance(thresholds, dict):
+        return "thresholds: must be an object"
+    for rule, values in thresholds.items():
+        if not isinstance(values, dict) or not all(_is_number(v) for v in values.values()):
+            return f"thresholds.{rule}: must map threshold names to finite numbers"
+
+    def scope_problem(metrics: Any, where: str) -> str | None:
+        if not isinstance(metrics, dict):
+            return f"{where}: must be an object of metrics"
+        for name, stats in metrics.items():
+            at = f"{where}.{name}"
+            if not isinstance(stats, dict):
+                return f"{at}: must be an object"
+            keys = sorted(set(STATS_KEYS) ^ set(stats))
+            if keys:
+                return (f"{at}: unknown key '{keys[0]}'" if keys[0] in stats else
+                        f"{at}: missing '{keys[0]}'") + f"; it needs {', '.join(STATS_KEYS)}"
+            for key in ("median", "min", "max"):
+                if not (stats[key] is None or _is_number(stats[key])):
+                    return f"{at}.{key}: must be a finite number or null, not {stats[key]!r}"
+            if not (_is_number(stats["stdev"]) and stats["stdev"] >= 0):
+                return f"{at}.stdev: must be a finite number >= 0, not {stats['stdev']!r}"
+            if not (isinstance(stats["n"], int) and not isinstance(stats["n"], bool)
+                    and stats["n"] >= 0):
+                return f"{at}.n: must be a whole number >= 0, not {stats['n']!r}"
+            runs = stats["runs"]
+            if not (isinstance(runs, list) and all(r is None or _is_number(r) for r in runs)):
+                return f"{at}.runs: must be a list of finite numbers or nulls"
+        return None
+
+    if data.get("whole") is not None and (problem := scope_problem(data["whole"], "whole")):
+        return problem
+    ranges = data.get("ranges", {})
+    if not isinstance(ranges, dict):
+        return "ranges: must be an object of NVTX range names"
+    for name, metrics in ranges.items():
+        if problem := scope_problem(metrics, f"ranges.{name}"):
+            return problem
+    return None
+
+
 def load(path: str | Path) -> Baseline:
-    """A baseline file, or ReportError (one line) saying what is wrong with it."""
+    """A baseline file, or ReportError (one line) saying what is wrong with it.
+
+    Only a regular file of at most 64 MiB (gpugap.files.BASELINE_MAX_BYTES) is read,
+    and its content must have the shape :func:`save` writes (finite numbers, known keys).
+    """
+    from gpugap.files import BASELINE_MAX_BYTES, read_text
+
     path = Path(path)
     remedy = "make one with gpugap baseline save REPORT... -o FILE"
+    text = read_text(path, "baseline file", BASELINE_MAX_BYTES)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such baseline file; {remedy}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"cannot read the baseline {path} ({exc}); {remedy}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path} is not a gpugap baseline (invalid JSON: {exc.msg} at "
                           f"line {exc.lineno}); {remedy}") from None
+    except RecursionError:
+        raise ReportError(f"{path} is not a gpugap baseline (nested too deeply); "
+                          f"{remedy}") from None
     if not isinstance(data, dict) or "gpugap_baseline" not in data:
         raise ReportError(f"{path} is not a gpugap baseline (no 'gpugap_baseline' key); "
                           f"{remedy}")
-    if data["gpugap_baseline"] != FORMAT:
-        raise ReportError(f"{path} is a gpugap baseline of format {data['gpugap_baseline']}, "
-                          f"this gpugap reads format {FORMAT}; save it again with this "
-                          "gpugap or upgrade gpugap")
+    if data["gpugap_baseline"] != FORMAT or isinstance(data["gpugap_baseline"], bool):
+        raise ReportError(f"{path} is a gpugap baseline of format "
+                          f"{str(data['gpugap_baseline'])[:20]}, this gpugap reads format "
+                          f"{FORMAT}; save it again with this gpugap or upgrade gpugap")
+    problem = schema_problem(data)
+    if problem is not None:
+        raise ReportError(f"{path} is a malformed gpugap baseline ({problem}); {remedy}")
     try:
         return Baseline.from_dict(data, str(path))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -303,4 +383,5 @@ def compare(measured: Measurements, baseline: Baseline, *, scopes: Sequence[str 
 
 
 __all__ = ["Baseline", "Policy", "Stats", "build", "compare", "judge", "load", "save",
+           "schema_problem",
            "DEFAULT_METRICS", "DEFAULT_NOISE_K", "DEFAULT_TOLERANCE", "FORMAT"]

@@ -53,20 +53,16 @@ def status(message: str):
 
 def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
                      ) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for item in items or []:
-        key, eq, value = item.partition("=")
-        rule, dot, name = key.strip().partition(".")
-        if not (eq and dot and rule and name):
-            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
-                             "e.g. launch-gap.min_gap_us=50")
-        try:
-            out.setdefault(rule, {})[name] = float(value)
-        except ValueError:
-            raise UsageError(f"bad --set '{item}': '{value}' is not a number") from None
+    """--set RULE.NAME=VALUE (and --min-gap-us), each checked up front: a known rule
+    and threshold, a finite number in its range (gpugap.config.rule_threshold)."""
+    if not items and min_gap_us is None:
+        return {}
+    from gpugap.config import parse_set
+
+    out = parse_set(items)
     if min_gap_us is not None:
-        if min_gap_us <= 0:
-            raise UsageError("--min-gap-us must be positive")
+        if not min_gap_us > 0 or min_gap_us == float("inf"):
+            raise UsageError(f"--min-gap-us must be a positive number, not {min_gap_us:g}")
         out.setdefault("launch-gap", {})["min_gap_us"] = float(min_gap_us)
     return out
 
@@ -116,9 +112,10 @@ def analyze(
     if config is not None and no_config:
         raise UsageError("--config and --no-config contradict each other; give one")
     # Rule thresholds: the project's configuration, then the command line on top.
-    thresholds = load_config(config, discover=not no_config).merged_thresholds(
-        parse_thresholds(set_, min_gap_us))
-    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_)
+    cfg = load_config(config, discover=not no_config)
+    thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
+    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_,
+                               inputs=[report, cfg.path])
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
@@ -182,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False, prog_name="gpugap")
         return rv if isinstance(rv, int) else 0
     except GpugapError as exc:
-        stderr.print(f"gpugap: error: {exc}", soft_wrap=True, markup=False)
+        from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+
+        # One line whatever the message quotes (file names, report text): see render.safe.
+        stderr.print(f"gpugap: error: {safe_text(exc, MESSAGE_LIMIT)}", soft_wrap=True,
+                     markup=False, highlight=False)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code

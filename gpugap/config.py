@@ -37,6 +37,7 @@ Schema (``gpugap.toml`` drops the ``tool.gpugap`` prefix)::
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +45,7 @@ from typing import Any
 
 from gpugap.baseline import DEFAULT_METRICS, DEFAULT_NOISE_K, DEFAULT_TOLERANCE, Policy
 from gpugap.errors import UsageError
+from gpugap.files import CONFIG_MAX_BYTES, read_text
 from gpugap.gates import (
     HIGHER,
     LOWER,
@@ -103,6 +105,8 @@ class Config:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document at *path*: a regular UTF-8 file of at most CONFIG_MAX_BYTES
+    (1 MiB), else UsageError naming the file."""
     try:
         import tomllib
     except ModuleNotFoundError:         # Python 3.10
@@ -111,26 +115,37 @@ def _read_toml(path: Path) -> dict[str, Any]:
         except ModuleNotFoundError:
             raise UsageError(f"reading {path} needs Python 3.11+ or the tomli package "
                              "(pip install tomli)") from None
+    text = read_text(path, "config file", CONFIG_MAX_BYTES, error=UsageError)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such config file; check --config") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror})") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to be a gpugap config; "
+                         "flatten it") from None
 
 
 def find_config(start: Path | None = None) -> Path | None:
     """gpugap.toml in *start* (default: the current directory), else the nearest
-    pyproject.toml from there upwards that has a [tool.gpugap] table."""
+    pyproject.toml from there upwards that has a [tool.gpugap] table.
+
+    Every pyproject.toml met on the way up is read: one that cannot be read (not a
+    regular file, unreadable, over 1 MiB, not UTF-8, not TOML) is an error naming it,
+    not skipped, since skipping it could silently drop the gates it holds.
+    """
     start = (start or Path.cwd()).resolve()
-    if (start / CONFIG_NAME).is_file():
+    if os.path.lexists(start / CONFIG_NAME):
         return start / CONFIG_NAME
     for directory in (start, *start.parents):
         candidate = directory / PYPROJECT
-        if candidate.is_file() and "gpugap" in _read_toml(candidate).get("tool", {}):
+        if not os.path.lexists(candidate):
+            continue
+        try:
+            tool = _read_toml(candidate).get("tool", {})
+        except UsageError as exc:
+            raise UsageError(f"{exc} (found looking for [tool.gpugap]; fix it, or pass "
+                             "--config FILE or --no-config)") from None
+        if isinstance(tool, dict) and "gpugap" in tool:
             return candidate
     return None
 
@@ -181,13 +196,58 @@ def _known(table: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
         raise UsageError(f"unknown key '{unknown[0]}' in {where}; known: {', '.join(keys)}")
 
 
-def _number(value: Any, where: str, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
+def _number(value: Any, where: str, *, minimum: float | None = None,
+            maximum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{where} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise UsageError(f"{where} must be a finite number, not {value!r}")
     if minimum is not None and value < minimum:
         raise UsageError(f"{where} must be >= {minimum:g}, not {value!r}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{where} must be <= {maximum:g}, not {value!r}")
     return float(value)
+
+
+# Rule thresholds are all non-negative; shares have an upper bound too.
+UNIT_MAXIMUM = {"fraction": 1.0, "%": 100.0}
+
+
+def rule_threshold(rule_id: str, name: str, value: Any, where: str) -> float:
+    """*value* checked as the threshold *name* of rule *rule_id*: a known rule and
+    threshold (else UsageError naming the valid ones), a finite number, >= 0, and at
+    most 1 for a fraction, 100 for a percentage. *where* names the source in errors."""
+    from gpugap.rules import registry
+
+    rules = registry()
+    rule = rules.get(rule_id)
+    if rule is None:
+        raise UsageError(f"unknown rule '{rule_id}' in {where}; rules: {', '.join(rules)}")
+    if name not in rule.thresholds:
+        raise UsageError(f"rule {rule_id} has no threshold {name} ({where}); it has: "
+                         f"{', '.join(rule.thresholds)}")
+    unit = rule.thresholds[name].unit
+    return _number(value, f"{where} {rule_id}.{name} ({unit})", minimum=0,
+                   maximum=UNIT_MAXIMUM.get(unit))
+
+
+def parse_set(items: list[str] | None) -> dict[str, dict[str, float]]:
+    """--set RULE.NAME=VALUE options, each checked by :func:`rule_threshold`."""
+    out: dict[str, dict[str, float]] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        rule, dot, name = key.strip().partition(".")
+        rule, name = rule.strip(), name.strip()
+        if not (eq and dot and rule and name and value.strip()):
+            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
+                             "e.g. launch-gap.min_gap_us=50")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"bad --set '{item}': '{value.strip()}' is not a "
+                             "number") from None
+        out.setdefault(rule, {})[name] = rule_threshold(rule, name, number, "--set")
+    return out
 
 
 def _gates(table: Any, where: _Where, keys: tuple[str, ...], range_name: str | None
@@ -215,7 +275,7 @@ def _thresholds(table: Any, where: _Where) -> dict[str, dict[str, float]]:
                              f"{', '.join(rules)}")
         values = _table(values, where("thresholds", rule_id))
         _known(values, tuple(rule.thresholds), where("thresholds", rule_id))
-        out[rule_id] = {k: _number(v, f"{where('thresholds', rule_id)} {k}")
+        out[rule_id] = {k: rule_threshold(rule_id, k, v, where("thresholds"))
                         for k, v in values.items()}
     return out
 
@@ -236,7 +296,8 @@ def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Conf
             raise UsageError(f"{where()} allow_missing must be true or false")
         settings["allow_missing"] = table["allow_missing"]
     if "min_severity" in table:
-        if table["min_severity"] not in SEVERITY_RANK:
+        if not isinstance(table["min_severity"], str) \
+                or table["min_severity"] not in SEVERITY_RANK:
             raise UsageError(f"{where()} min_severity must be one of "
                              f"{', '.join(SEVERITY_RANK)}, not {table['min_severity']!r}")
         settings["min_severity"] = table["min_severity"]
@@ -277,4 +338,5 @@ def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Conf
     return Config(**settings)
 
 
-__all__ = ["CONFIG_NAME", "Config", "find_config", "load_config", "parse_config"]
+__all__ = ["CONFIG_NAME", "Config", "find_config", "load_config", "parse_config", "parse_set",
+           "rule_threshold"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpugap.errors import GpugapError, NsysError, ReportError
+from gpugap.render.safe import one_line
 
 # Newest first within each pattern; patterns in order of preference.
 INSTALL_GLOBS = (
@@ -82,7 +83,8 @@ def probe_version(path: str, timeout: float = 60) -> str:
                         "pass a working one with --nsys PATH or $GPUGAP_NSYS") from None
     match = _VERSION_RE.search(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not match:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        detail = [one_line(ln) for ln in (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+                  ] or ["no output"]
         raise NsysError(f"nsys at {path} failed to report its version ({detail[0]}); "
                         "pass a working one with --nsys PATH or $GPUGAP_NSYS")
     return match.group(1)
@@ -123,7 +125,10 @@ _EXPORT_FAILURES = (
 
 
 def export_sqlite(nsys: Nsys, report: Path, output: Path, timeout: float = 3600) -> None:
-    """``nsys export --type sqlite`` of *report* to *output* (which must not exist)."""
+    """``nsys export --type sqlite`` of *report* to *output*. nsys writes *output* itself
+    (following a symlink there), so it must be a path in a directory only this user can
+    write: gpugap's cache exports into a fresh temporary directory
+    (gpugap.report.resolve_sqlite), ``gpugap run`` into its own output directory."""
     cmd = [nsys.path, "export", "--type", "sqlite", "--force-overwrite", "true",
            "--output", str(output), str(report)]
     try:
@@ -139,7 +144,7 @@ def export_sqlite(nsys: Nsys, report: Path, output: Path, timeout: float = 3600)
     for pattern, advice, error_class in _EXPORT_FAILURES:
         if pattern.search(text):
             raise error_class(f"{report} " + advice.format(version=nsys.version, path=nsys.path))
-    last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()),
+    last = next((one_line(ln) for ln in reversed(text.splitlines()) if ln.strip()),
                 f"exit code {proc.returncode}")
     raise NsysError(f"nsys {nsys.version} could not export {report}: {last}; "
                     "export it by hand with nsys export --type sqlite, or try a newer nsys")

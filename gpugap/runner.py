@@ -33,6 +33,7 @@ from gpugap.errors import (
     NsysError,
     UsageError,
 )
+from gpugap.files import is_input, write_atomic
 from gpugap.nsys import Nsys, export_sqlite, profile_command
 from gpugap.render.jsonout import dumps
 from gpugap.report import load_sqlite
@@ -98,6 +99,28 @@ def ensure_empty_dir(path: Path, force: bool) -> Path:
                              "or choose another --out")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# What a profiled run writes beside its base name, and once per run directory.
+RUN_SUFFIXES = (".nsys-rep", ".sqlite", ".log", ".analysis.json", ".result.json", ".qdstrm")
+RUN_FILES = ("manifest.json", "summary.json", "timeline.html")
+
+
+def refuse_inputs(out_bases: Sequence[Path], program: Sequence[str]) -> None:
+    """UsageError (exit 2) when a file a run would write is a file the program's command
+    line names (its script, its data): --out --force may replace earlier output, never
+    an input."""
+    inputs = [Path(a) for a in program if a and os.path.lexists(a)]
+    if not inputs:
+        return
+    outputs = [target.parent / name for target in out_bases for name in RUN_FILES]
+    for base in out_bases:
+        outputs += [p for s in RUN_SUFFIXES for p in (base.with_suffix(s), Path(f"{base}{s}"))]
+    for out in outputs:
+        source = is_input(out, inputs)
+        if source is not None:
+            raise UsageError(f"the run would write {out}, which is the input {source} of "
+                             "the command; choose another --out")
 
 
 def require_gpu() -> None:
@@ -177,7 +200,7 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
         step(f"analyzing {label}")
     run.trace = load_sqlite(sqlite)
     run.analysis = analyze(run.trace, require_gpu=False)
-    out_base.with_suffix(".analysis.json").write_text(dumps(run.analysis.to_dict()) + "\n")
+    write_json(out_base.with_suffix(".analysis.json"), run.analysis.to_dict())
     if run.program_rc != 0:
         run.error = (f"{label} exited with code {run.program_rc} under the profiler; "
                      f"last lines:\n{run.program_tail}")
@@ -290,7 +313,7 @@ def environment_manifest(nsys: Nsys, python: str = sys.executable) -> dict[str, 
 
 
 def write_json(path: Path, document: Any) -> None:
-    path.write_text(dumps(document) + "\n")
+    write_atomic(path, dumps(document) + "\n", force=True)
 
 
 def default_out(root: Path, name: str) -> Path:
@@ -299,4 +322,5 @@ def default_out(root: Path, name: str) -> Path:
 
 
 __all__ = ["Check", "ProfiledRun", "default_out", "ensure_empty_dir", "environment_manifest",
-           "evaluate", "profile", "require_gpu", "run_scenario", "write_json"]
+           "evaluate", "profile", "refuse_inputs", "require_gpu", "run_scenario",
+           "write_json"]

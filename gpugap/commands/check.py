@@ -6,6 +6,8 @@ gpugap.gates / gpugap.baseline / gpugap.diff, the output gpugap.render.*.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +29,10 @@ from gpugap.cli import (
     stdout,
 )
 from gpugap.errors import UsageError
+from gpugap.render.safe import MESSAGE_LIMIT, safe_rich, safe_text
 
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="replace existing output files (never an input)")]
 MarkdownOpt = Annotated[Path | None, typer.Option(
     "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
                        "append it to $GITHUB_STEP_SUMMARY)")]
@@ -56,24 +61,33 @@ def project_config(config: Path | None, no_config: bool, *, range_name: str | No
                           thresholds=cfg.merged_thresholds(parse_thresholds(set_)))
 
 
-def write_output(path: Path, text: str, *, append: bool = False) -> None:
-    try:
-        with path.open("a" if append else "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path} ({exc.strerror})") from None
-    if not append:      # a file the user named; the job summary goes without saying
-        stderr.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
+def write_output(path: Path, text: str, *, force: bool = False) -> None:
+    """Write a file the user named (checked up front with validate_outputs)."""
+    from gpugap.files import write_atomic
+
+    write_atomic(path, text, force=force)
+    stderr.print(f"wrote {safe_text(path, MESSAGE_LIMIT)}", markup=False, highlight=False,
+                 soft_wrap=True)
 
 
-def markdown_out(markdown: Path | None, text: str) -> None:
+def markdown_out(markdown: Path | None, text: str, *, force: bool = False,
+                 inputs: Sequence[Path | None] = ()) -> None:
     """To --markdown, else appended to the GitHub job summary when there is one."""
+    from gpugap.files import append_text
     from gpugap.render.github import step_summary
 
     if markdown is not None:
-        write_output(markdown, text)
+        write_output(markdown, text, force=force)
     elif (summary := step_summary()) is not None:
-        write_output(summary, text + "\n", append=True)
+        append_text(summary, text + "\n", inputs)
+
+
+def check_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[Path | None],
+                  force: bool) -> None:
+    """Every output option against the inputs, before any work (gpugap.files)."""
+    from gpugap.files import validate_outputs
+
+    validate_outputs(outputs, inputs, force=force)
 
 
 @app.command()
@@ -106,6 +120,7 @@ def check(
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
     nsys: NsysOpt = None,
+    force: ForceOpt = False,
 ) -> int:
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
     against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
@@ -119,6 +134,8 @@ def check(
 
     cfg = project_config(config, no_config, range_name=range_, set_=set_,
                          min_severity=min_severity)
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise UsageError(f"--tolerance must be a finite number >= 0, not {tolerance:g}")
     cfg = cfg.overridden(tolerance=tolerance,
                          allow_missing=allow_missing or cfg.allow_missing)
     gates = [*cfg.gates, *(parse_gate("min", g) for g in min_ or []),
@@ -131,6 +148,8 @@ def check(
         raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
                          "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
                          "gpugap.toml (see docs/ci.md)")
+    inputs = [*reports, cfg.path, baseline_file]
+    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force)
     known = load_baseline(baseline_file) if baseline_file is not None else None
     policy = cfg.policy()
 
@@ -146,8 +165,8 @@ def check(
                    baseline=None if baseline_file is None else str(baseline_file))
 
     if junit is not None:
-        write_output(junit, check_junit(result))
-    markdown_out(markdown, check_markdown(result))
+        write_output(junit, check_junit(result), force=force)
+    markdown_out(markdown, check_markdown(result), force=force, inputs=inputs)
     if json_:
         stdout.out(dumps(result.to_dict()), highlight=False)
     else:
@@ -167,8 +186,10 @@ def render_check(result) -> None:
 
     style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for report in result.reports:
-        where = "whole report" if report.scope is None else f"range '{report.scope}'"
-        table = Table(title=Text(f"{report.report} ({where})"), title_justify="left")
+        where = "whole report" if report.scope is None else \
+            f"range '{safe_text(report.scope)}'"
+        table = Table(title=Text(f"{safe_text(report.report)} ({where})"),
+                      title_justify="left")
         table.add_column("result")
         table.add_column("range")
         table.add_column("gate", overflow="fold")
@@ -176,14 +197,18 @@ def render_check(result) -> None:
         table.add_column("limit", justify="right")
         for r in report.results:
             table.add_row(Text(r.status.upper(), style[r.status]),
-                          Text("whole" if r.scope is None else r.scope), Text(r.label),
-                          fmt_value(r.metric, r.value), limit_text(r))
+                          Text("whole") if r.scope is None else safe_rich(r.scope),
+                          safe_rich(r.label), Text(fmt_value(r.metric, r.value)),
+                          Text(limit_text(r)))
         stdout.print(table)
         for r in report.results:
             if r.status == FAIL:
-                stdout.print(Text.assemble(("FAIL ", "bold red"), r.message), soft_wrap=True)
+                stdout.print(Text.assemble(("FAIL ", "bold red"),
+                                           safe_text(r.message, MESSAGE_LIMIT)),
+                             soft_wrap=True)
         for w in report.warnings:
-            stdout.print(Text.assemble(("warning: ", "yellow"), w), soft_wrap=True)
+            stdout.print(Text.assemble(("warning: ", "yellow"), safe_text(w, MESSAGE_LIMIT)),
+                         soft_wrap=True)
     counts = result.counts()
     if result.passed:
         stdout.print(f"[green]gpugap check passed[/]: {counts['passed']} of {counts['gates']} "
@@ -209,6 +234,7 @@ def baseline_save(
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
     nsys: NsysOpt = None,
+    force: ForceOpt = False,
 ) -> int:
     """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline."""
     from gpugap import baseline as baselines
@@ -219,6 +245,7 @@ def baseline_save(
     if output is None:
         raise UsageError("where should the baseline go? give -o FILE "
                          "(or file in [tool.gpugap.baseline])")
+    check_outputs([("-o", output)], [*reports, cfg.path], force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
     runs = []
     for report in reports:
@@ -227,11 +254,12 @@ def baseline_save(
             runs.append(measure(trace, ranges=[*reported_range_names(trace), *wanted],
                                 thresholds=cfg.thresholds, min_severity=cfg.min_severity))
     saved = baselines.build(runs)
-    baselines.save(saved, output)
-    ranges = [s for s in saved.scopes if s is not None]
-    stdout.print(f"saved baseline {output} from {len(runs)} run(s): whole report and "
-                 f"{len(ranges)} range(s) ({', '.join(ranges) or 'none'})", soft_wrap=True,
-                 highlight=False, markup=False)
+    baselines.save(saved, output, force=force)
+    ranges = [safe_text(s) for s in saved.scopes if s is not None]
+    stdout.print(safe_text(f"saved baseline {output} from {len(runs)} run(s): whole "
+                           f"report and {len(ranges)} range(s) "
+                           f"({', '.join(ranges) or 'none'})", None),
+                 soft_wrap=True, highlight=False, markup=False)
     return 0
 
 
@@ -247,6 +275,7 @@ def diff_command(
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
     nsys: NsysOpt = None,
+    force: ForceOpt = False,
 ) -> int:
     """Compare two reports: metric deltas per NVTX range, findings new, fixed, changed."""
     from gpugap.diff import diff
@@ -254,11 +283,13 @@ def diff_command(
     from gpugap.render.markdown import diff_markdown
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    inputs = [before, after, cfg.path]
+    check_outputs([("--markdown", markdown)], inputs, force)
     traces = [load_trace(before, nsys), load_trace(after, nsys)]
     with status("Comparing"):
         result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
                       min_severity=cfg.min_severity, directions=cfg.directions)
-    markdown_out(markdown, diff_markdown(result))
+    markdown_out(markdown, diff_markdown(result), force=force, inputs=inputs)
     if json_:
         stdout.out(dumps(result.to_dict()), highlight=False)
     else:
@@ -287,17 +318,18 @@ def render_diff(result) -> None:
         return fmt_delta(metric, delta)
 
     main = result.scope(result.range)
-    where = "whole report" if main.scope is None else f"range '{main.scope}'"
-    table = Table(title=Text(f"{result.before} -> {result.after} ({where})"),
-                  title_justify="left")
+    where = "whole report" if main.scope is None else f"range '{safe_text(main.scope)}'"
+    table = Table(title=Text(f"{safe_text(result.before)} -> {safe_text(result.after)} "
+                             f"({where})"), title_justify="left")
     table.add_column("metric", no_wrap=True)        # names are what readers grep for
     for col in ("before", "after", "delta", "change"):
         table.add_column(col, justify="left" if col == "change" else "right")
     for m in main.metrics:
         if m.metric.count(".") == 2 and not m.before and not m.after:
             continue
-        table.add_row(m.metric, shown(m.metric, m.before), shown(m.metric, m.after),
-                      shown_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, "")))
+        table.add_row(safe_rich(m.metric), Text(shown(m.metric, m.before)),
+                      Text(shown(m.metric, m.after)), Text(shown_delta(m.metric, m.delta)),
+                      Text(m.change, colour.get(m.change, "")))
     stdout.print(table)
     ranges = [s for s in result.scopes if s.scope is not None and s is not main]
     if ranges:
@@ -306,8 +338,9 @@ def render_diff(result) -> None:
         for name, _ in RANGE_COLUMNS:
             table.add_column(name, justify="right")
         for s in ranges:
-            table.add_row(Text(s.scope), *(arrow(m, s.get(m).before, s.get(m).after).replace(
-                "→", "->") for _, m in RANGE_COLUMNS))
+            table.add_row(safe_rich(s.scope), *(Text(arrow(m, s.get(m).before,
+                                                           s.get(m).after).replace("→", "->"))
+                                                for _, m in RANGE_COLUMNS))
         stdout.print(table)
     if result.findings:
         table = Table(title="Findings", title_justify="left")
@@ -315,8 +348,10 @@ def render_diff(result) -> None:
             table.add_column(col, justify="right" if col in ("count", "cost ms") else "left",
                              overflow="fold")
         for f in result.findings:
-            table.add_row(STATUS_ICON[f.status].split(" ")[-1], Text(f"{f.rule} [{f.cause}]"),
-                          " > ".join(f.where) or "outside NVTX ranges",
+            table.add_row(STATUS_ICON[f.status].split(" ")[-1],
+                          safe_rich(f"{f.rule} [{f.cause}]"),
+                          safe_rich(" > ".join(f.where) or "outside NVTX ranges",
+                                    limit=MESSAGE_LIMIT),
                           f"{f.count_before} -> {f.count_after}",
                           f"{f.cost_ms_before:g} -> {f.cost_ms_after:g} "
                           f"({f.cost_ms_delta:+.3f})")
@@ -325,4 +360,5 @@ def render_diff(result) -> None:
     stdout.print(f"findings: {summary['fixed']} fixed, {summary['new']} new, "
                  f"{summary['changed']} changed, {summary['unchanged']} unchanged")
     for w in result.warnings:
-        stdout.print(Text.assemble(("warning: ", "yellow"), w), soft_wrap=True)
+        stdout.print(Text.assemble(("warning: ", "yellow"), safe_text(w, MESSAGE_LIMIT)),
+                     soft_wrap=True)

@@ -139,17 +139,20 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
         ensure_empty_dir,
         environment_manifest,
         profile,
+        refuse_inputs,
         write_json,
     )
 
     if not program:
         raise UsageError("give the program to profile after --, e.g. "
                          "gpugap run -- python train.py")
-    tool = find_nsys(nsys_path)
     name = Path(program[0]).name.replace(".", "-") or "program"
     if name.startswith("python") and len(program) > 1 and not program[1].startswith("-"):
         name = Path(program[1]).stem          # python train.py -> train
-    target = ensure_empty_dir(out or default_out(Path("reports"), name), force)
+    target = out or default_out(Path("reports"), name)
+    refuse_inputs([target / name], program)
+    tool = find_nsys(nsys_path)
+    target = ensure_empty_dir(target, force)
     with progress() as step:
         step(f"profiling {' '.join(program)} with nsys {tool.version}")
         run = profile(tool, target / name, program, label=" ".join(program), echo=not json_,
@@ -232,5 +235,8 @@ def _write_timeline(target: Path, scenario: Any, runs: dict[str, Any]) -> None:
         try:
             html.write_html(panels, target / "timeline.html", title=f"gpugap: {scenario.name}")
         except Exception as exc:  # the timeline is a bonus: never lose the run over it
-            stderr.print(f"gpugap: warning: no timeline.html ({exc})", markup=False)
+            from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+
+            stderr.print(f"gpugap: warning: no timeline.html ({safe_text(exc, MESSAGE_LIMIT)})",
+                         markup=False)
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpugap.gates import Check
+from gpugap.render.safe import MESSAGE_LIMIT, safe_text
 
 
 def in_github_actions(env: Mapping[str, str] | None = None) -> bool:
@@ -38,9 +39,11 @@ def command(kind: str, message: str, **properties: str) -> str:
 
 
 def check_annotations(check: Check) -> list[str]:
-    lines = [command("error", r.message, title=f"gpugap check failed: {r.name}")
+    # Report-derived text made safe first (no escape sequences in the log), then escaped.
+    lines = [command("error", safe_text(r.message, MESSAGE_LIMIT),
+                     title=f"gpugap check failed: {safe_text(r.name)}")
              for r in check.results if r.failed]
-    lines += [command("warning", w, title="gpugap check")
+    lines += [command("warning", safe_text(w, MESSAGE_LIMIT), title="gpugap check")
               for report in check.reports for w in report.warnings]
     return lines
 

@@ -45,6 +45,8 @@ from gpugap import __version__
 from gpugap import ranges as nvtx_ranges
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.files import validate_outputs, write_atomic
+from gpugap.render.safe import safe_text
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Finding, fmt_bytes, fmt_ns
 
@@ -944,8 +946,9 @@ def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
     ``Panel(label, trace, analysis)`` (or plain tuples) drawn one above the other on one
     time scale, each aligned to its own start: the start of *range_name* (default: each
     analysis's scope) when given, else its first GPU activity. With a list, the path may
-    come second: ``write_html(panels, path)``. Overwrites *path*; callers that must not
-    (the CLI without --force) check first with :func:`check_outputs`.
+    come second: ``write_html(panels, path)``. Replaces *path* (atomically; a symlink
+    there is replaced, not followed); callers that must not (the CLI without --force)
+    check first with :func:`check_outputs`.
     """
     trace, out = output_args(source, trace, path)
     panels = build_panels(source, trace, range_name=range_name)
@@ -957,31 +960,18 @@ def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
                    sum(len(tl.findings) for tl in panels))
 
 
-def _write_text(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+def _write_text(path: Path, text: str, force: bool = True) -> None:
+    write_atomic(path, text, force=force)
 
 
 # --- the CLI's entry point ---------------------------------------------------------
 
-def check_outputs(paths: Iterable[str | os.PathLike | None], *, force: bool) -> None:
-    """UsageError unless every output path can be (over)written as asked."""
-    seen: set[Path] = set()
-    for p in paths:
-        if p is None:
-            continue
-        path = Path(p)
-        if path.resolve() in seen:
-            raise UsageError(f"{path} is given for two outputs; pick one file per output")
-        seen.add(path.resolve())
-        if path.exists() and not force:
-            raise UsageError(f"{path} exists; pass --force to overwrite")
-        if path.exists() and path.is_dir():
-            raise UsageError(f"{path} is a directory; give a file name")
-        if not path.parent.exists():
-            raise UsageError(f"cannot write {path}: directory {path.parent} does not exist")
+def check_outputs(paths: Iterable[str | os.PathLike | None], *, force: bool,
+                  inputs: Iterable[str | os.PathLike | None] = ()) -> None:
+    """UsageError unless every output path can be (over)written as asked and none is an
+    input (see :func:`gpugap.files.validate_outputs`)."""
+    validate_outputs([("output", None if p is None else Path(p)) for p in paths],
+                     [None if p is None else Path(p) for p in inputs], force=force)
 
 
 @dataclass
@@ -993,6 +983,7 @@ class Outputs:
     svg: Path | None = None
     png: Path | None = None
     range_name: str | None = None
+    force: bool = False
 
     @property
     def wanted(self) -> bool:
@@ -1008,32 +999,34 @@ class Outputs:
         done: list[Written] = []
         if self.html:
             text = render_html(panels, title=f"gpugap: {panels[0].label}")
-            _write_text(self.html, text)
+            _write_text(self.html, text, self.force)
             done.append(Written(self.html, self.html.stat().st_size, panels[0].events,
                                 len(panels[0].findings)))
         if self.svg or self.png:
             svg = render_svg(panels)
             if self.svg:
-                _write_text(self.svg, svg)
+                _write_text(self.svg, svg, self.force)
                 done.append(Written(self.svg, self.svg.stat().st_size, panels[0].events,
                                     len(panels[0].findings)))
             if self.png:
-                svg_to_png(svg, self.png)
+                svg_to_png(svg, self.png, force=self.force)
                 done.append(Written(self.png, self.png.stat().st_size, panels[0].events,
                                     len(panels[0].findings)))
         if report is not None:
             for w in done:
-                report(f"wrote {w.path} ({w.size_bytes / 1024:,.0f} KiB)")
+                report(safe_text(f"wrote {w.path} ({w.size_bytes / 1024:,.0f} KiB)", None))
         return done
 
 
 def timeline_outputs(html: Path | None, svg: Path | None, png: Path | None, *,
-                     force: bool = False, range_name: str | None = None) -> Outputs:
-    """Validate --html/--svg/--png (exists without --force, PNG without chromium) and
-    return what to write once the analysis is done."""
-    check_outputs([html, svg, png], force=force)
+                     force: bool = False, range_name: str | None = None,
+                     inputs: Iterable[Path | None] = ()) -> Outputs:
+    """Validate --html/--svg/--png (an input, exists without --force, PNG without
+    chromium) and return what to write once the analysis is done."""
+    validate_outputs([("--html", html), ("--svg", svg), ("--png", png)], inputs,
+                     force=force)
     if png is not None:
         from gpugap.render.timeline_svg import find_chromium
 
         find_chromium()
-    return Outputs(html=html, svg=svg, png=png, range_name=range_name)
+    return Outputs(html=html, svg=svg, png=png, range_name=range_name, force=force)

@@ -11,37 +11,42 @@ import xml.etree.ElementTree as ET
 from pathlib import PurePath
 
 from gpugap.gates import FAIL, SKIP, Check, fmt_value
+from gpugap.render.safe import MESSAGE_LIMIT, safe_text
 
 
 def check_junit(check: Check) -> str:
+    # Report-derived text goes through safe_text: XML 1.0 cannot hold most control
+    # characters, and a name may carry any (gpugap.render.safe).
     counts = check.counts()
     root = ET.Element("testsuites", name="gpugap check", tests=str(counts["gates"]),
                       failures=str(counts["failed"]), errors="0",
                       skipped=str(counts["skipped"]))
     for report in check.reports:
         statuses = [r.status for r in report.results]
-        suite = ET.SubElement(root, "testsuite", name=report.report,
+        suite = ET.SubElement(root, "testsuite", name=safe_text(report.report),
                               tests=str(len(statuses)), failures=str(statuses.count(FAIL)),
                               errors="0", skipped=str(statuses.count(SKIP)), time="0")
         props = ET.SubElement(suite, "properties")
-        ET.SubElement(props, "property", name="scope", value=report.scope or "whole report")
+        ET.SubElement(props, "property", name="scope",
+                      value=safe_text(report.scope or "whole report"))
         if check.baseline:
-            ET.SubElement(props, "property", name="baseline", value=check.baseline)
+            ET.SubElement(props, "property", name="baseline", value=safe_text(check.baseline))
         # Test reporters read dots in a classname as packages: keep the report's stem.
-        classname = "gpugap.check." + PurePath(report.report).name.split(".")[0]
+        classname = "gpugap.check." + safe_text(PurePath(report.report).name.split(".")[0])
         for result in report.results:
-            case = ET.SubElement(suite, "testcase", classname=classname, name=result.name,
-                                 time="0")
+            message = safe_text(result.message, MESSAGE_LIMIT)
+            case = ET.SubElement(suite, "testcase", classname=classname,
+                                 name=safe_text(result.name), time="0")
             if result.status == FAIL:
-                failure = ET.SubElement(case, "failure", message=result.message,
+                failure = ET.SubElement(case, "failure", message=message,
                                         type=f"gpugap.{result.kind}")
-                failure.text = (f"{result.message}\n(gate from {result.source}; value "
+                failure.text = (f"{message}\n(gate from {safe_text(result.source)}; value "
                                 f"{fmt_value(result.metric, result.value)})")
             elif result.status == SKIP:
-                ET.SubElement(case, "skipped", message=result.message)
-            ET.SubElement(case, "system-out").text = result.message
+                ET.SubElement(case, "skipped", message=message)
+            ET.SubElement(case, "system-out").text = message
         for warning in report.warnings:
-            ET.SubElement(suite, "system-err").text = warning
+            ET.SubElement(suite, "system-err").text = safe_text(warning, MESSAGE_LIMIT)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from gpugap.diff import FIXED, NEW, Diff, ScopeDiff
 from gpugap.gates import (
     BASELINE,
@@ -14,6 +16,7 @@ from gpugap.gates import (
     fmt_value,
     is_pct,
 )
+from gpugap.render.safe import MESSAGE_LIMIT, NAME_LIMIT, safe_text
 
 ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
 CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "same": "same",
@@ -25,9 +28,23 @@ RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overla
                  ("concurrency", "concurrency"), ("findings", "findings.count"))
 
 
-def cell(text: object) -> str:
+def text(value: object, limit: int | None = MESSAGE_LIMIT) -> str:
+    """Report-derived text on one Markdown line: control characters escaped, cut to
+    *limit* (gpugap.render.safe)."""
+    return safe_text(str(value).replace("\n", " "), limit)
+
+
+def cell(value: object) -> str:
     """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text(value).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def code(value: object) -> str:
+    """A name as inline code, whatever backticks it holds."""
+    name = safe_text(value, NAME_LIMIT)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", name)), default=0) + 1)
+    pad = " " if name.startswith("`") or name.endswith("`") else ""
+    return f"{fence}{pad}{name}{pad}{fence}"
 
 
 def table(header: list[str], rows: list[list[object]], align: str = "") -> list[str]:
@@ -40,7 +57,7 @@ def table(header: list[str], rows: list[list[object]], align: str = "") -> list[
 
 
 def scope_name(scope: str | None) -> str:
-    return "whole report" if scope is None else f"range `{scope}`"
+    return "whole report" if scope is None else f"range {code(scope)}"
 
 
 def fmt_delta(metric: str, delta: float | int | None) -> str:
@@ -72,23 +89,23 @@ def check_markdown(check: Check) -> str:
         head = f"### gpugap check: ❌ {counts['failed']} of {counts['gates']} gates failed"
     lines = [head, ""]
     if check.baseline:
-        lines += [f"Baseline: `{check.baseline}`", ""]
+        lines += [f"Baseline: {code(check.baseline)}", ""]
     for report in check.reports:
         verdict = "✅ passed" if report.passed else f"❌ {len(report.failures)} failed"
-        lines += [f"**`{report.report}`** · {scope_name(report.scope)} · {verdict}", ""]
+        lines += [f"**{code(report.report)}** · {scope_name(report.scope)} · {verdict}", ""]
         # Failures first: in a PR comment they are what the reader is looking for.
         ordered = sorted(report.results, key=lambda r: r.status != FAIL)
         lines += table(["", "Gate", "Value", "Limit", "Detail"],
-                       [[ICON.get(r.status, r.status), f"`{r.name}`",
+                       [[ICON.get(r.status, r.status), code(r.name),
                          fmt_value(r.metric, r.value), limit_text(r), r.message]
                         for r in ordered], "clrrl")
-        lines += [""] + [f"> ⚠️ {w}" for w in report.warnings] + ([""] if report.warnings
-                                                                   else [])
+        lines += [""] + [f"> ⚠️ {text(w)}" for w in report.warnings] + (
+            [""] if report.warnings else [])
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _scope_table(scope: ScopeDiff) -> list[str]:
-    rows = [[f"`{m.metric}`", fmt_value(m.metric, m.before), fmt_value(m.metric, m.after),
+    rows = [[code(m.metric), fmt_value(m.metric, m.before), fmt_value(m.metric, m.after),
              fmt_delta(m.metric, m.delta), CHANGE_ICON[m.change]]
             for m in scope.metrics
             # Rules that found nothing on either side add rows, not information.
@@ -104,7 +121,7 @@ def arrow(metric: str, before, after) -> str:
 
 def diff_markdown(diff: Diff) -> str:
     summary = diff.summary()
-    lines = [f"### gpugap diff: `{diff.before}` → `{diff.after}`", "",
+    lines = [f"### gpugap diff: {code(diff.before)} → {code(diff.after)}", "",
              f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
              f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
     main = diff.scope(diff.range)
@@ -115,7 +132,7 @@ def diff_markdown(diff: Diff) -> str:
         for s in ranges:
             where = s.scope if s.in_before and s.in_after else \
                 f"{s.scope} ({'after only' if s.in_after else 'before only'})"
-            rows.append([f"`{where}`", *(arrow(m, s.get(m).before, s.get(m).after)
+            rows.append([code(where), *(arrow(m, s.get(m).before, s.get(m).after)
                                          for _, m in RANGE_COLUMNS)])
         lines += ["#### NVTX ranges", "",
                   *table(["Range", *(c for c, _ in RANGE_COLUMNS)], rows, "lrrrrr"), ""]
@@ -129,7 +146,7 @@ def diff_markdown(diff: Diff) -> str:
         lines += ["#### Findings", "",
                   *table(["Status", "Rule [cause]", "Where", "Count", "Cost ms (Δ)"], rows,
                          "lllrr"), ""]
-    lines += [f"> ⚠️ {w}" for w in diff.warnings]
+    lines += [f"> ⚠️ {text(w)}" for w in diff.warnings]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from gpugap.render.safe import MESSAGE_LIMIT, safe_text
 from gpugap.render.terminal import pct
 from gpugap.rules.base import fmt_ns
 
@@ -24,26 +26,28 @@ def _measured_metrics(run: Any) -> Any:
         return None
 
 
-def _findings(run: Any) -> str:
+def _findings(run: Any) -> Text:
     if run.analysis is None:
-        return "-"
+        return Text("-")
     inside = [f for f in run.analysis.findings if "measured" in f.ranges
               and f.severity != "info" or ("measured" in f.ranges and f.cost_ns == 0)]
     if not inside:
-        return "none"
-    return "\n".join(f"{f.rule}/{f.cause} x{f.count} ({fmt_ns(f.cost_ns)})"
-                     for f in inside[:4]) + (f"\n+{len(inside) - 4} more" if len(inside) > 4
-                                             else "")
+        return Text("none")
+    lines = [safe_text(f"{f.rule}/{f.cause} x{f.count} ({fmt_ns(f.cost_ns)})")
+             for f in inside[:4]]
+    return Text("\n".join(lines) + (f"\n+{len(inside) - 4} more" if len(inside) > 4
+                                    else ""))
 
 
-def _verdict(run: Any) -> str:
+def _verdict(run: Any) -> Text:
+    # Text, never markup: a check's detail quotes the report (gpugap.render.safe).
     if run.error:
-        return "[bold red]ERROR[/bold red]"
+        return Text("ERROR", "bold red")
     failed = [c for c in run.checks if not c.passed]
     if failed:
-        return "[bold red]FAIL[/bold red]\n" + "\n".join(f"{c.what}: {c.detail}"
-                                                        for c in failed)
-    return f"[bold green]PASS[/bold green] ({len(run.checks)} checks)"
+        return Text.assemble(("FAIL", "bold red"), *(
+            "\n" + safe_text(f"{c.what}: {c.detail}", MESSAGE_LIMIT) for c in failed))
+    return Text.assemble(("PASS", "bold green"), f" ({len(run.checks)} checks)")
 
 
 def time_per_iter(run: Any) -> float | None:
@@ -53,8 +57,8 @@ def time_per_iter(run: Any) -> float | None:
 def render_runs(results: list[tuple[Any, Any, dict[str, Any]]], console: Console,
                 gpu: str | None = None) -> None:
     for scenario, target, runs in results:
-        table = Table(title=f"{scenario.name} (seed {scenario.seed}): {scenario.title}",
-                      title_justify="left", show_lines=True)
+        table = Table(title=Text(f"{scenario.name} (seed {scenario.seed}): "
+                                 f"{scenario.title}"), title_justify="left", show_lines=True)
         table.add_column("measured range")
         for variant in runs:
             table.add_column(variant)
@@ -74,7 +78,7 @@ def render_runs(results: list[tuple[Any, Any, dict[str, Any]]], console: Console
         for label, cells in rows:
             table.add_row(label, *cells)
         console.print(table)
-        console.print(f"[dim]output: {target}[/dim]")
+        console.print(Text(f"output: {safe_text(target, MESSAGE_LIMIT)}", "dim"))
     summary = Table(title="Summary" + (f" on {gpu}" if gpu else ""), title_justify="left")
     for col in ("scenario", "bad ms/iter", "good ms/iter", "speed-up", "result"):
         summary.add_column(col, justify="left" if col in ("scenario", "result") else "right")
@@ -83,7 +87,7 @@ def render_runs(results: list[tuple[Any, Any, dict[str, Any]]], console: Console
             time_per_iter(runs.get("good")) if "good" in runs else None
         speedup = f"{bad / good:.1f}x" if bad and good else "-"
         ok = all(r.passed for r in runs.values())
-        summary.add_row(scenario.name, f"{bad:.3f}" if bad else "-",
+        summary.add_row(Text(scenario.name), f"{bad:.3f}" if bad else "-",
                         f"{good:.3f}" if good else "-", speedup,
-                        "[bold green]PASS[/bold green]" if ok else "[bold red]FAIL[/bold red]")
+                        Text("PASS", "bold green") if ok else Text("FAIL", "bold red"))
     console.print(summary)

@@ -21,6 +21,7 @@ import numpy as np
 
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.files import write_atomic
 from gpugap.render.html import (
     CATEGORIES,
     CATEGORY_INDEX,
@@ -397,10 +398,7 @@ def write_svg(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
     trace, out = output_args(source, trace, path)
     panels = build_panels(source, trace, range_name=range_name)
     text = render_svg(panels, width=width, title=title)
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_atomic(out, text, force=True)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
                    sum(len(tl.findings) for tl in panels))
 
@@ -449,8 +447,9 @@ def chromium_flags(profile: str) -> list[str]:
 
 
 def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
-               timeout: float = 120.0) -> Path:
-    """Render SVG text to a PNG file with headless chromium (``--screenshot``)."""
+               timeout: float = 120.0, force: bool = True) -> Path:
+    """Render SVG text to a PNG file with headless chromium (``--screenshot``); an
+    existing *path* is replaced unless not *force* (see gpugap.files.write_atomic)."""
     exe = find_chromium()
     out = Path(path)
     head = svg[:400]
@@ -478,8 +477,5 @@ def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
             last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"])
             raise UsageError(f"chromium ({exe}) failed to render the PNG (exit "
                              f"{proc.returncode}): {last[-1][:200]}; use --svg")
-        try:
-            shutil.copyfile(shot, out)
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+        write_atomic(out, shot.read_bytes(), force=force)
     return out

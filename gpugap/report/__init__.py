@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 
 from gpugap.errors import ReportError
+from gpugap.files import open_regular
 from gpugap.report.database import sniff
 
 # The loader and frames need pandas; they are imported on first use (PEP 562) so that
@@ -32,17 +36,49 @@ def cache_dir() -> Path:
     return Path(base) / "gpugap" / "exports"
 
 
-def _cache_file(report: Path, directory: Path) -> Path:
-    key = hashlib.sha1(str(report.resolve()).encode()).hexdigest()[:12]
-    return directory / f"{report.name.removesuffix('.nsys-rep')}-{key}.sqlite"
+def content_key(report: Path) -> str:
+    """What a cached export is filed under: a BLAKE2b hash of the report's bytes and its
+    size, so that a report replaced by another capture (whatever its mtime) or a copy of
+    it elsewhere (same bytes) maps to the right export."""
+    digest = hashlib.blake2b(digest_size=20)
+    size = 0
+    with os.fdopen(open_regular(report, "report"), "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return f"{digest.hexdigest()}-{size}"
 
 
-def _fresh(export: Path, report: Path) -> bool:
+def private_cache(directory: Path) -> Path:
+    """*directory*, created (mode 0700) when missing; ReportError (exit 2) unless it is a
+    directory owned by this user that neither group nor others can write: in a shared
+    one, anyone could plant an export for gpugap to trust."""
+    fix = "set GPUGAP_CACHE_DIR to a private directory (mkdir -m 700)"
     try:
-        return (export.is_file() and export.stat().st_size > 0
-                and export.stat().st_mtime >= report.stat().st_mtime
-                and sniff(export) == "sqlite")
-    except ReportError:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = directory.stat()
+    except OSError as exc:
+        raise ReportError(f"cannot create the export cache {directory} ({exc.strerror}); "
+                          f"{fix}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ReportError(f"the export cache {directory} is not a directory; {fix}")
+    if st.st_uid != os.geteuid():
+        raise ReportError(f"the export cache {directory} belongs to another user (uid "
+                          f"{st.st_uid}); {fix}")
+    if st.st_mode & 0o022:
+        raise ReportError(f"the export cache {directory} is writable by group or others "
+                          f"(mode {stat.S_IMODE(st.st_mode):03o}); chmod 700 it, or {fix}")
+    return directory
+
+
+def _trusted(entry: Path) -> bool:
+    """A cache entry gpugap wrote: a regular file (not a symlink) owned by this user,
+    holding an SQLite database. Anything else is exported again and replaced."""
+    try:
+        st = os.lstat(entry)
+        return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size > 0
+                and sniff(entry) == "sqlite")
+    except (OSError, ReportError):
         return False
 
 
@@ -50,10 +86,13 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
                    status=None) -> Path:
     """The SQLite export to read for *report*.
 
-    A .sqlite is read in place. For a .nsys-rep: an export of it beside it (made by the
-    user, ``nsys export`` style) when newer than it; else gpugap's cached export when
-    newer than it; else a new export into the cache. Nothing is ever written beside the
-    input, and an existing file is never overwritten (only gpugap's own cache entries).
+    A .sqlite is read in place. A .nsys-rep is exported once with nsys into the cache
+    (``cache``, else :func:`cache_dir`), filed under its content (:func:`content_key`):
+    the entry is reused for the same bytes only, whatever the files' mtimes. An export
+    beside the report (REPORT.sqlite) is never read in its place: nothing says it came
+    from these bytes; pass it to gpugap directly to use it. Nothing is ever written
+    beside the input. The export goes to a fresh private temporary directory in the
+    cache and is renamed into place.
     """
     kind = sniff(report)
     if kind == "sqlite":
@@ -62,32 +101,38 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
         raise ReportError(f"{report} is neither an nsys report (.nsys-rep) nor an SQLite "
                           "export; pass the file nsys profile wrote, or its "
                           "nsys export --type sqlite")
-    beside = report.with_suffix(".sqlite")
-    if _fresh(beside, report):
-        return beside
     directory = cache or cache_dir()
-    target = _cache_file(report, directory)
-    if _fresh(target, report):
+    key = content_key(report)
+    target = directory / f"{key}.sqlite"
+    if os.path.lexists(directory) and _trusted(private_cache(directory) / target.name):
         return target
 
     from gpugap.nsys import export_sqlite, find_nsys
 
     tool = find_nsys(nsys)
+    private_cache(directory)            # created only now that there is work for it
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".export-", dir=directory))
     except OSError as exc:
-        raise ReportError(f"cannot create the export cache {directory} ({exc.strerror}); "
+        raise ReportError(f"cannot write to the export cache {directory} ({exc.strerror}); "
                           "set GPUGAP_CACHE_DIR to a writable directory") from None
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial.sqlite")
     try:
+        partial = work / "export.sqlite"
         if status is not None:
             with status(f"Exporting {report.name} to SQLite with nsys {tool.version}"):
                 export_sqlite(tool, report, partial)
         else:
             export_sqlite(tool, report, partial)
-        os.replace(partial, target)
+        if content_key(report) != key:
+            raise ReportError(f"{report} changed while nsys exported it; run gpugap again "
+                              "once it is complete")
+        try:
+            os.replace(partial, target)
+        except OSError as exc:
+            raise ReportError(f"cannot store the export {target} ({exc.strerror}); remove "
+                              "it, or set GPUGAP_CACHE_DIR to another directory") from None
     finally:
-        partial.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
     return target
 
 
@@ -101,5 +146,5 @@ def load(path: str | os.PathLike[str], *, nsys: str | None = None, cache: Path |
     return load_sqlite(sqlite_path, shown_path=str(report))
 
 
-__all__ = ["Database", "ReportInfo", "Trace", "cache_dir", "load", "load_database",
-           "load_sqlite", "resolve_sqlite"]
+__all__ = ["Database", "ReportInfo", "Trace", "cache_dir", "content_key", "load",
+           "load_database", "load_sqlite", "private_cache", "resolve_sqlite"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import struct
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from gpugap.errors import ReportError
+from gpugap.files import kind_of
+from gpugap.render.safe import one_line
 
 if TYPE_CHECKING:          # pandas is imported only where frames are built
     import pandas as pd
@@ -26,16 +29,26 @@ NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 
 
 def sniff(path: Path) -> str:
-    """'sqlite', 'nsys-rep' or 'unknown' from the first bytes; ReportError if unreadable."""
+    """'sqlite', 'nsys-rep' or 'unknown' from the first bytes; ReportError if unreadable
+    or not a regular file (a FIFO or a device is refused, never read: no hang)."""
     if not path.exists():
         raise ReportError(f"{path}: no such file; check the path")
     if path.is_dir():
         raise ReportError(f"{path} is a directory; pass a .nsys-rep or .sqlite report file")
     try:
-        with path.open("rb") as fh:
-            head = fh.read(100)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ReportError(f"{path}: cannot read ({exc.strerror}); check its permissions") from None
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise ReportError(f"{path} is {kind_of(mode)}, not a report; pass a .nsys-rep "
+                              "or .sqlite report file")
+        try:
+            head = fh.read(100)
+        except OSError as exc:
+            raise ReportError(f"{path}: cannot read ({exc.strerror}); check its "
+                              "permissions") from None
     if not head:
         raise ReportError(f"{path} is empty; re-export the report "
                           "(nsys export --type sqlite REPORT.nsys-rep)")
@@ -85,8 +98,8 @@ class Database:
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{path} is corrupt ({exc}); copy or export the report again") \
-                from None
+            raise ReportError(f"{path} is corrupt ({one_line(exc)}); copy or export the "
+                              "report again") from None
         self.tables: frozenset[str] = frozenset(n for (n,) in names)
         self._columns: dict[str, tuple[str, ...]] = {}
         self._validate()
@@ -134,8 +147,8 @@ class Database:
         try:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
-                              "copy or export the report again") from None
+            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
+                              "corrupt: copy or export the report again") from None
 
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         return self._execute(sql, params)
@@ -148,8 +161,8 @@ class Database:
         try:
             return read_frame(self, sql, columns)
         except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
-                              "copy or export the report again") from None
+            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
+                              "corrupt: copy or export the report again") from None
 
     def read(self, table: str, columns: list, where: str = "") -> dict:
         """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns)."""
@@ -162,8 +175,8 @@ class Database:
         try:
             return read_columns(self, table, columns, where)
         except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({exc}); it may be corrupt: "
-                              "copy or export the report again") from None
+            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
+                              "corrupt: copy or export the report again") from None
 
     # --- metadata ---------------------------------------------------------------------
     @cached_property

@@ -1,0 +1,237 @@
+"""Files gpugap reads and writes, handled the one safe way.
+
+Inputs (reports, configs, baselines) are read only when they are regular files: a FIFO,
+a device such as ``/dev/zero`` or a directory is a one-line error, never a hang or an
+endless read. Configs and baselines are small by nature and read up to a size cap.
+
+Outputs (``--junit``, ``--markdown``, ``-o``, ``--html``, ``--svg``, ``--png``) follow one
+rule, :func:`validate_outputs` before any work and :func:`write_atomic` at the end:
+
+* an output may never be, or resolve to, one of the command's inputs (not even with
+  ``--force``), and two outputs may not be the same file;
+* an existing file is replaced only with ``--force``; a directory, a FIFO or a device
+  never;
+* the data goes to a new temporary file beside the target (created exclusively, with an
+  unpredictable name) and is renamed into place: a reader never sees half a file, and a
+  symlink at the target is replaced, never followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from gpugap.errors import ReportError, UsageError
+
+CONFIG_MAX_BYTES = 1 << 20          # 1 MiB: a gpugap.toml / pyproject.toml
+BASELINE_MAX_BYTES = 64 << 20       # 64 MiB: a baseline of many runs and NVTX ranges
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int) -> str:
+    """'a directory', 'a FIFO (named pipe)', ... for a non-regular st_mode."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, what: str, *, error: type[Exception] = ReportError) -> int:
+    """A read-only descriptor of *path*, or *error* (one line) when it is missing,
+    unreadable or not a regular file. Opened non-blocking, so a FIFO cannot hang."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}; check the path") from None
+    except IsADirectoryError:
+        raise error(f"{path} is a directory, not a {what}; give a file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror}); check its "
+                    "permissions") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise error(f"{path} is {kind_of(mode)}, not a {what}; give a regular file")
+    return fd
+
+
+def read_limited(path: Path, what: str, limit: int, *,
+                 error: type[Exception] = ReportError) -> bytes:
+    """The bytes of the regular file *path*, at most *limit* of them (else *error*)."""
+    fd = open_regular(path, what, error=error)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if len(data) > limit:
+        raise error(f"{path} is larger than {limit // (1 << 20)} MiB, too large for a "
+                    f"{what}; check the path")
+    return data
+
+
+def read_text(path: Path, what: str, limit: int, *,
+              error: type[Exception] = ReportError) -> str:
+    """:func:`read_limited`, decoded as UTF-8 (else *error* naming the byte offset)."""
+    data = read_limited(path, what, limit, error=error)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path} is not valid UTF-8 (byte {exc.start}); save the {what} as "
+                    "UTF-8") from None
+
+
+# --- outputs ------------------------------------------------------------------------
+
+def _identity(path: Path) -> tuple[Path, tuple[int, int] | None]:
+    """(resolved path, (device, inode) when it exists)."""
+    try:
+        st = path.stat()
+        ident = (st.st_dev, st.st_ino)
+    except OSError:
+        ident = None
+    return Path(os.path.realpath(path)), ident
+
+
+def is_input(path: Path, inputs: Iterable[Path | None]) -> Path | None:
+    """The input that *path* is, resolves to or is a hard link of; None if none."""
+    out_real, out_id = _identity(path)
+    lexical = Path(os.path.abspath(path))
+    for source in inputs:
+        if source is None:
+            continue
+        real, ident = _identity(Path(source))
+        if out_real == real or lexical == Path(os.path.abspath(source)) or \
+                (out_id is not None and out_id == ident):
+            return Path(source)
+    return None
+
+
+def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
+                     inputs: Iterable[Path | None] = (), *, force: bool = False) -> None:
+    """UsageError (one line) unless every output can be written as asked.
+
+    *outputs* are (option, path) pairs such as ``("--junit", Path("j.xml"))``; None paths
+    are skipped. Called before any work, so a clash fails fast.
+    """
+    inputs = list(inputs)
+    seen: dict[Path, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        path = Path(path)
+        source = is_input(path, inputs)
+        if source is not None:
+            raise UsageError(f"{option} {path} would overwrite the input {source}; write "
+                             "the output to another file")
+        real = Path(os.path.realpath(path))
+        if real in seen:
+            raise UsageError(f"{path} is given for both {seen[real]} and {option}; pick "
+                             "one file per output")
+        seen[real] = option
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise UsageError(f"{path} is a directory; give {option} a file name")
+            if stat.S_ISLNK(st.st_mode):
+                # Replaced, not followed; but one leading to a device, FIFO or directory
+                # (/dev/stdout) is not a file to replace.
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None               # dangling
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"{path} is {kind_of(st.st_mode)}; give {option} a "
+                                 "regular file name")
+            if not force:
+                raise UsageError(f"{path} exists; pass --force to overwrite")
+        parent = path.parent
+        if not parent.is_dir():
+            raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+
+
+def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
+    """Write *data* to *path* through a temporary file in its directory, renamed into
+    place. Without *force* an existing *path* (a symlink too, dangling or not) is an
+    error, checked again at the rename; with it, it is replaced (a symlink itself,
+    never its target)."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if not force and os.path.lexists(path):
+        raise UsageError(f"{path} exists; pass --force to overwrite")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror}); check that its "
+                         "directory exists and is writable") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; an output is the usual
+        if force:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    return path
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """Put *tmp* at *path* only if nothing is there, atomically where the filesystem
+    has hard links (os.link never replaces), else by a checked rename."""
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise UsageError(f"{path} exists; pass --force to overwrite") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                             errno.EMLINK):
+            raise
+    if os.path.lexists(path):
+        raise UsageError(f"{path} exists; pass --force to overwrite")
+    os.replace(tmp, path)
+
+
+def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> None:
+    """Append to a file that is meant to grow (GitHub's job summary): never one of the
+    *inputs*, never through anything but a regular file, never a hang on a FIFO."""
+    source = is_input(path, inputs)
+    if source is not None:
+        raise UsageError(f"{path} (the job summary file) is the input {source}; "
+                         "unset GITHUB_STEP_SUMMARY or check it")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+    with os.fdopen(fd, "ab") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise UsageError(f"{path} is {kind_of(os.fstat(fh.fileno()).st_mode)}, not a "
+                             "file to append to; check GITHUB_STEP_SUMMARY")
+        try:
+            fh.write(text.encode("utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+
+
+__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "append_text", "is_input", "kind_of",
+           "open_regular", "read_limited", "read_text", "validate_outputs", "write_atomic"]
