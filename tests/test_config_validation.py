@@ -150,7 +150,9 @@ def test_invalid_utf8_in_a_pyproject_up_the_tree(capsys, tmp_path):
     ("[thresholds.launch-gap]\nmin_gap_us = nan\n", "must be a finite number, not nan"),
     ("[thresholds.launch-gap]\nmin_gap_us = inf\n", "must be a finite number, not inf"),
     ("[thresholds.launch-gap]\nmin_gap_us = -5\n", "launch-gap.min_gap_us (us) must be >= 0"),
-    ("[thresholds.launch-gap]\nblocked_share = 1.5\n", "blocked_share (fraction) must be <= 1"),
+    ("[thresholds.serialized-streams]\noverlap_tolerance = 1.5\n",
+     "overlap_tolerance (fraction) must be <= 1"),
+    ("[thresholds.launch-gap]\nmin_share_pct = 101\n", "min_share_pct (%) must be <= 100"),
     ("[thresholds.small-grid]\nmin_idle_sm_pct = 200\n", "(%) must be <= 100"),
     ("[baseline]\nnoise_k = nan\n", "noise_k must be a finite number"),
     ("[gates]\nmax = { kernels = inf }\n", "must be a finite number, not inf"),
@@ -166,11 +168,11 @@ def test_bad_config_values(capsys, tmp_path, text, expected):
     ("launch-gap.min_gap_us=nan", "--set launch-gap.min_gap_us (us) must be a finite number"),
     ("launch-gap.min_gap_us=inf", "must be a finite number, not inf"),
     ("launch-gap.min_gap_us=-1", "must be >= 0"),
-    ("launch-gap.blocked_share=2", "must be <= 1"),
+    ("serialized-streams.overlap_tolerance=2", "must be <= 1"),
     ("launch-gap.min_gap_us=lots", "'lots' is not a number"),
     ("nope.x=1", "unknown rule 'nope' in --set; rules: blocking-memcpy, launch-gap"),
     ("launch-gap.nope=1", "rule launch-gap has no threshold nope (--set); it has: "
-                          "min_gap_us, module_load_share"),
+                          "min_gap_us, min_share_pct"),
     ("launch-gap.min_gap_us=", "write RULE.NAME=VALUE"),
 ])
 @pytest.mark.parametrize("command", ["analyze", "check", "diff", "baseline"])
