@@ -17,6 +17,8 @@ from rich.console import Console
 
 from gpugap.errors import EXIT_USAGE, GpugapError, UsageError
 
+SEVERITIES = ("info", "warning", "error")
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find the holes in a GPU timeline (Nsight Systems reports), say why "
                        "they are there and how to fix them.")
@@ -39,6 +41,14 @@ ConfigOpt = Annotated[Path | None, typer.Option(
                      "(default: gpugap.toml here, else the nearest pyproject.toml with "
                      "a tool.gpugap table)")]
 NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
+IterationOpt = Annotated[str | None, typer.Option(
+    "--iteration", help="the NVTX range that marks one iteration (numbers at the end of "
+                        "its instances' names ignored: 'step' matches 'step 12'); 'none': "
+                        "no iterations. Default: found from the ranges or the repeating "
+                        "kernel sequence", metavar="NAME")]
+MinSeverityOpt = Annotated[str | None, typer.Option(
+    "--min-severity", help="show findings of this severity and up: info (default), "
+                           "warning, error")]
 
 
 @contextmanager
@@ -97,8 +107,14 @@ def analyze(
         "--force", help="overwrite existing --html/--svg/--png files")] = False,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
+    iteration: IterationOpt = None,
+    min_severity: MinSeverityOpt = None,
+    all_domains: Annotated[bool, typer.Option(
+        "--all-domains", help="list the NVTX ranges of libraries (CUB, NCCL, cuBLAS...) "
+                              "beside the program's")] = False,
 ) -> int:
-    """Diagnose a report: launch gaps, serialized streams, blocking copies, warm-up, overlap."""
+    """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
+    time goes, and every finding with its cause, cost and fix."""
     from gpugap.report.prefetch import start as prefetch
 
     prefetch(report)   # read the big tables in the background while the imports below run
@@ -113,19 +129,28 @@ def analyze(
         raise UsageError("--config and --no-config contradict each other; give one")
     # Rule thresholds: the project's configuration, then the command line on top.
     cfg = load_config(config, discover=not no_config)
+    severity = min_severity or cfg.min_severity
+    if severity not in SEVERITIES:
+        raise UsageError(f"bad --min-severity '{min_severity}'; use one of "
+                         f"{', '.join(SEVERITIES)}")
     thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
     outputs = timeline_outputs(html, svg, png, force=force, range_name=range_,
                                inputs=[report, cfg.path])
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
-                              require_gpu=False)
+                              require_gpu=False, iteration=iteration,
+                              all_domains=all_domains)
     if json_:
         # Plain text: rich would re-scan a large document for nothing.
-        sys.stdout.write(dumps(result.to_dict()) + "\n")
+        document = result.to_dict()
+        floor = SEVERITIES.index(severity)
+        document["findings"] = [f for f in document["findings"]
+                                if SEVERITIES.index(f["severity"]) >= floor]
+        sys.stdout.write(dumps(document) + "\n")
         sys.stdout.flush()
     else:
-        render(result, stdout, max_findings=max_findings)
+        render(result, stdout, max_findings=max_findings, min_severity=severity)
     with status("Drawing the timeline") if outputs.wanted else nullcontext():
         outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False))
     if result.status == "no-cuda-activity":

@@ -70,6 +70,7 @@ class ProfiledRun:
     checks: list[Check] = field(default_factory=list)
     error: str | None = None
     exit_code: int = 0
+    scoped: dict[str, Analysis] = field(default_factory=dict)   # NVTX range -> analysis
 
     @property
     def passed(self) -> bool:
@@ -214,9 +215,11 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
 
 # --- scenarios ----------------------------------------------------------------------
 def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
-             result: dict[str, Any] | None) -> list[Check]:
+             result: dict[str, Any] | None,
+             scoped: dict[str, Analysis] | None = None) -> list[Check]:
     """A variant's expected diagnosis against what gpugap finds in each expectation's
-    NVTX range (the analysis of that range: ``gpugap analyze --range NAME``)."""
+    NVTX range (the analysis of that range: ``gpugap analyze --range NAME``). The
+    analyses of the ranges are left in *scoped* when given."""
     from gpugap import metrics
     from gpugap import ranges as nvtx_ranges
     from gpugap.analysis import Analyzer
@@ -226,14 +229,16 @@ def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
         checks.append(Check("numerical check", bool(result.get("check_ok")),
                             str(result.get("check", "no result"))))
     analyzer = Analyzer(trace, thresholds=analysis.thresholds)
-    scoped: dict[str, Analysis | UsageError] = {}
+    scoped_runs: dict[str, Analysis | UsageError] = {}
     for exp in variant_spec.expect:
-        if exp.range not in scoped:
+        if exp.range not in scoped_runs:
             try:
-                scoped[exp.range] = analyzer.analyze(exp.range, require_gpu=False)
+                scoped_runs[exp.range] = analyzer.analyze(exp.range, require_gpu=False)
+                if scoped is not None:
+                    scoped[exp.range] = scoped_runs[exp.range]
             except UsageError as exc:
-                scoped[exp.range] = exc
-        found = scoped[exp.range]
+                scoped_runs[exp.range] = exc
+        found = scoped_runs[exp.range]
         if isinstance(found, UsageError):
             checks.append(Check(exp.describe(), False, str(found)))
             continue
@@ -272,7 +277,8 @@ def run_scenario(scenario: Any, variant: str, out_dir: Path, nsys: Nsys, *,
     if result_file.is_file():
         run.result = json.loads(result_file.read_text())
     if run.analysis is not None and run.trace is not None and run.error is None:
-        run.checks = evaluate(scenario.variants[variant], run.analysis, run.trace, run.result)
+        run.checks = evaluate(scenario.variants[variant], run.analysis, run.trace, run.result,
+                              run.scoped)
     return run
 
 

@@ -721,7 +721,20 @@ def timeline_json(tl: Timeline) -> dict[str, Any]:
         "findings": [_finding_json(f, tl, i) for i, f in enumerate(tl.findings)],
         "markers": [m.to_json() for m in tl.markers],
         "ranges": tl.ranges,
+        "phases": _phases_json(tl),
+        "verdict": None if tl.analysis.verdict is None else tl.analysis.verdict.headline,
     }
+
+
+def _phases_json(tl: Timeline) -> list[dict[str, Any]]:
+    """Each device's start-up, warm-up, steady state and tail (relative times)."""
+    out = []
+    for d in tl.analysis.devices:
+        for name, span in ((d.get("accounting") or {}).get("phases") or {}).items():
+            if span["end_ns"] > span["start_ns"]:
+                out.append({"device": d["device"], "name": name,
+                            "s": tl.rel(span["start_ns"]), "e": tl.rel(span["end_ns"])})
+    return out
 
 
 def _script_json(document: Any) -> str:
@@ -772,6 +785,15 @@ def _metrics_html(a: Analysis) -> str:
             ("kernels / copies / memsets", f"{m.kernels} / {m.copies} / {m.memsets}")]
     body = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in rows)
     return f'<table class="metrics"><tbody>{body}</tbody></table>'
+
+
+def _verdict_html(a: Analysis) -> str:
+    v = a.verdict
+    if v is None:
+        return ""
+    fix = f'<p class="fix"><b>fix:</b> {_esc(v.fix)}</p>' if v.fix else ""
+    return (f'<div class="verdict {_esc(v.kind)}"><b>{_esc(v.kind.upper())}</b> '
+            f'({_esc(v.scope)}): {_esc(v.headline)}{fix}</div>')
 
 
 def _ranges_html(tl: Timeline, panel: int) -> str:
@@ -833,9 +855,12 @@ def _panel_header(tl: Timeline) -> str:
     if gpu.get("sm_count"):
         gpu_text += f" ({gpu['sm_count']} SMs, cc {gpu.get('compute_capability')})"
     scope = f"range {tl.scope}" if tl.scope else "whole report"
+    verdict = (f'<div class="panel-verdict verdict {_esc(a.verdict.kind)}">'
+               f'{_esc(a.verdict.headline)}</div>' if a.verdict is not None else "")
     return (f"<b>{_esc(tl.label)}</b> <span class=\"muted\">{_esc(a.report)} · nsys "
             f"{_esc(a.nsys_version or 'unknown')} · {_esc(gpu_text)} · {_esc(scope)} · "
-            f"t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events</span>")
+            f"t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events</span>"
+            f"{verdict}")
 
 
 def _legend_html() -> str:
@@ -863,7 +888,8 @@ def render_html(panels: list[Timeline], *, title: str) -> str:
         (f'<h3>{_esc(tl.label)}</h3>' if len(panels) > 1 else "")
         + _findings_html(tl, p) for p, tl in enumerate(panels))
     summaries = "".join(
-        f'<section class="summary"><h3>{_esc(tl.label)}</h3>{_metrics_html(tl.analysis)}'
+        f'<section class="summary"><h3>{_esc(tl.label)}</h3>{_verdict_html(tl.analysis)}'
+        f'{_metrics_html(tl.analysis)}'
         f"<h4>NVTX ranges</h4>{_ranges_html(tl, p)}"
         + "".join(f'<p class="warn">warning: {_esc(w)}</p>' for w in tl.analysis.warnings)
         + "</section>" for p, tl in enumerate(panels))

@@ -26,17 +26,44 @@ def _measured_metrics(run: Any) -> Any:
         return None
 
 
+def _measured(run: Any) -> Any:
+    """The analysis of the measured range (gpugap analyze --range measured)."""
+    return (getattr(run, "scoped", None) or {}).get("measured")
+
+
 def _findings(run: Any) -> Text:
-    if run.analysis is None:
+    measured = _measured(run)
+    if measured is None:
         return Text("-")
-    inside = [f for f in run.analysis.findings if "measured" in f.ranges
-              and f.severity != "info" or ("measured" in f.ranges and f.cost_ns == 0)]
+    inside = [f for f in measured.findings if f.severity != "info" and not f.consequence_of]
     if not inside:
-        return Text("none")
+        return Text("none above info")
     lines = [safe_text(f"{f.rule}/{f.cause} x{f.count} ({fmt_ns(f.cost_ns)})")
              for f in inside[:4]]
     return Text("\n".join(lines) + (f"\n+{len(inside) - 4} more" if len(inside) > 4
                                     else ""))
+
+
+def _gpugap_verdict(run: Any) -> Text:
+    measured = _measured(run)
+    if measured is None or measured.verdict is None:
+        return Text("-")
+    v = measured.verdict
+    style = {"bottleneck": "red", "healthy": "green", "spread": "yellow"}.get(v.kind, "")
+    return Text(safe_text(v.headline, MESSAGE_LIMIT), style=style)
+
+
+def _phases(run: Any) -> Text:
+    if run.analysis is None or not run.analysis.devices:
+        return Text("-")
+    acc = run.analysis.devices[0].get("accounting") or {}
+    it = acc.get("iterations")
+    startup = sum((acc.get("phases") or {}).get(p, {}).get("ns", 0)
+                  for p in ("start-up", "warm-up"))
+    if not it:
+        return Text(f"start-up {fmt_ns(startup)}; no iterations found")
+    return Text(safe_text(f"{it['count']} x '{it['name']}' ({it['warmup']} warm-up); "
+                          f"start-up {fmt_ns(startup)}", MESSAGE_LIMIT))
 
 
 def _verdict(run: Any) -> Text:
@@ -73,6 +100,8 @@ def render_runs(results: list[tuple[Any, Any, dict[str, Any]]], console: Console
                                  lambda v: "-" if v is None else f"{v:.2f}")):
             rows.append((label, [fmt(getattr(m, key)) if m is not None else "-"
                                  for m in ms.values()]))
+        rows.append(("verdict", [_gpugap_verdict(r) for r in runs.values()]))
+        rows.append(("phases", [_phases(r) for r in runs.values()]))
         rows.append(("findings", [_findings(r) for r in runs.values()]))
         rows.append(("expected diagnosis", [_verdict(r) for r in runs.values()]))
         for label, cells in rows:

@@ -1,4 +1,10 @@
-"""Rich terminal rendering of an Analysis: summary, findings by cost, per-range table."""
+"""The terminal view of an Analysis: the verdict first, then the steady state's
+accounting and findings, then one-time costs (start-up), then the ranges.
+
+Every string that comes from a report (kernel, API and NVTX names, messages that quote
+them) goes through gpugap.render.safe: control characters escaped, long names cut, never
+parsed as rich markup.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,16 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpugap.accounting.buckets import BUSY_IDS, BY_ID
 from gpugap.analysis import Analysis
 from gpugap.metrics import Metrics
+from gpugap.render.safe import MESSAGE_LIMIT, safe_rich, safe_text
 from gpugap.rules.base import Finding, fmt_ns
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+KIND_STYLE = {"bottleneck": "bold red", "healthy": "bold green", "spread": "bold yellow",
+              "no-gpu-work": "dim"}
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 def pct(value: float | None) -> str:
@@ -23,7 +34,8 @@ def _num(value: float | None, digits: int = 2) -> str:
 
 
 def metrics_table(m: Metrics, title: str) -> Table:
-    table = Table(title=title, show_header=False, box=None, pad_edge=False)
+    table = Table(title=title, title_justify="left", show_header=False, box=None,
+                  pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     rows = [
@@ -39,25 +51,102 @@ def metrics_table(m: Metrics, title: str) -> Table:
     return table
 
 
-def finding_panel(f: Finding, index: int) -> Panel:
+def verdict_panel(analysis: Analysis) -> Panel | None:
+    v = analysis.verdict
+    if v is None:
+        return None
+    body = Text()
+    body.append_text(safe_rich(v.headline, limit=MESSAGE_LIMIT))
+    it = v.iteration or {}
+    rep = it.get("representative")
+    if rep:
+        calls = ", ".join(f"{safe_text(c['name'], 60)} x{c['count']} ({fmt_ns(c['ns'])})"
+                          for c in rep.get("calls", [])[:4])
+        body.append("\nevidence: ", style="bold")
+        body.append_text(safe_rich(
+            f"iteration '{rep['label']}' ({fmt_ns(rep['end_ns'] - rep['start_ns'])}, "
+            f"t={rep['start_ns'] / 1e9:.6f}s) lost {fmt_ns(rep['cost_ns'])}"
+            + (f"; the host was in {calls}" if calls else ""), limit=MESSAGE_LIMIT))
+    if v.finding:
+        body.append("\nfinding: ", style="bold")
+        body.append_text(safe_rich(v.finding))
+    if v.fix:
+        body.append("\nfix: ", style="bold green")
+        body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))
+    title = Text.assemble(("VERDICT ", "bold"), (v.kind.upper(), KIND_STYLE.get(v.kind, "")),
+                          f"  {v.scope}")
+    return Panel(body, title=title, title_align="left",
+                 border_style=KIND_STYLE.get(v.kind, "white"))
+
+
+def breakdown_line(breakdown: dict[str, float], limit: int = 6) -> Text:
+    """'compute 54.5% | synchronization 28.2% | ...' (busy in green, idle in yellow)."""
+    out = Text()
+    for i, (bucket, share) in enumerate(list(breakdown.items())[:limit]):
+        if i:
+            out.append(" | ", style="dim")
+        title = BY_ID[bucket].title if bucket in BY_ID else bucket
+        out.append(f"{title} {share:.1f}%",
+                   style="green" if bucket in BUSY_IDS else "yellow")
+    return out
+
+
+def phases_text(analysis: Analysis) -> Text | None:
+    out = Text()
+    for d in analysis.devices:
+        acc = d.get("accounting") or {}
+        verdict = d.get("verdict") or {}
+        it = acc.get("iterations")
+        line = Text(f"GPU {d['device']}: ", style="bold")
+        if it:
+            steady = acc.get("steady") or {}
+            line.append_text(safe_rich(
+                f"{it['count']} iterations ({acc['how']}); {it['warmup']} warm-up, "
+                f"{it['steady']} steady, median "
+                f"{fmt_ns(steady.get('iteration_median_ns') or 0)} "
+                f"(p90 {fmt_ns(steady.get('iteration_p90_ns') or 0)})", limit=MESSAGE_LIMIT))
+        else:
+            line.append_text(safe_rich(acc.get("how", "no phases"), limit=MESSAGE_LIMIT))
+        phases = acc.get("phases") or {}
+        startup = phases.get("start-up", {}).get("ns", 0) + phases.get("warm-up", {}).get("ns", 0)
+        line.append(f"; start-up {fmt_ns(startup)}", style="dim")
+        out.append_text(line)
+        out.append("\n  ")
+        out.append_text(breakdown_line(verdict.get("breakdown") or {}))
+        out.append("\n")
+    return out if analysis.devices else None
+
+
+def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
     where = " > ".join(f.ranges) or "outside NVTX ranges"
     streams = ", ".join(map(str, f.streams[:8])) + ("..." if len(f.streams) > 8 else "")
+    share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
     head = Text.assemble(
         (f"{index}. ", "bold"), (f"{f.severity.upper()} ", SEVERITY_STYLE.get(f.severity, "")),
         (f"{f.rule}", "bold"), (f" [{f.cause}]", "magenta"),
-        f"  cost {fmt_ns(f.cost_ns)}", f"  x{f.count}" if f.count > 1 else "")
+        f"  cost {fmt_ns(f.cost_ns)}{share}", f"  x{f.count}" if f.count > 1 else "")
     body = Text()
-    body.append(f"where: {where}; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
-    if streams:
-        body.append(f"; streams {streams}", style="dim")
+    body.append_text(safe_rich(f"where: {where}", "dim", limit=MESSAGE_LIMIT))
     if f.device is not None:
         body.append(f"; GPU {f.device}", style="dim")
+    if streams:
+        body.append(f"; streams {streams}", style="dim")
+    body.append(f"; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
+    per = f.per_iteration
+    if per and per.get("iterations"):
+        body.append(f"\nper iteration: median {fmt_ns(per['median_ns'])}, p90 "
+                    f"{fmt_ns(per['p90_ns'])} (in {per['with_cost']} of {per['iterations']})",
+                    style="dim")
     body.append("\n")
-    body.append(f.message + "\n")
-    body.append("fix: ", style="bold green")
-    body.append(f.fix)
-    return Panel(body, title=head, title_align="left", border_style=SEVERITY_STYLE.get(
-        f.severity, "white"))
+    body.append_text(safe_rich(f.message, limit=MESSAGE_LIMIT))
+    body.append("\nfix: ", style="bold green")
+    body.append_text(safe_rich(f.fix, limit=MESSAGE_LIMIT))
+    for c in consequences:
+        body.append("\nexplains: ", style="bold")
+        body.append_text(safe_rich(f"{c.rule} [{c.cause}] x{c.count} (counted here; "
+                                   f"{fmt_ns(c.cost_ns)} of it on its own)"))
+    return Panel(body, title=head, title_align="left",
+                 border_style=SEVERITY_STYLE.get(f.severity, "white"))
 
 
 def ranges_table(analysis: Analysis) -> Table:
@@ -70,41 +159,100 @@ def ranges_table(analysis: Analysis) -> Table:
         m = r.metrics
         name = ("  " * r.depth) + (f"{r.domain}:" if several_domains and r.domain else "") \
             + r.name
-        table.add_row(name, str(r.count), fmt_ns(m.span_ns), pct(m.gpu_busy_pct),
-                      pct(m.kernel_overlap_pct), pct(m.copy_compute_overlap_pct),
-                      _num(m.concurrency))
+        table.add_row(safe_rich(name, limit=80), str(r.count), fmt_ns(m.span_ns),
+                      pct(m.gpu_busy_pct), pct(m.kernel_overlap_pct),
+                      pct(m.copy_compute_overlap_pct), _num(m.concurrency))
     return table
 
 
-def render(analysis: Analysis, console: Console, max_findings: int = 20) -> None:
+def devices_table(analysis: Analysis) -> Table:
+    table = Table(title="Devices", title_justify="left")
+    for col in ("GPU", "name", "processes", "busy", "verdict"):
+        table.add_column(col, overflow="fold")
+    for d in analysis.devices:
+        v = d.get("verdict") or {}
+        table.add_row(str(d["device"]), safe_rich(d.get("name") or "?", limit=40),
+                      ", ".join(str(p) for p in d.get("pids", [])) or "-",
+                      pct(v.get("busy_pct")),
+                      Text(safe_text(v.get("headline", ""), 160),
+                           style=KIND_STYLE.get(v.get("kind", ""), "")))
+    return table
+
+
+def _one_time_line(f: Finding) -> Text:
+    line = Text("  ")
+    line.append(f"{f.severity.upper():7} ", style=SEVERITY_STYLE.get(f.severity, ""))
+    line.append_text(safe_rich(f"{f.phase}: {f.rule} [{f.cause}] {fmt_ns(f.cost_ns)}"
+                               + (f" x{f.count}" if f.count > 1 else "")
+                               + (f" on GPU {f.device}" if f.device is not None else "")))
+    where = " > ".join(f.ranges)
+    if where:
+        line.append_text(safe_rich(f"  in {where}", "dim", limit=80))
+    return line
+
+
+def render(analysis: Analysis, console: Console, max_findings: int = 20,
+           min_severity: str = "info") -> None:
     gpu = analysis.gpu
-    header = Text.assemble(
-        ("gpugap ", "bold"), analysis.report, "\n",
-        ("nsys ", "dim"), analysis.nsys_version or "unknown",
-        (" | GPU ", "dim"),
-        f"{gpu.get('name') or 'unknown'}"
-        + (f" ({gpu['sm_count']} SMs, cc {gpu['compute_capability']})"
-           if gpu.get("sm_count") else ""),
-        ((" | range ", "dim")), analysis.scope or "whole report")
+    header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n",
+                           ("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown"),
+                           (" | GPU ", "dim"),
+                           safe_rich(f"{gpu.get('name') or 'unknown'}"
+                                     + (f" ({gpu['sm_count']} SMs, cc "
+                                        f"{gpu['compute_capability']})"
+                                        if gpu.get("sm_count") else "")),
+                           (" | range ", "dim"),
+                           safe_rich(analysis.scope or "whole report"))
     console.print(header)
     if analysis.error:
-        console.print(Text(analysis.error, style="bold red"))
-    if analysis.metrics is not None:
-        console.print(metrics_table(analysis.metrics, "Summary"))
-    shown = analysis.findings[:max_findings]
-    if shown:
-        console.print(Text(f"\nFindings ({len(analysis.findings)}), largest cost first",
+        console.print(safe_rich(analysis.error, "bold red", limit=MESSAGE_LIMIT))
+    panel = verdict_panel(analysis)
+    if panel is not None:
+        console.print(panel)
+    if len(analysis.devices) > 1:
+        console.print(devices_table(analysis))
+    if analysis.scope is None:
+        text = phases_text(analysis)
+        if text is not None:
+            console.print(Text("Steady state", style="bold"))
+            console.print(text, end="")
+    elif analysis.verdict is not None:
+        console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
+        console.print(breakdown_line(analysis.verdict.breakdown))
+    floor = SEVERITY_RANK.get(min_severity, 0)
+    shown = [f for f in analysis.findings if SEVERITY_RANK.get(f.severity, 0) >= floor]
+    linked: dict[str, list[Finding]] = {}
+    for f in shown:
+        if f.consequence_of:
+            linked.setdefault(f.consequence_of, []).append(f)
+    main_findings = [f for f in shown if not f.consequence_of
+                     and (analysis.scope is not None or f.phase in (None, "steady"))]
+    one_time = [f for f in shown if not f.consequence_of and analysis.scope is None
+                and f.phase in ("start-up", "tail")]
+    if main_findings:
+        what = "in the range" if analysis.scope else "of the steady state"
+        console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",
                            style="bold"))
-        for i, f in enumerate(shown, 1):
-            console.print(finding_panel(f, i))
-        if len(analysis.findings) > len(shown):
-            console.print(f"... and {len(analysis.findings) - len(shown)} more "
-                          "(--json lists all)")
+        for i, f in enumerate(main_findings[:max_findings], 1):
+            console.print(finding_panel(f, i, linked.get(f.id, [])))
+        if len(main_findings) > max_findings:
+            console.print(f"... and {len(main_findings) - max_findings} more (--json lists all)")
     elif analysis.metrics is not None:
-        console.print(Text("\nNo findings: nothing on this timeline crossed a threshold.",
+        console.print(Text("\nNo findings " + ("in the range" if analysis.scope else
+                                               "in the steady state")
+                           + (f" at or above {min_severity}" if floor else "") + ".",
                            style="green"))
+    if one_time:
+        total = sum(f.cost_ns for f in one_time)
+        console.print(Text(f"\nStart-up and other one-time costs ({fmt_ns(total)})",
+                           style="bold"))
+        for f in sorted(one_time, key=lambda f: -f.cost_ns)[:max_findings]:
+            console.print(_one_time_line(f))
+    if analysis.metrics is not None:
+        console.print(metrics_table(analysis.metrics,
+                                    "\nTimeline " + ("(range)" if analysis.scope
+                                                     else "(whole report)")))
     if analysis.ranges:
         console.print(ranges_table(analysis))
     for w in analysis.warnings:
-        console.print(Text(f"warning: {w}", style="yellow"))
-
+        console.print(safe_rich(f"warning: {w}", "yellow", limit=MESSAGE_LIMIT))

@@ -51,24 +51,6 @@ class ThreadApi:
         return self._names.iloc[i if self.rows is None else self.rows[i]].astype(str).tolist()
 
 
-def enclosing_ranges(trace: Trace, t: int, gtid: int | None = None) -> list[str]:
-    """User NVTX ranges (outermost first) open at time t, on thread gtid if given."""
-    nv = trace.nvtx
-    if nv.empty:
-        return []
-    mask = (nv["start"] <= t) & (nv["end"] > t) & ~nv["library"]
-    if gtid is not None:
-        on_thread = mask & (nv["gtid"] == gtid)
-        if on_thread.any():
-            mask = on_thread
-    hits = nv[mask].sort_values(["depth", "start"])
-    return hits["name"].tolist()
-
-
-def top(frame: pd.DataFrame, by: str, n: int = 5) -> pd.DataFrame:
-    return frame.nlargest(n, by) if len(frame) > n else frame.sort_values(by, ascending=False)
-
-
 def range_labels(trace: Trace, times, max_depth: int = 1) -> np.ndarray:
     """For each time: 'outer > inner' names of the user NVTX ranges (depth <= max_depth)
     open at that time, '' where none. Vectorised per depth: the latest range to start
@@ -86,7 +68,11 @@ def range_label_codes(trace: Trace, times, max_depth: int = 1
     empty = np.array([""], dtype=object)
     if nv.empty or times.size == 0:
         return np.zeros(times.shape, dtype=np.int64), empty
-    nv = nv[~nv["library"]]
+    from gpugap.ranges import user_ranges
+
+    nv = user_ranges(trace)
+    if nv.empty:
+        return np.zeros(times.shape, dtype=np.int64), empty
     vocab = np.array(sorted(set(nv["name"].astype(object).tolist())), dtype=object)
     width = len(vocab) + 1
     # Per time, one digit per depth: 1 + the name's index in vocab, 0 where no range.
@@ -139,10 +125,11 @@ def folded_label_codes(trace: Trace, times, max_depth: int = 1
     return remap[codes], uniq
 
 
-def ranges_of(trace: Trace, times) -> list[str]:
-    """The NVTX ranges (outer first) most of *times* fall in, numbered instances named
-    as one ('batch 7' -> 'batch N'): where a finding folded over iterations happens."""
+def ranges_of(trace: Trace, times, weights=None) -> list[str]:
+    """The NVTX ranges (outer first) most of *times* (or most of their *weights*: the
+    time each stands for) fall in, numbered instances named as one ('batch 7' ->
+    'batch N'): where a finding folded over iterations happens."""
     codes, labels = folded_label_codes(trace, times)
     if not codes.size:
         return []
-    return split_label(str(labels[np.bincount(codes).argmax()]))
+    return split_label(str(labels[np.bincount(codes, weights=weights).argmax()]))

@@ -206,7 +206,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
         rule=RULE.id, cause=cause, severity="info", start_ns=first,
         end_ns=int(pieces[1][-1]) if pieces[1].size else at, cost_ns=int(ns), message=message,
         fix=FIXES[cause], device=dev.device, count=n, at_ns=at, phase=phase,
-        ranges=ranges_of(trace, gaps.end[held]),
+        ranges=ranges_of(trace, gaps.end[held], weights=per_gap[held]),
         evidence={"bucket": bucket, "idle_ns": int(ns), "gap_count": n, "gaps": examples},
         claim=Claim(dev.device, span, (bucket,)),
         instants=gaps.start[held], min_share_pct=float(config["min_share_pct"]))

@@ -214,6 +214,7 @@
     P.groupY.forEach(function (g) { ctx.fillStyle = "#eef1f6"; ctx.fillRect(0, g[0], W, GROUP_H); });
     ctx.save();
     ctx.beginPath(); ctx.rect(GUTTER, 0, W - GUTTER, H); ctx.clip();
+    drawPhases(P, H);
     drawGrid(P, W, H);
     drawMarkers(P, "band");
     for (var li = 0; li < P.lanes.length; li++) { drawLane(P, li, W); }
@@ -225,6 +226,30 @@
     drawGutter(P, W);
     stats.drawn += P.drawn.filter(Boolean).length;
     stats.marked += P.marked.filter(Boolean).length;
+  }
+
+  // The program's phases: start-up and warm-up tinted, each phase named at its start.
+  var PHASE_TINT = { "start-up": "rgba(247,144,9,0.10)", "warm-up": "rgba(247,184,9,0.10)",
+                     "tail": "rgba(152,162,179,0.10)" };
+  function drawPhases(P, H) {
+    var ctx = P.ctx, seen = {};
+    (P.d.phases || []).forEach(function (ph) {
+      var x0 = xOf(P, ph.s), x1 = xOf(P, ph.e);
+      if (x1 < GUTTER || x0 > P.canvas.cssW) { return; }
+      if (PHASE_TINT[ph.name]) {
+        ctx.fillStyle = PHASE_TINT[ph.name];
+        ctx.fillRect(x0, AXIS_H, Math.max(1, x1 - x0), H - AXIS_H);
+      }
+      var key = ph.name + "@" + ph.s;
+      if (seen[key]) { return; }
+      seen[key] = true;
+      ctx.strokeStyle = "rgba(181,71,8,0.55)"; ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.moveTo(Math.round(x0) + 0.5, AXIS_H); ctx.lineTo(Math.round(x0) + 0.5, H); ctx.stroke();
+      if (x1 - x0 > 40) {
+        ctx.fillStyle = "#b54708"; ctx.textAlign = "left";
+        ctx.fillText(ph.name, Math.max(x0, GUTTER) + 3, AXIS_H + 8);
+      }
+    });
   }
 
   function drawGrid(P, W, H) {
@@ -432,6 +457,11 @@
         var bh = Math.max(1, v * (h - 2));
         octx.fillRect(k * bw, y0 + h - 1 - bh, Math.max(1, bw), bh);
       }
+      (panels[p].d.phases || []).forEach(function (ph) {
+        if (!PHASE_TINT[ph.name]) { return; }
+        octx.fillStyle = PHASE_TINT[ph.name].replace("0.10", "0.25");
+        octx.fillRect(ovX(ph.s), y0, Math.max(1, ovX(ph.e) - ovX(ph.s)), h);
+      });
       panels[p].findings.forEach(function (f) {
         octx.fillStyle = f.color; var x = ovX(f.s);
         octx.fillRect(x, y0, Math.max(2, ovX(f.e) - x), 3);
