@@ -59,6 +59,16 @@ class Analysis:
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     verdict: Verdict | None = None
     accounting: Accounting | None = field(default=None, repr=False)
+    # Per device, the windows the verdict and findings cover: the steady state, or the
+    # --range's windows (None: each device's steady state).
+    scope_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
+
+    def judged(self, device: int) -> tl.Intervals:
+        """The windows of *device* the verdict judged (steady state or --range)."""
+        if self.scope_windows is not None:
+            return self.scope_windows.get(device, tl.EMPTY)
+        lo, hi = self.accounting.devices[device].phases.spans["steady"]
+        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -176,6 +186,7 @@ class Analyzer:
             d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
                                             np.array([dev.window[1]])))
             for d, dev in accounting.devices.items()}
+        result.scope_windows = scope
         context = Context(accounting, scope)
         findings = settle(rule_registry.detect(trace, context, self.selected, self.effective),
                           context, scope)

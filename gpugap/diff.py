@@ -17,6 +17,7 @@ from gpugap.gates import (
     HIGHER,
     NONE,
     SEVERITY_RANK,
+    STEADY_NAMES,
     Measurement,
     Measurements,
     direction_of,
@@ -32,7 +33,8 @@ NEW, FIXED, CHANGED, UNCHANGED = "new", "fixed", "changed", "unchanged"
 def diff_metric_names() -> list[str]:
     """Metrics a diff shows: analyze's, plus finding totals and per-rule counts/costs
     (per-cause detail is in the findings list)."""
-    return [*METRIC_NAMES, *(n for n in finding_metric_names() if n.count(".") <= 2)]
+    return [*METRIC_NAMES, *STEADY_NAMES,
+            *(n for n in finding_metric_names() if n.count(".") <= 2)]
 
 
 @dataclass

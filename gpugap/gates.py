@@ -310,30 +310,33 @@ def steady_values(analysis) -> dict[str, float | int | None]:
     """steady.* metrics: the steady state of the report's devices (all of them: busy and
     bucket shares of their summed steady time; iteration times of the slowest device).
     In a --range scope they describe the range instead (its accounting, no iterations)."""
+    from gpugap import timeline as tl
+    from gpugap.accounting.buckets import BUSY_IDS, IDS
+
     values: dict[str, float | int | None] = {name: None for name in STEADY_NAMES}
-    walls, buckets, medians, counts = 0, {}, [], []
-    for d in analysis.devices:
-        acc = d.get("accounting") or {}
-        verdict = d.get("verdict") or {}
-        wall = int(verdict.get("wall_ns") or 0)
+    if analysis.accounting is None:
+        return values
+    walls, buckets, medians, counts = 0, dict.fromkeys(IDS, 0), [], []
+    for device, dev in analysis.accounting.devices.items():
+        windows = analysis.judged(device)
+        wall = tl.total(windows)
         if wall <= 0:
             continue
         walls += wall
-        for b, pct in (verdict.get("breakdown") or {}).items():
-            buckets[b] = buckets.get(b, 0.0) + pct * wall / 100.0
-        steady = acc.get("steady") or {}
-        if analysis.scope is None and steady.get("iteration_median_ns"):
-            medians.append(steady["iteration_median_ns"])
-            counts.append(steady.get("iterations", 0))
+        for b, v in dev.totals_in(windows).items():
+            buckets[b] += v
+        its = dev.phases.steady_iterations
+        if analysis.scope is None and len(its):
+            lo, hi = dev.phases.iteration_windows(its)
+            medians.append(float(np.median(hi - lo)))
+            counts.append(len(its))
     if walls <= 0:
         return values
-    from gpugap.accounting.buckets import BUSY_IDS, IDS
-
-    busy = sum(v for b, v in buckets.items() if b in BUSY_IDS)
+    busy = sum(buckets[b] for b in BUSY_IDS)
     values["steady.gpu_busy_pct"] = round(100.0 * busy / walls, 3)
     values["steady.idle_pct"] = round(100.0 - 100.0 * busy / walls, 3)
     for b in IDS:
-        values[f"steady.{b}_pct"] = round(100.0 * buckets.get(b, 0.0) / walls, 3)
+        values[f"steady.{b}_pct"] = round(100.0 * buckets[b] / walls, 3)
     if medians:
         values["steady.iteration_ms"] = round(max(medians) / 1e6, 6)
         values["steady.iterations"] = int(min(counts))

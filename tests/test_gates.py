@@ -341,3 +341,57 @@ def test_bad_report_files_exit_2_with_one_line(capsys, tmp_path):
         err = capsys.readouterr().err
         assert rc == 2
         assert err.count("\n") == 1 and expected in err
+
+
+# --- the steady state ----------------------------------------------------------------------
+
+CAPTURES = Path(__file__).parent / "data" / "captures"
+
+
+def test_steady_state_figures_gate_a_sync_per_step(capsys):
+    """steady.* metrics: the share of each bucket in the steady state, the iteration
+    time, the busy share, as the verdict's accounting measures them."""
+    synced, free = CAPTURES / "sync-item.sqlite", CAPTURES / "sync-free.sqlite"
+    rc, doc = run_json(capsys, synced, free, "--max", "steady.synchronization_pct=5",
+                       "--min", "steady.gpu_busy_pct=90", "--max", "steady.iteration_ms=20")
+    assert rc == 1
+    results = {(r["report"], g["metric"]): (g["status"], g["value"])
+               for r in doc["reports"] for g in r["gates"]}
+    bad = analyze(load(synced))
+    steady = bad.devices[0]["accounting"]["steady"]
+    assert results[(str(synced), "steady.synchronization_pct")] == (
+        "fail", round(steady["buckets"]["synchronization"]["pct"], 3))
+    assert results[(str(synced), "steady.gpu_busy_pct")] == ("fail", steady["gpu_busy_pct"])
+    assert results[(str(synced), "steady.iteration_ms")] == (
+        "fail", round(steady["iteration_median_ns"] / 1e6, 6))
+    assert {results[(str(free), m)][0] for m in ("steady.synchronization_pct",
+                                                 "steady.gpu_busy_pct",
+                                                 "steady.iteration_ms")} == {"pass"}
+
+
+def test_diff_and_baseline_follow_the_steady_state(capsys, tmp_path):
+    synced, free = CAPTURES / "sync-item.sqlite", CAPTURES / "sync-free.sqlite"
+    assert main(["diff", str(synced), str(free), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (whole,) = [s for s in doc["scopes"] if s["scope"] is None]
+    changes = {m["metric"]: m for m in whole["metrics"]}
+    assert changes["steady.synchronization_pct"]["change"] == "better"
+    assert changes["steady.iteration_ms"]["change"] == "better"
+    assert changes["steady.gpu_busy_pct"]["change"] == "better"
+    # A baseline of the sync-free loop catches the sync coming back.
+    base = tmp_path / "base.json"
+    assert main(["baseline", "save", str(free), "-o", str(base), "--metric",
+                 "steady.*"]) == 0
+    capsys.readouterr()
+    rc, doc = run_json(capsys, synced, "--baseline", base)
+    assert rc == 1
+    failed = {g["metric"] for g in doc["reports"][0]["gates"] if g["status"] == "fail"}
+    assert {"steady.synchronization_pct", "steady.iteration_ms"} <= failed
+
+
+def test_unknown_steady_metric_is_named(capsys):
+    rc = main(["check", str(CAPTURES / "sync-item.sqlite"), "--max",
+               "steady.sync_pct=1"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown metric 'steady.sync_pct'" in err
