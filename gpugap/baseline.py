@@ -64,7 +64,8 @@ DEFAULT_NOISE_K = 3.0       # a change within 3 standard deviations of the runs 
 # (span_ns, findings.*.cost_ms) have a direction too but jitter from run to run; add them
 # with Policy.metrics (config: [tool.gpugap.baseline] metrics) when the runs are stable.
 DEFAULT_METRICS = ("kernel_overlap_pct", "copy_compute_overlap_pct", "gpu_busy_pct",
-                   "gpu_idle_pct", "concurrency", "findings.count", "findings.*.count")
+                   "gpu_idle_pct", "concurrency", "steady.*", "findings.count",
+                   "findings.*.count")
 
 
 @dataclass(frozen=True)
