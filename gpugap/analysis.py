@@ -188,8 +188,9 @@ class Analyzer:
             for d, dev in accounting.devices.items()}
         result.scope_windows = scope
         context = Context(accounting, scope)
-        findings = settle(rule_registry.detect(trace, context, self.selected, self.effective),
-                          context, scope)
+        findings = rule_registry.finish(trace, self.selected, settle(
+            rule_registry.detect(trace, context, self.selected, self.effective), context,
+            scope))
         result.findings = findings
         result.verdict, per_device_verdict = decide(trace, accounting, findings, scope,
                                                     range_name)

@@ -36,6 +36,7 @@ def account(trace: Trace, settings: Settings | None = None, *,
         phases = detect_phases(trace, work, iteration=iteration,
                                warmup_factor=settings.warmup_factor)
         devices[device] = account_device(trace, work, phases, settings)
+    trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
     return Accounting(devices, settings)
 
 

@@ -55,6 +55,7 @@ class Settings:
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
 
+_CHUNK = 1 << 18          # gaps handled at a time
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)
 _H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
@@ -89,10 +90,25 @@ class DeviceAccount:
     @cached_property
     def by_bucket(self) -> dict[str, tl.Intervals]:
         out = {}
+        order = np.argsort(self.code, kind="stable")       # pieces of each bucket in time order
+        bounds = np.searchsorted(self.code[order], np.arange(len(IDS) + 1))
         for i, b in enumerate(IDS):
-            sel = self.code == i
-            out[b] = (self.start[sel], self.end[sel])
+            rows = order[bounds[i]:bounds[i + 1]]
+            out[b] = (self.start[rows], self.end[rows])
         return out
+
+    @cached_property
+    def _prefix(self) -> dict[str, np.ndarray]:
+        """Per bucket: the time its pieces hold before each of them (for window sums)."""
+        return {b: np.r_[0, np.cumsum(e - s)] for b, (s, e) in self.by_bucket.items()}
+
+    def union_of(self, buckets) -> tl.Intervals:
+        """The time in any of *buckets*, as a union."""
+        known = [b for b in buckets if b in self.by_bucket]
+        if len(known) == 1:
+            return self.by_bucket[known[0]]      # sorted, disjoint: a union already
+        sel = np.isin(self.code, [IDS.index(b) for b in known])
+        return tl.union(self.start[sel], self.end[sel])    # in time order: no sort
 
     @cached_property
     def busy(self) -> tl.Intervals:
@@ -104,9 +120,8 @@ class DeviceAccount:
         column per bucket (rows add up to the window's overlap with the device's)."""
         lo = np.atleast_1d(np.asarray(lo, dtype=np.int64))
         hi = np.atleast_1d(np.asarray(hi, dtype=np.int64))
-        return pd.DataFrame({b: tl.total_between(u, lo, hi) if u[0].size
-                             else np.zeros(lo.size, dtype=np.int64)
-                             for b, u in self.by_bucket.items()})
+        return pd.DataFrame({b: _between(s, e, self._prefix[b], lo, hi)
+                             for b, (s, e) in self.by_bucket.items()})
 
     def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
         """Bucket time inside a union of windows (default: the whole window)."""
@@ -153,6 +168,22 @@ class DeviceAccount:
         k = np.searchsorted(self.gaps.start, t, side="right") - 1
         ok = (k >= 0) & (t < self.gaps.end[np.maximum(k, 0)])
         return np.where(ok, k, -1)
+
+
+def _between(s: np.ndarray, e: np.ndarray, prefix: np.ndarray, lo: np.ndarray,
+             hi: np.ndarray) -> np.ndarray:
+    """Time of the sorted disjoint pieces (s, e) inside each window [lo, hi), from their
+    prefix sums: two binary searches a window."""
+    if s.size == 0:
+        return np.zeros(lo.size, dtype=np.int64)
+
+    def before(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(s, t, side="right")        # pieces starting at or before t
+        last = np.maximum(k - 1, 0)
+        inside = np.where(k > 0, np.clip(t - s[last], 0, e[last] - s[last]), 0)
+        return prefix[last] * (k > 0) + inside
+
+    return np.maximum(before(hi) - before(lo), 0)
 
 
 def _busy_partition(work: DeviceWork):
@@ -211,29 +242,46 @@ def _idle_pieces(trace: Trace, work: DeviceWork, gaps: Gaps, window: tuple[int, 
     calls = host.threads_of(trace, threads)
     lo, hi = window
     for g in threads.tolist():
-        idx = np.flatnonzero((gaps.gtid == g) & (rem_e > rem_s))
-        if not idx.size:
+        mine = np.flatnonzero((gaps.gtid == g) & (rem_e > rem_s))
+        if not mine.size:
             continue
-        rs, re_ = rem_s[idx], rem_e[idx]
         tc = calls[g]
-        # 3. inside CUDA calls: pieces of the thread's labelled calls within the gaps.
-        cs, ce, ci = tl.pieces(tc.start, tc.end, (rs, re_))
-        cat = tc.category[ci]
-        cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
-        # ... and outside them.
-        os_, oe, oi = tl.pieces(rs, re_, tl.gaps(tc.covered, min(lo, int(rs[0])),
-                                                 max(hi, int(re_[-1]))))
-        ps = np.r_[cs, os_]
-        pe = np.r_[ce, oe]
-        pc = np.r_[cat, np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
-        pg = np.r_[cgap, idx[oi]]
-        pstart = np.r_[tc.start[ci], os_]              # unclipped start of each piece
-        order = np.argsort(ps, kind="stable")
-        labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
-                                      pstart[order], rem_s, long_gap, gaps.input)
-        for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
-            part.append(values)
+        outside = tl.gaps(tc.covered, min(lo, int(rem_s[mine[0]])),
+                          max(hi, int(rem_e[mine[-1]])))
+        # In batches of gaps: the temporaries stay bounded however many there are.
+        for k in range(0, mine.size, _CHUNK):
+            idx = mine[k:k + _CHUNK]
+            rs, re_ = rem_s[idx], rem_e[idx]
+            # 3. inside CUDA calls: the thread's labelled calls within the gaps...
+            cs, ce, ci = tl.pieces(tc.start, tc.end, (rs, re_))
+            cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
+            # ... and outside them.
+            os_, oe, oi = tl.pieces(rs, re_, outside)
+            ps, pe = np.r_[cs, os_], np.r_[ce, oe]
+            pc = np.r_[tc.category[ci], np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
+            pg = np.r_[cgap, idx[oi]]
+            pstart = np.r_[tc.start[ci], os_]          # unclipped start of each piece
+            order = np.argsort(ps, kind="stable")
+            labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
+                                          pstart[order], rem_s, long_gap, gaps.input)
+            for part, values in zip((out_s, out_e, out_c), coalesce(*labelled),
+                                    strict=True):
+                part.append(values)
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
+
+
+def coalesce(s: np.ndarray, e: np.ndarray, c: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labelled pieces in time order with neighbours of one bucket that touch merged
+    (inside and outside a launch call, both launch-bound, are one piece)."""
+    if s.size < 2:
+        return s, e, c
+    order = np.argsort(s, kind="stable")
+    s, e, c = s[order], e[order], c[order]
+    new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, s.size - 1]
+    return s[first], e[last], c[first]
 
 
 def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input):
@@ -287,8 +335,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     gaps = _gaps(work, busy, window, main_gtid, settings, iterations_from)
     is_, ie, ic = _idle_pieces(trace, work, gaps, window, settings)
     s, e, c = np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8)
+    del bs, be, bc, is_, ie, ic
     keep = e > s
-    s, e, c = s[keep], e[keep], c[keep]
-    order = np.argsort(s, kind="stable")
-    return DeviceAccount(work.device, window, phases, work, s[order], e[order], c[order],
-                         gaps, settings)
+    s, e, c = coalesce(s[keep], e[keep], c[keep])
+    return DeviceAccount(work.device, window, phases, work, s, e, c, gaps, settings)

@@ -40,7 +40,17 @@ def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
         scope: Mapping[int, object] | None = None) -> list[Finding]:
     """Every selected rule on *trace*, costs settled from the accounting (see
     gpugap.rules.settle): steady-state findings first, largest cost first."""
-    return settle(detect(trace, context, rules, thresholds), context, scope)
+    rules = rules or select()
+    return finish(trace, rules, settle(detect(trace, context, rules, thresholds), context,
+                                       scope))
+
+
+def finish(trace: Trace, rules: list[Rule], findings: list[Finding]) -> list[Finding]:
+    """Each rule completes the settled findings it made (see Rule.finish)."""
+    for rule in rules:
+        if rule.finish is not None:
+            rule.finish(trace, [f for f in findings if f.rule == rule.id])
+    return findings
 
 
 def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
@@ -57,5 +67,5 @@ def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
     return findings
 
 
-__all__ = ["Context", "Finding", "Rule", "Threshold", "RULE_MODULES", "detect", "registry",
-           "run", "select"]
+__all__ = ["Context", "Finding", "Rule", "Threshold", "RULE_MODULES", "detect", "finish",
+           "registry", "run", "select"]

@@ -136,10 +136,14 @@ class Finding:
     # Dropped when its settled share of its scope is below this (rules that report a
     # share of time whatever its size, e.g. launch-gap's min_share_pct).
     min_share_pct: float | None = field(default=None, repr=False, compare=False)
+    # What the rule's finish() still has to do (evidence worth gathering only for the
+    # findings that settling keeps).
+    pending: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
-               if k not in ("claim", "instants", "iteration_costs", "min_share_pct")}
+               if k not in ("claim", "instants", "iteration_costs", "min_share_pct",
+                            "pending")}
         return asdict_plain(out)
 
 
@@ -152,6 +156,8 @@ class Rule:
     fix: str
     causes: Mapping[str, str]          # cause id -> what it means
     detect: Callable[[Trace, Mapping[str, float], Context], list[Finding]]
+    # Completes the findings settling kept (costly evidence, messages quoting costs).
+    finish: Callable[[Trace, list[Finding]], None] | None = None
 
     def defaults(self) -> dict[str, float]:
         return {k: t.default for k, t in self.thresholds.items()}

@@ -129,87 +129,118 @@ def _short(name: str, width: int = 60) -> str:
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    """One finding per device, phase and idle bucket holding any time; settling drops
-    those under min_share_pct of their scope (the phase, or a --range)."""
+    """One finding per device, phase and idle bucket holding at least min_share_pct of
+    its scope (the phase, or a --range); settling drops those that fall under it once
+    other findings have taken their part (costs only shrink there)."""
     findings = []
     for device, dev in context.accounting.devices.items():
+        whole = dev.window[1] - dev.window[0]
+        scope = None if context.scope is None else context.scope.get(device, tl.EMPTY)
         for phase in FINDING_PHASES:
             span = context.phase_span(device, phase)
-            if context.scope is not None:
-                span = tl.intersect(span, context.scope.get(device, tl.EMPTY))
+            if scope is not None:
+                span = tl.intersect(span, scope)
             wall = tl.total(span)
             if wall <= 0:
                 continue
+            # The wall its share is of (as settling computes it).
+            base = (tl.total(scope) if scope is not None else
+                    wall if phase == "steady" else whole)
             totals = dev.totals_in(span)
             for bucket, cause in BUCKET_CAUSE.items():
                 ns = totals.get(bucket, 0)
-                if ns > 0:
+                if ns > 0 and 100.0 * ns / base >= config["min_share_pct"]:
                     findings.append(_finding(trace, config, dev, phase, span, bucket, cause,
                                              ns, wall))
     return findings
 
 
 def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Finding:
+    """The finding of one bucket in one phase; its examples' host calls and its message
+    are completed by finish() for the findings settling keeps."""
     pieces = tl.intersect(dev.by_bucket[bucket], span)
     gap = dev.gap_of(pieces[0])
     per_gap = np.bincount(gap, weights=pieces[1] - pieces[0], minlength=len(dev.gaps))
     held = np.flatnonzero(per_gap > 0)
     worst = held[np.argsort(-per_gap[held], kind="stable")][: int(config["max_examples"])]
-    gaps, work = dev.gaps, dev.work
-    windows = [(int(gaps.gtid[g]), int(gaps.start[g]), int(gaps.end[g]))
-               for g in worst.tolist() if gaps.gtid[g] >= 0]
-    calls = iter(host_calls(trace, windows))
-    deps = iter(dependency_calls(trace, [
-        (int(gaps.gtid[g]), *_launch_window(work, int(gaps.next_op[g])))
-        for g in worst.tolist() if gaps.gtid[g] >= 0] if cause == "queued-wait" else []))
-    examples = []
-    for g in worst.tolist():
-        nxt = int(gaps.next_op[g])
-        item = {"start_ns": int(gaps.start[g]), "end_ns": int(gaps.end[g]),
-                "gap_ns": int(gaps.end[g] - gaps.start[g]), "cause_ns": int(per_gap[g]),
-                "thread": trace.thread_name(int(gaps.gtid[g])) if gaps.gtid[g] >= 0 else None,
-                "host_calls": next(calls) if gaps.gtid[g] >= 0 else []}
-        if nxt >= 0:
-            launched = work.api_start[nxt]
-            source, row = int(work.source[nxt]), int(work.row[nxt])
-            frame = (trace.kernels, trace.memcpys, trace.memsets)[source]
-            item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
-                            "kind": ("kernel", "memcpy", "memset")[source],
-                            "stream": int(frame["stream"].iloc[row]),
-                            "correlation_id": int(frame["corr"].iloc[row]),
-                            "launched_ns": None if np.isnan(launched) else int(launched)}
-        if cause == "queued-wait" and gaps.gtid[g] >= 0:
-            item["stream_dependencies"] = next(deps)
-        examples.append(item)
-    top = examples[0] if examples else {}
-    n = int(held.size)
-    share = 100.0 * ns / wall
-    where = {"steady": f"{share:.1f}% of the steady state",
-             "start-up": "before the steady state (one-time)",
-             "tail": "after the steady state"}[phase]
-    why = WHY[cause].format(min_gap=fmt_ns(config["min_gap_us"] * 1e3))
-    busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
-                          for h in top.get("host_calls", [])[:3]) or "no traced call"
-    longest = (f" Longest: {fmt_ns(top['cause_ns'])}"
-               + (f" before {top['next']['kind']} '{_short(top['next']['name'])}'"
-                  if "next" in top else "")
-               + (f"; the host was in {busy_with}." if top.get("host_calls") else "."))
-    if cause == "queued-wait" and top.get("stream_dependencies"):
-        longest += (" The launching thread had put "
-                    + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
-                    + " into streams before it.")
-    message = (f"GPU {dev.device} sat idle {fmt_ns(ns)} ({where}) over {n} "
-               f"gap{'s' if n != 1 else ''}: {why}." + (longest if examples else ""))
-    at = int(top["start_ns"]) if examples else int(span[0][0])
+    gaps = dev.gaps
+    at = int(gaps.start[worst[0]]) if worst.size else int(span[0][0])
     first = int(pieces[0][0]) if pieces[0].size else at
     return Finding(
         rule=RULE.id, cause=cause, severity="info", start_ns=first,
-        end_ns=int(pieces[1][-1]) if pieces[1].size else at, cost_ns=int(ns), message=message,
-        fix=FIXES[cause], device=dev.device, count=n, at_ns=at, phase=phase,
+        end_ns=int(pieces[1][-1]) if pieces[1].size else at, cost_ns=int(ns), message="",
+        fix=FIXES[cause], device=dev.device, count=int(held.size), at_ns=at, phase=phase,
         ranges=ranges_of(trace, gaps.end[held], weights=per_gap[held]),
-        evidence={"bucket": bucket, "idle_ns": int(ns), "gap_count": n, "gaps": examples},
+        evidence={"bucket": bucket, "gap_count": int(held.size)},
         claim=Claim(dev.device, span, (bucket,)),
-        instants=gaps.start[held], min_share_pct=float(config["min_share_pct"]))
+        instants=gaps.start[held], min_share_pct=float(config["min_share_pct"]),
+        pending=(dev, worst, per_gap[worst], float(config["min_gap_us"])))
+
+
+def finish(trace: Trace, findings: list[Finding]) -> None:
+    """Examples (the longest gaps, what their thread was doing: one read of the OS
+    runtime calls for all of them) and messages, with the settled costs."""
+    windows, dep_windows = [], []
+    for f in findings:
+        dev, worst, _, _ = f.pending
+        gaps = dev.gaps
+        for g in worst.tolist():
+            if gaps.gtid[g] >= 0:
+                windows.append((int(gaps.gtid[g]), int(gaps.start[g]), int(gaps.end[g])))
+                if f.cause == "queued-wait":
+                    dep_windows.append((int(gaps.gtid[g]),
+                                        *_launch_window(dev.work, int(gaps.next_op[g]))))
+    calls = iter(host_calls(trace, windows))
+    deps = iter(dependency_calls(trace, dep_windows))
+    for f in findings:
+        dev, worst, cause_ns, min_gap_us = f.pending
+        f.pending = None
+        gaps, work = dev.gaps, dev.work
+        examples = []
+        for g, part in zip(worst.tolist(), cause_ns.tolist(), strict=True):
+            known = gaps.gtid[g] >= 0
+            item = {"start_ns": int(gaps.start[g]), "end_ns": int(gaps.end[g]),
+                    "gap_ns": int(gaps.end[g] - gaps.start[g]), "cause_ns": int(part),
+                    "thread": trace.thread_name(int(gaps.gtid[g])) if known else None,
+                    "host_calls": next(calls) if known else []}
+            nxt = int(gaps.next_op[g])
+            if nxt >= 0:
+                launched = work.api_start[nxt]
+                source, row = int(work.source[nxt]), int(work.row[nxt])
+                frame = (trace.kernels, trace.memcpys, trace.memsets)[source]
+                item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
+                                "kind": ("kernel", "memcpy", "memset")[source],
+                                "stream": int(frame["stream"].iloc[row]),
+                                "correlation_id": int(frame["corr"].iloc[row]),
+                                "launched_ns": None if np.isnan(launched) else int(launched)}
+            if f.cause == "queued-wait" and known:
+                item["stream_dependencies"] = next(deps)
+            examples.append(item)
+        f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
+        f.message = _message(f, examples, min_gap_us)
+
+
+def _message(f: Finding, examples: list[dict], min_gap_us: float) -> str:
+    top = examples[0] if examples else {}
+    share = "" if f.share_pct is None else f"{f.share_pct:.1f}% of "
+    where = {"steady": f"{share}the steady state",
+             "start-up": "before the steady state (one-time)",
+             "tail": "after the steady state"}.get(f.phase or "steady", "")
+    why = WHY[f.cause].format(min_gap=fmt_ns(min_gap_us * 1e3))
+    busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
+                          for h in top.get("host_calls", [])[:3])
+    longest = ""
+    if top:
+        longest = (f" Longest: {fmt_ns(top['cause_ns'])}"
+                   + (f" before {top['next']['kind']} '{_short(top['next']['name'])}'"
+                      if "next" in top else "")
+                   + (f"; the host was in {busy_with}." if busy_with else "."))
+    if f.cause == "queued-wait" and top.get("stream_dependencies"):
+        longest += (" The launching thread had put "
+                    + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
+                    + " into streams before it.")
+    return (f"GPU {f.device} sat idle {fmt_ns(f.cost_ns)} ({where}) over {f.count} "
+            f"gap{'s' if f.count != 1 else ''}: {why}." + longest)
 
 
 RULE = Rule(
@@ -238,4 +269,5 @@ RULE = Rule(
             "queued-wait": "queued in time, held in its stream by non-GPU work",
             "unknown": "no API call matches the next operation"},
     detect=detect,
+    finish=finish,
 )

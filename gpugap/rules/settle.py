@@ -58,12 +58,7 @@ def _region(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | No
     dev = context.accounting.devices.get(int(c.device))
     if dev is None:
         return None
-    parts = [dev.by_bucket[b] for b in c.buckets if b in dev.by_bucket]
-    if not parts:
-        return tl.EMPTY
-    buckets = tl.union(np.concatenate([p[0] for p in parts]),
-                       np.concatenate([p[1] for p in parts]))
-    region = tl.intersect(buckets, tl.union(*c.intervals))
+    region = tl.intersect(dev.union_of(c.buckets), tl.union(*c.intervals))
     if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
         region = tl.intersect(region, context.phase_span(int(c.device), f.phase))
     if scope is not None:
@@ -111,7 +106,7 @@ def settle(findings: list[Finding], context: Context,
                               and not _at_in_scope(f, scope)):
             continue
         before = claimed.get(device, tl.EMPTY)
-        fresh = tl.subtract(region, before)
+        fresh = tl.subtract(region, before) if before[0].size else region
         size, left = tl.total(region), tl.total(fresh)
         if size > 0 and size - left > 0.5 * size:
             cause = max(taken[device], key=lambda item: tl.intersect_total(region, item[1]))
@@ -122,7 +117,8 @@ def settle(findings: list[Finding], context: Context,
             f.count = max(int(tl.within(f.instants, scope.get(device, tl.EMPTY)).sum()),
                           1 if f.cost_ns > 0 else 0)
         taken.setdefault(device, []).append((f, region))
-        claimed[device] = tl.merge(before, region)
+        if region[0].size:
+            claimed[device] = tl.merge(before, region) if before[0].size else region
         wall = _wall(context, f, scope)
         f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
         if scope is not None or f.phase == "steady":
