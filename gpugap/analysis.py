@@ -204,7 +204,7 @@ class Analyzer:
             dev = accounting.devices[int(device)]
             result.devices.append({"device": int(device),
                                    "name": None if row is None else row["name"],
-                                   "pids": sorted({int(p) for p in np.unique(dev.work.pid)}),
+                                   "pids": [int(p) for p in dev.work.pids],
                                    "verdict": per_device_verdict[int(device)].to_dict(),
                                    "accounting": dev.summary(),
                                    "metrics": per_device.to_dict()})

@@ -66,7 +66,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             nxt = int(np.flatnonzero(work.start == work.start[nxt])[0])
             gap_end = int(work.start[nxt])
             gtid = int(work.gtid[nxt])
-            api_end = work.api_end[nxt]
+            api_end = work.gather("api_end", [nxt])[0]
         else:
             nxt, gap_end, gtid, api_end = -1, w1, main, np.nan
         seg = np.arange(t0, lo + rz, dtype=np.int64)
@@ -84,7 +84,8 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         it = dev.phases.iterations
         from_ns = it.cpu_start[0] if it is not None else dev.phases.spans["steady"][0]
         is_input = False
-        if (nxt >= 0 and work.bucket[nxt] in h2d and work.bytes[nxt] >= settings.input_min_bytes
+        if (nxt >= 0 and work.bucket[nxt] in h2d
+                and work.gather("bytes", [nxt])[0] >= settings.input_min_bytes
                 and work.api_start[nxt] >= from_ns):
             mine = np.flatnonzero((work.gtid == gtid) & ~np.isnan(work.api_start))
             mine = mine[np.argsort(work.api_start[mine], kind="stable")]
@@ -180,6 +181,17 @@ def sample_windows(dev, k: int, rng) -> list[int]:
     return [min(max(s, lo), hi - WINDOW_NS) for s in starts]
 
 
+def tiles(dev) -> None:
+    """Each bucket's pieces sorted and disjoint; all of them together, in time order,
+    one after another from the window's start to its end."""
+    for s, e in dev.by_bucket.values():
+        assert (e > s).all() and (s[1:] >= e[:-1]).all()
+    order = np.argsort(dev.start, kind="stable")
+    s, e = dev.start[order], dev.end[order]
+    assert s[0] == dev.window[0] and e[-1] == dev.window[1]
+    assert (s[1:] == e[:-1]).all()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_accounting_matches_nanosecond_sweep(name):
     trace = load(CAPTURES / f"{name}.sqlite")
@@ -189,7 +201,7 @@ def test_accounting_matches_nanosecond_sweep(name):
         # The buckets tile the window exactly.
         lo, hi = dev.window
         assert sum(dev.totals_in().values()) == hi - lo
-        assert (dev.end > dev.start).all() and (dev.start[1:] >= dev.end[:-1]).all()
+        tiles(dev)
         for a in sample_windows(dev, 4, rng):
             expected = brute_force(trace, dev, a, a + WINDOW_NS)
             got = dev.totals(a, a + WINDOW_NS).iloc[0].to_dict()
@@ -216,3 +228,19 @@ def test_phases_of_real_programs():
         assert spans["warm-up"][1] == spans["steady"][0]
         assert spans["steady"][1] == spans["tail"][0]
         assert spans["start-up"][0] == ph.window[0] and spans["tail"][1] == ph.window[1]
+
+
+@pytest.mark.parametrize("name", ["decode", "sync-item", "alloc-nocache"])
+def test_time_slices_change_nothing(name, monkeypatch):
+    """The accounting works in slices of CHUNK_GAPS gaps; slices of 7 gaps give the same
+    bucket times in every iteration as one slice for the whole report."""
+    from gpugap.accounting import attribution
+
+    trace = load(CAPTURES / f"{name}.sqlite")
+    whole = account(trace).devices[0]
+    monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    sliced = account(load(CAPTURES / f"{name}.sqlite")).devices[0]
+    tiles(sliced)
+    lo, hi = whole.phases.iteration_windows()
+    assert whole.totals(lo, hi).equals(sliced.totals(lo, hi))
+    assert whole.totals_in() == sliced.totals_in()

@@ -29,12 +29,16 @@ the operation that ended the gap (the trailing gap: the device's main launching 
      and what follows is the aftermath); beyond that lead, as below;
    - else launch-bound when the whole gap is shorter than ``min_gap_us`` (launch
      overhead between back-to-back launches), host-work when longer.
+
+The work goes in time slices of a bounded number of gaps, cut at gap starts (no GPU
+operation spans one), each with the CUDA calls of its own time: memory stays bounded
+however long the report. The partition is kept bucket by bucket (``by_bucket``), in
+time order within each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -55,10 +59,11 @@ class Settings:
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
 
-_CHUNK = 1 << 18          # gaps handled at a time
+CHUNK_GAPS = 1 << 18      # gaps handled at a time (a module setting: tests make it small)
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)
 _H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
+_BUSY = [CODE[b] for b in BUSY_IDS]
 
 
 @dataclass
@@ -81,46 +86,41 @@ class DeviceAccount:
     window: tuple[int, int]
     phases: Phases
     work: DeviceWork
-    start: np.ndarray         # the labelled partition of the window, in time order
-    end: np.ndarray
-    code: np.ndarray          # bucket code (index into buckets.IDS) of each piece
+    start: np.ndarray         # the partition of the window, bucket by bucket (bucket code
+    end: np.ndarray           # order), in time order within a bucket
+    bounds: np.ndarray        # pieces of bucket i: [bounds[i], bounds[i + 1])
     gaps: Gaps
     settings: Settings = field(default_factory=Settings)
 
-    @cached_property
+    @property
     def by_bucket(self) -> dict[str, tl.Intervals]:
-        out = {}
-        order = np.argsort(self.code, kind="stable")       # pieces of each bucket in time order
-        bounds = np.searchsorted(self.code[order], np.arange(len(IDS) + 1))
-        for i, b in enumerate(IDS):
-            rows = order[bounds[i]:bounds[i + 1]]
-            out[b] = (self.start[rows], self.end[rows])
-        return out
+        """Each bucket's pieces (views, no copies): sorted, disjoint."""
+        return {b: (self.start[self.bounds[i]:self.bounds[i + 1]],
+                    self.end[self.bounds[i]:self.bounds[i + 1]]) for i, b in enumerate(IDS)}
 
-    @cached_property
-    def _prefix(self) -> dict[str, np.ndarray]:
-        """Per bucket: the time its pieces hold before each of them (for window sums)."""
-        return {b: np.r_[0, np.cumsum(e - s)] for b, (s, e) in self.by_bucket.items()}
+    @property
+    def pieces(self) -> int:
+        return int(self.start.size)
 
     def union_of(self, buckets) -> tl.Intervals:
         """The time in any of *buckets*, as a union."""
-        known = [b for b in buckets if b in self.by_bucket]
-        if len(known) == 1:
-            return self.by_bucket[known[0]]      # sorted, disjoint: a union already
-        sel = np.isin(self.code, [IDS.index(b) for b in known])
-        return tl.union(self.start[sel], self.end[sel])    # in time order: no sort
-
-    @cached_property
-    def busy(self) -> tl.Intervals:
-        sel = np.isin(self.code, [CODE[b] for b in BUSY_IDS])
-        return tl.union(self.start[sel], self.end[sel])
+        codes = sorted(IDS.index(b) for b in buckets if b in IDS)
+        parts = [(self.start[self.bounds[c]:self.bounds[c + 1]],
+                  self.end[self.bounds[c]:self.bounds[c + 1]]) for c in codes]
+        parts = [p for p in parts if p[0].size]
+        if not parts:
+            return tl.EMPTY
+        if len(parts) == 1:
+            return parts[0]
+        return tl.union(np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]))
 
     def totals(self, lo, hi) -> pd.DataFrame:
         """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
         column per bucket (rows add up to the window's overlap with the device's)."""
         lo = np.atleast_1d(np.asarray(lo, dtype=np.int64))
         hi = np.atleast_1d(np.asarray(hi, dtype=np.int64))
-        return pd.DataFrame({b: _between(s, e, self._prefix[b], lo, hi)
+        return pd.DataFrame({b: _between(s, e, lo, hi)
                              for b, (s, e) in self.by_bucket.items()})
 
     def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
@@ -170,24 +170,40 @@ class DeviceAccount:
         return np.where(ok, k, -1)
 
 
-def _between(s: np.ndarray, e: np.ndarray, prefix: np.ndarray, lo: np.ndarray,
-             hi: np.ndarray) -> np.ndarray:
-    """Time of the sorted disjoint pieces (s, e) inside each window [lo, hi), from their
-    prefix sums: two binary searches a window."""
-    if s.size == 0:
-        return np.zeros(lo.size, dtype=np.int64)
-
-    def before(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(s, t, side="right")        # pieces starting at or before t
-        last = np.maximum(k - 1, 0)
-        inside = np.where(k > 0, np.clip(t - s[last], 0, e[last] - s[last]), 0)
-        return prefix[last] * (k > 0) + inside
-
-    return np.maximum(before(hi) - before(lo), 0)
-
-
-def _busy_partition(work: DeviceWork):
-    return host.exclusive(work.start, work.end, work.bucket, [CODE[b] for b in BUSY_IDS])
+def _between(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Time of the sorted disjoint pieces (s, e) inside each window [lo, hi): the pieces
+    wholly inside summed (reduceat over their lengths), the cut ones at both ends
+    clipped."""
+    out = np.zeros(lo.size, dtype=np.int64)
+    if s.size == 0 or lo.size == 0:
+        return out
+    a = np.searchsorted(e, lo, side="right")          # first piece ending after lo
+    b = np.searchsorted(s, hi, side="left")           # pieces starting before hi
+    some = b > a
+    if not some.any():
+        return out
+    a, b, wlo, whi = a[some], b[some], lo[some], hi[some]
+    # Sum of whole lengths over [a, b): prefix sums over the touched range only.
+    lengths = e - s
+    order = np.argsort(a, kind="stable")
+    bounds = np.empty(2 * a.size, dtype=np.int64)
+    bounds[0::2], bounds[1::2] = a[order], b[order]
+    if (bounds[1:] >= bounds[:-1]).all():            # windows in order, not overlapping
+        sums = np.add.reduceat(np.r_[lengths, 0], bounds)[0::2]
+        whole = np.empty(a.size, dtype=np.int64)
+        whole[order] = sums
+    else:                                            # overlapping windows: one cumsum
+        prefix = np.r_[0, np.cumsum(lengths)]
+        whole = prefix[b] - prefix[a]
+    # The first and last piece may stick out of the window.
+    cut_lo = np.maximum(wlo - s[a], 0)
+    cut_hi = np.maximum(e[b - 1] - whi, 0)
+    total = whole - np.minimum(cut_lo, lengths[a]) - np.minimum(cut_hi, lengths[b - 1])
+    # A single piece covering the whole window: both ends cut from one piece.
+    single = b - a == 1
+    total = np.where(single, np.minimum(e[a], whi) - np.maximum(s[a], wlo), total)
+    out[some] = np.maximum(total, 0)
+    return out
 
 
 def _batch_uploads(work: DeviceWork, min_bytes: int) -> np.ndarray:
@@ -203,12 +219,14 @@ def _batch_uploads(work: DeviceWork, min_bytes: int) -> np.ndarray:
     prev_h2d = np.zeros(n, dtype=bool)
     same = work.gtid[by_thread][1:] == work.gtid[by_thread][:-1]
     prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
-    return is_h2d & (work.bytes >= min_bytes) & ~prev_h2d
+    h2d = np.flatnonzero(is_h2d & ~prev_h2d)
+    out[h2d] = work.gather("bytes", h2d) >= min_bytes
+    return out
 
 
-def _gaps(work: DeviceWork, busy: tl.Intervals, window: tuple[int, int], main_gtid: int,
-          settings: Settings, iterations_from: int) -> Gaps:
-    gs, ge = tl.gaps(busy, *window)
+def _gaps(work: DeviceWork, window: tuple[int, int], main_gtid: int, settings: Settings,
+          iterations_from: int) -> Gaps:
+    gs, ge = tl.gaps(tl.union(work.start, work.end), *window)
     nxt = np.searchsorted(work.start, ge, side="left")
     has = nxt < len(work)
     at = np.minimum(nxt, max(len(work) - 1, 0))
@@ -219,61 +237,90 @@ def _gaps(work: DeviceWork, busy: tl.Intervals, window: tuple[int, int], main_gt
     return Gaps(gs, ge, np.where(has, nxt, -1).astype(np.int64), gtid, is_input)
 
 
-def _idle_pieces(trace: Trace, work: DeviceWork, gaps: Gaps, window: tuple[int, int],
-                 settings: Settings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The labelled partition of the gaps."""
-    has = gaps.next_op >= 0
-    at = np.maximum(gaps.next_op, 0)
-    api_end = np.where(has, work.api_end[at] if len(work) else np.nan, np.nan)
+class _Calls:
+    """The CUDA API calls as arrays (views of the trace's frame), for time slices."""
+
+    def __init__(self, trace: Trace) -> None:
+        api = trace.api
+        self.start = api["start"].to_numpy(dtype=np.int64)
+        self.end = np.maximum(api["end"].to_numpy(dtype=np.int64), self.start)
+        self.gtid = api["gtid"].to_numpy()
+        self.category = host.api_categories(trace)
+        self.trace = trace
+        ordered = tl.is_sorted(self.start)
+        self.order = None if ordered else np.argsort(self.start, kind="stable")
+        if self.order is not None:
+            self.start, self.end = self.start[self.order], self.end[self.order]
+            self.gtid, self.category = self.gtid[self.order], self.category[self.order]
+        # How far back a call covering a time can have started.
+        self.longest = int((self.end - self.start).max()) if self.start.size else 0
+
+    def of_thread(self, gtid: int, lo: int, hi: int):
+        """The thread's calls that can overlap [lo, hi), and its library handle creations
+        there, as an exclusive labelled partition (host.exclusive)."""
+        a = np.searchsorted(self.start, lo - self.longest, side="left")
+        b = np.searchsorted(self.start, hi, side="left")
+        rows = a + np.flatnonzero(self.gtid[a:b] == gtid)
+        rows = rows[self.end[rows] > lo]
+        init_s, init_e = host.library_inits(self.trace, gtid)
+        keep = (init_e > lo) & (init_s < hi)
+        start = np.r_[self.start[rows], init_s[keep]]
+        end = np.r_[self.end[rows], np.maximum(init_e[keep], init_s[keep])]
+        cats = np.r_[self.category[rows], np.full(int(keep.sum()), host.MODULE,
+                                                  dtype=np.int8)]
+        return host.exclusive(start, end, cats, range(len(host.CATEGORIES)))
+
+
+def _idle_pieces(calls: _Calls, work: DeviceWork, gaps: Gaps, idx_range: slice,
+                 settings: Settings, api_end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labelled partition of the gaps in *idx_range* (api_end: of each gap's next
+    op's launch call, NaN if none)."""
+    gs, ge = gaps.start[idx_range], gaps.end[idx_range]
+    gtid, is_input = gaps.gtid[idx_range], gaps.input[idx_range]
+    has = gaps.next_op[idx_range] >= 0
     # 1. queued: after the next op's launch call returned.
-    q0 = np.maximum(np.nan_to_num(api_end, nan=np.inf), gaps.start)
-    queued = has & ~np.isnan(api_end) & (gaps.end - q0 >= settings.queued_min_us * 1e3)
-    q0 = np.where(queued, q0, gaps.end).astype(np.int64)
-    out_s, out_e = [q0[queued]], [gaps.end[queued]]
+    q0 = np.maximum(np.nan_to_num(api_end, nan=np.inf), gs)
+    queued = has & ~np.isnan(api_end) & (ge - q0 >= settings.queued_min_us * 1e3)
+    q0 = np.where(queued, q0, ge).astype(np.int64)
+    out_s, out_e = [q0[queued]], [ge[queued]]
     out_c = [np.full(int(queued.sum()), CODE["queued-wait"], dtype=np.int8)]
-    rem_s, rem_e = gaps.start, q0                     # the rest of each gap
+    rem_s, rem_e = gs, q0                             # the rest of each gap
     # 2. unknown: no thread to follow.
-    unknown = (gaps.gtid < 0) & (rem_e > rem_s)
+    unknown = (gtid < 0) & (rem_e > rem_s)
     out_s.append(rem_s[unknown])
     out_e.append(rem_e[unknown])
     out_c.append(np.full(int(unknown.sum()), CODE["unknown"], dtype=np.int8))
-    long_gap = (gaps.end - gaps.start) >= settings.min_gap_us * 1e3
-    threads = np.unique(gaps.gtid[~unknown & (gaps.gtid >= 0)])
-    calls = host.threads_of(trace, threads)
-    lo, hi = window
-    for g in threads.tolist():
-        mine = np.flatnonzero((gaps.gtid == g) & (rem_e > rem_s))
-        if not mine.size:
+    long_gap = (ge - gs) >= settings.min_gap_us * 1e3
+    for g in np.unique(gtid[~unknown & (gtid >= 0)]).tolist():
+        idx = np.flatnonzero((gtid == g) & (rem_e > rem_s))
+        if not idx.size:
             continue
-        tc = calls[g]
-        outside = tl.gaps(tc.covered, min(lo, int(rem_s[mine[0]])),
-                          max(hi, int(rem_e[mine[-1]])))
-        # In batches of gaps: the temporaries stay bounded however many there are.
-        for k in range(0, mine.size, _CHUNK):
-            idx = mine[k:k + _CHUNK]
-            rs, re_ = rem_s[idx], rem_e[idx]
-            # 3. inside CUDA calls: the thread's labelled calls within the gaps...
-            cs, ce, ci = tl.pieces(tc.start, tc.end, (rs, re_))
-            cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
-            # ... and outside them.
-            os_, oe, oi = tl.pieces(rs, re_, outside)
-            ps, pe = np.r_[cs, os_], np.r_[ce, oe]
-            pc = np.r_[tc.category[ci], np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
-            pg = np.r_[cgap, idx[oi]]
-            pstart = np.r_[tc.start[ci], os_]          # unclipped start of each piece
-            order = np.argsort(ps, kind="stable")
-            labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
-                                          pstart[order], rem_s, long_gap, gaps.input)
-            for part, values in zip((out_s, out_e, out_c), coalesce(*labelled),
-                                    strict=True):
-                part.append(values)
+        rs, re_ = rem_s[idx], rem_e[idx]
+        cs_all, ce_all, cat_all, covered = calls.of_thread(g, int(rs[0]), int(re_[-1]))
+        # 3. inside CUDA calls: the thread's labelled calls within the gaps...
+        cs, ce, ci = tl.pieces(cs_all, ce_all, (rs, re_))
+        cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
+        # ... and outside them.
+        outside = tl.gaps(covered, min(int(rs[0]), int(cs_all[0]) if cs_all.size else 0),
+                          max(int(re_[-1]), int(ce_all[-1]) if ce_all.size else 0))
+        os_, oe, oi = tl.pieces(rs, re_, outside)
+        ps, pe = np.r_[cs, os_], np.r_[ce, oe]
+        pc = np.r_[cat_all[ci], np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
+        pg = np.r_[cgap, idx[oi]]
+        pstart = np.r_[cs_all[ci], os_]              # unclipped start of each piece
+        order = np.argsort(ps, kind="stable")
+        labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
+                                      pstart[order], rem_s, long_gap, is_input)
+        for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
+            part.append(values)
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
 
 
 def coalesce(s: np.ndarray, e: np.ndarray, c: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Labelled pieces in time order with neighbours of one bucket that touch merged
-    (inside and outside a launch call, both launch-bound, are one piece)."""
+    """Labelled pieces (any order) in time order, neighbours of one bucket that touch
+    merged (inside and outside a launch call, both launch-bound, are one piece)."""
     if s.size < 2:
         return s, e, c
     order = np.argsort(s, kind="stable")
@@ -326,16 +373,51 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    settings: Settings | None = None) -> DeviceAccount:
     settings = settings or Settings()
     window = phases.window
-    bs, be, bc, busy = _busy_partition(work)
     counts = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
     main_gtid = int(counts.index[0]) if len(counts) else -1
     it = phases.iterations
     iterations_from = (int(it.cpu_start[0]) if it is not None and len(it)
                        else phases.spans["steady"][0])
-    gaps = _gaps(work, busy, window, main_gtid, settings, iterations_from)
-    is_, ie, ic = _idle_pieces(trace, work, gaps, window, settings)
-    s, e, c = np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8)
-    del bs, be, bc, is_, ie, ic
-    keep = e > s
-    s, e, c = coalesce(s[keep], e[keep], c[keep])
-    return DeviceAccount(work.device, window, phases, work, s, e, c, gaps, settings)
+    gaps = _gaps(work, window, main_gtid, settings, iterations_from)
+    work.forget_launch_order()
+    calls = _Calls(trace)
+    parts: list[list[np.ndarray]] = [[] for _ in IDS]    # per bucket: starts, ends
+    ends: list[list[np.ndarray]] = [[] for _ in IDS]
+    n = len(gaps)
+    lo, hi = window
+    for k in range(0, max(n, 1), CHUNK_GAPS):
+        # A slice from a gap's start to the next slice's first gap's start: no GPU
+        # operation spans its edges.
+        g0, g1 = k, min(k + CHUNK_GAPS, n)
+        t0 = lo if k == 0 else int(gaps.start[g0])
+        t1 = int(gaps.start[g1]) if g1 < n else hi
+        o0, o1 = np.searchsorted(work.start, [t0, t1], side="left")
+        if g1 == n:
+            o1 = len(work)
+        bs, be, bc, _ = host.exclusive(work.start[o0:o1], work.end[o0:o1],
+                                       work.bucket[o0:o1], _BUSY)
+        nxt = gaps.next_op[g0:g1]
+        api_end = np.full(g1 - g0, np.nan)
+        has = np.flatnonzero(nxt >= 0)
+        api_end[has] = work.gather("api_end", nxt[has])
+        is_, ie, ic = _idle_pieces(calls, work, gaps, slice(g0, g1), settings, api_end)
+        s, e, c = coalesce(np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
+        keep = e > s
+        s, e, c = s[keep], e[keep], c[keep]
+        by_code = np.argsort(c, kind="stable")
+        bounds = np.searchsorted(c[by_code], np.arange(len(IDS) + 1))
+        for i in range(len(IDS)):
+            rows = by_code[bounds[i]:bounds[i + 1]]
+            if rows.size:
+                parts[i].append(s[rows])
+                ends[i].append(e[rows])
+    sizes = [sum(p.size for p in parts[i]) for i in range(len(IDS))]
+    bounds = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    start = np.concatenate([p for i in range(len(IDS)) for p in parts[i]]
+                           or [np.zeros(0, np.int64)])
+    end = np.concatenate([p for i in range(len(IDS)) for p in ends[i]]
+                         or [np.zeros(0, np.int64)])
+    # (Pieces of one bucket that touch across a slice edge stay two: every sum is the
+    # same.)
+    return DeviceAccount(work.device, window, phases, work, start, end, bounds, gaps,
+                         settings)

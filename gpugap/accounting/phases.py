@@ -137,7 +137,7 @@ def _sequential(start: np.ndarray, end: np.ndarray) -> bool:
 
 def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.DataFrame:
     """Groups of repeated ranges: one row per (thread, domain, base name, depth)."""
-    nv = _user_ranges(trace, np.unique(work.pid))
+    nv = _user_ranges(trace, work.pids)
     if nv.empty:
         return pd.DataFrame()
     names = nv["name"].astype(str)
@@ -285,7 +285,7 @@ def _warmup(durations: np.ndarray, factor: float) -> int:
 def device_window(trace: Trace, work: DeviceWork) -> tuple[int, int]:
     """From the first CUDA call (or NVTX range) of the device's processes, or its first
     operation, to the end of its last operation or CUDA call."""
-    pids = np.unique(work.pid)
+    pids = work.pids
     lo = int(work.start.min()) if len(work) else 0
     hi = int(work.end.max()) if len(work) else 0
     api = trace.api
@@ -322,7 +322,7 @@ def detect(trace: Trace, work: DeviceWork, *, iteration: str | None = None,
             if found is not None:
                 starts, period, anchor, last_op = found
                 cpu_start = work.api_start[starts].astype(np.int64)
-                end_last = int(np.nan_to_num(work.api_end[last_op]))
+                end_last = int(np.nan_to_num(work.gather("api_end", [last_op])[0]))
                 bounds = _map_to_gpu(work, cpu_start, end_last, window)
                 name = work.names(trace, np.array([anchor]))[0]
                 cpu_end = np.r_[cpu_start[1:], end_last]
@@ -342,7 +342,7 @@ def detect(trace: Trace, work: DeviceWork, *, iteration: str | None = None,
     api = trace.api
     if len(api):
         loads = np.flatnonzero(_module_load_rows(trace) & api["pid"].isin(
-            np.unique(work.pid).tolist()).to_numpy())
+            work.pids.tolist()).to_numpy())
         if loads.size:
             t = int(api["end"].to_numpy()[loads].max())
             end = max(end, t, int(work.ends_launched_before([t])[0]))

@@ -7,7 +7,7 @@ by direction and host memory kind; memsets to ``memset``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -61,22 +61,38 @@ def op_buckets(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass
 class DeviceWork:
-    """One device's operations in start order (ties: kernels, copies, memsets)."""
+    """One device's operations in start order (ties: kernels, copies, memsets), with what
+    the accounting reads of each for every op; any other column is gathered on demand
+    (``gather``), so a report of millions of kernels holds no second copy of them."""
 
     device: int
+    frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] = field(repr=False)
     start: np.ndarray          # int64
     end: np.ndarray            # int64 (>= start)
     bucket: np.ndarray         # int8 bucket code
     source: np.ndarray         # int8: 0 kernel, 1 memcpy, 2 memset
     row: np.ndarray            # row in its frame
     api_start: np.ndarray      # float64, NaN when no launch call matched
-    api_end: np.ndarray
     gtid: np.ndarray           # int64, -1 when unknown
-    pid: np.ndarray
-    bytes: np.ndarray          # int64 (0 for kernels)
+    pids: np.ndarray           # the processes that launched them (distinct)
 
     def __len__(self) -> int:
         return self.start.size
+
+    def gather(self, name: str, at: np.ndarray) -> np.ndarray:
+        """Column *name* of the ops at positions *at* (from their frames)."""
+        at = np.asarray(at, dtype=np.int64)
+        parts = [f[name].to_numpy() if name in f else None for f in self.frames]
+        dtype = np.result_type(*[p for p in parts if p is not None])
+        out = np.zeros(at.size, dtype=np.float64 if dtype.kind == "f" else dtype)
+        if dtype.kind == "f":
+            out[:] = np.nan
+        src, row = self.source[at], self.row[at]
+        for k, part in enumerate(parts):
+            sel = src == k
+            if part is not None and sel.any():
+                out[sel] = part[row[sel]]
+        return out
 
     @cached_property
     def launch_order(self) -> np.ndarray:
@@ -98,13 +114,17 @@ class DeviceWork:
         k = np.searchsorted(times, np.asarray(t, dtype=np.float64), side="left")
         return np.where(k > 0, reach[np.maximum(k - 1, 0)] if reach.size else -1, -1)
 
+    def forget_launch_order(self) -> None:
+        """Drop the launch-order arrays (phases need them; nothing after)."""
+        self.__dict__.pop("launch_order", None)
+        self.__dict__.pop("launched_reach", None)
+
     def names(self, trace: Trace, at: np.ndarray) -> list[str]:
-        frames = (trace.kernels, trace.memcpys, trace.memsets)
         cols = ("name", "kind", None)
         out = []
         for s, r in zip(self.source[at].tolist(), self.row[at].tolist(), strict=True):
             col = cols[s]
-            out.append("memset" if col is None else str(frames[s][col].iloc[r]))
+            out.append("memset" if col is None else str(self.frames[s][col].iloc[r]))
         return out
 
 
@@ -120,20 +140,14 @@ def device_work(trace: Trace, device: int) -> DeviceWork:
         sel = ix.source == k
         if sel.any():
             bucket[sel] = buckets[k][ix.row[sel]]
-    byte_cols = [np.zeros(len(trace.kernels), np.int64), trace.memcpys["bytes"].to_numpy(),
-                 trace.memsets["bytes"].to_numpy()]
-    nbytes = np.zeros(len(ix), dtype=np.int64)
-    for k in (1, 2):
-        sel = ix.source == k
-        if sel.any():
-            nbytes[sel] = byte_cols[k][ix.row[sel]]
     gtid = ix.column("gtid").astype(np.float64)
+    pids = np.unique(np.concatenate([f["pid"].to_numpy()[f["device"].to_numpy() == device]
+                                     for f in ix.frames if len(f)]).astype(np.int64))
     work = DeviceWork(
-        device=device, start=ix.start, end=np.maximum(ix.end, ix.start), bucket=bucket,
-        source=ix.source, row=ix.row,
+        device=device, frames=ix.frames, start=ix.start, end=np.maximum(ix.end, ix.start),
+        bucket=bucket, source=ix.source, row=ix.row,
         api_start=ix.column("api_start").astype(np.float64),
-        api_end=ix.column("api_end").astype(np.float64),
         gtid=np.where(np.isnan(gtid), -1, np.nan_to_num(gtid)).astype(np.int64),
-        pid=ix.column("pid").astype(np.int64), bytes=nbytes)
+        pids=pids)
     cache[device] = work
     return work

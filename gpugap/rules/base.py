@@ -131,7 +131,6 @@ class Finding:
     consequence_of: str | None = None     # the id of the finding that explains it
     pid: int | None = None
     claim: Claim | None = field(default=None, repr=False, compare=False)
-    instants: np.ndarray | None = field(default=None, repr=False, compare=False)
     iteration_costs: np.ndarray | None = field(default=None, repr=False, compare=False)
     # Dropped when its settled share of its scope is below this (rules that report a
     # share of time whatever its size, e.g. launch-gap's min_share_pct).
@@ -142,7 +141,7 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
-               if k not in ("claim", "instants", "iteration_costs", "min_share_pct",
+               if k not in ("claim", "iteration_costs", "min_share_pct",
                             "pending")}
         return asdict_plain(out)
 

@@ -102,7 +102,6 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             streams=sorted({int(s) for s in g["stream"]}), device=int(device), count=len(g),
             ranges=ranges_of(trace, g["api_start"].to_numpy(np.int64)), phase=str(phase),
             pid=int(g["pid"].iloc[0]), claim=_claim(context, device, g),
-            instants=g["api_start"].to_numpy(np.int64),
             evidence={
                 "api": api_name, "thread": thread, "direction": direction,
                 "memory": f"{src} -> {dst}", "bytes_total": total_bytes,

@@ -124,7 +124,6 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                 ranges=ranges_of(trace, g["at"].to_numpy()),
                 claim=Claim(int(device), tl.union(g["start"].to_numpy(np.int64),
                                                   g["end"].to_numpy(np.int64)), COPY_IDS),
-                instants=g["at"].to_numpy(np.int64),
                 evidence={"copy_ns_alone": cost, "bytes_total": int(g["bytes"].sum()),
                           "copies": [{"correlation_id": int(r.corr), "start_ns": int(r.start),
                                       "end_ns": int(r.end), "alone_ns": int(r.alone),

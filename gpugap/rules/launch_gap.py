@@ -173,7 +173,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
         ranges=ranges_of(trace, gaps.end[held], weights=per_gap[held]),
         evidence={"bucket": bucket, "gap_count": int(held.size)},
         claim=Claim(dev.device, span, (bucket,)),
-        instants=gaps.start[held], min_share_pct=float(config["min_share_pct"]),
+        min_share_pct=float(config["min_share_pct"]),
         pending=(dev, worst, per_gap[worst], float(config["min_gap_us"])))
 
 

@@ -370,9 +370,6 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
     runs["at"] = k.at(stats["first_b"])
     runs["phase"] = context.phase_of(device, k.start[stats["first_b"]])
     runs = runs[context.in_scope(device, runs["at"].to_numpy())]
-    # The serialized stream switches (what a finding counts), with their run.
-    switching = t["code"][keep] != _SAME
-    switches, switch_run = keep[switching].astype(np.int64), run[switching]
     findings = []
     for (cause, phase), g in runs.groupby(["cause", "phase"], sort=False):
         cost = int(g["cost"].sum())
@@ -396,7 +393,6 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
             streams=streams, device=device, count=int(g["transitions"].sum()),
             ranges=ranges_of(trace, g["at"].to_numpy()), phase=str(phase),
             claim=_claim(device, k, str(cause), g),
-            instants=k.at(switches[np.isin(switch_run, g["run"].to_numpy())] + 1),
             evidence={"runs": len(g), "kernels": n_kernels,
                       "serialized_transitions": int(g["transitions"].sum()),
                       "kernel_ns": int(g["kernel_ns"].sum()), "idle_ns": int(g["idle"].sum()),

@@ -52,47 +52,50 @@ def assign_ids(findings: list[Finding]) -> None:
         f.id = base if seen[base] == 1 else f"{base}#{seen[base]}"
 
 
-def _region(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
-            ) -> tl.Intervals | None:
+def _regions(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
+             ) -> dict[str, tl.Intervals] | None:
+    """Per bucket of its claim: the nanoseconds the finding claims there."""
     c = f.claim
     dev = context.accounting.devices.get(int(c.device))
     if dev is None:
         return None
-    region = tl.intersect(dev.union_of(c.buckets), tl.union(*c.intervals))
+    where = tl.union(*c.intervals)
     if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
-        region = tl.intersect(region, context.phase_span(int(c.device), f.phase))
+        where = tl.intersect(where, context.phase_span(int(c.device), f.phase))
     if scope is not None:
-        region = tl.intersect(region, scope.get(int(c.device), tl.EMPTY))
-    return region
+        where = tl.intersect(where, scope.get(int(c.device), tl.EMPTY))
+    pieces = dev.by_bucket
+    return {b: tl.intersect(pieces[b], where) for b in dict.fromkeys(c.buckets)
+            if b in pieces and pieces[b][0].size}
 
 
-def _per_iteration(context: Context, f: Finding, fresh: tl.Intervals) -> dict | None:
+def _per_iteration(context: Context, f: Finding, fresh: list[tl.Intervals]) -> dict | None:
     dev = context.accounting.devices.get(int(f.claim.device))
     if dev is None or f.phase != "steady":
         return None
     lo, hi = dev.phases.iteration_windows(dev.phases.steady_iterations)
     if lo.size == 0:
         return None
-    cost = f.claim.weight * tl.total_between(fresh, lo, hi)
+    cost = f.claim.weight * sum((tl.total_between(part, lo, hi) for part in fresh),
+                                np.zeros(lo.size, dtype=np.int64))
     f.iteration_costs = cost
-    out = {"iterations": int(lo.size), "with_cost": int((cost > 0).sum()),
-           "median_ns": int(np.median(cost)), "p90_ns": int(np.percentile(cost, 90)),
-           "max_ns": int(cost.max())}
-    if f.instants is not None and len(f.instants):
-        counts = np.histogram(np.asarray(f.instants, dtype=np.int64),
-                              bins=np.r_[lo, hi[-1]])[0]
-        out["median_count"] = float(np.median(counts))
-    return out
+    return {"iterations": int(lo.size), "with_cost": int((cost > 0).sum()),
+            "median_ns": int(np.median(cost)), "p90_ns": int(np.percentile(cost, 90)),
+            "max_ns": int(cost.max())}
 
 
 def settle(findings: list[Finding], context: Context,
            scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
     """Costs, consequences, shares, severities and per-iteration figures of *findings*,
     within *scope* (per device: the windows of a --range; None: each finding's phase).
-    Returns them ordered steady first, then by cost; findings outside the scope go."""
+    Returns them ordered steady first, then by cost; findings outside the scope go.
+
+    The buckets partition time, so claims in different buckets never meet: what was
+    claimed is kept per (device, bucket), and each claim is checked against its own
+    buckets only."""
     assign_ids(findings)
-    taken: dict[int, list[tuple[Finding, tl.Intervals]]] = {}
-    claimed: dict[int, tl.Intervals] = {}
+    taken: dict[tuple[int, str], list[tuple[Finding, tl.Intervals]]] = {}
+    claimed: dict[tuple[int, str], tl.Intervals] = {}
     kept = []
     for f in sorted(findings, key=lambda f: (priority(f), f.start_ns)):
         if f.claim is None:
@@ -101,24 +104,30 @@ def settle(findings: list[Finding], context: Context,
                 kept.append(f)
             continue
         device = int(f.claim.device)
-        region = _region(context, f, scope)
-        if region is None or (scope is not None and region[0].size == 0
-                              and not _at_in_scope(f, scope)):
+        regions = _regions(context, f, scope)
+        if regions is None or (scope is not None and not any(r[0].size for r in
+                                                               regions.values())
+                               and not _at_in_scope(f, scope)):
             continue
-        before = claimed.get(device, tl.EMPTY)
-        fresh = tl.subtract(region, before) if before[0].size else region
-        size, left = tl.total(region), tl.total(fresh)
+        size = left = 0
+        fresh, overlap = [], {}
+        for bucket, region in regions.items():
+            key = (device, bucket)
+            before = claimed.get(key, tl.EMPTY)
+            mine = tl.subtract(region, before) if before[0].size else region
+            got, total = tl.total(mine), tl.total(region)
+            size, left = size + total, left + got
+            fresh.append(mine)
+            if total > got:         # who had taken the rest
+                for other, theirs in taken.get(key, []):
+                    overlap[other.id] = overlap.get(other.id, 0) + tl.intersect_total(
+                        region, theirs)
+            if region[0].size:
+                taken.setdefault(key, []).append((f, region))
+                claimed[key] = tl.merge(before, region) if before[0].size else region
         if size > 0 and size - left > 0.5 * size:
-            cause = max(taken[device], key=lambda item: tl.intersect_total(region, item[1]))
-            f.consequence_of = cause[0].id
+            f.consequence_of = max(overlap, key=overlap.get)
         f.cost_ns = int(round(f.claim.weight * left))
-        if scope is not None and f.instants is not None and len(f.instants):
-            # Occurrences inside the scope only (a finding folds the whole phase).
-            f.count = max(int(tl.within(f.instants, scope.get(device, tl.EMPTY)).sum()),
-                          1 if f.cost_ns > 0 else 0)
-        taken.setdefault(device, []).append((f, region))
-        if region[0].size:
-            claimed[device] = tl.merge(before, region) if before[0].size else region
         wall = _wall(context, f, scope)
         f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
         if scope is not None or f.phase == "steady":

@@ -44,7 +44,7 @@ class _Group:
         self.start = self.at = np.iinfo(np.int64).max
         self.end = np.iinfo(np.int64).min
         self.streams: set[int] = set()
-        self.spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # small kernels
+        self.spans: list[tuple[np.ndarray, np.ndarray]] = []     # of the small kernels
         # (name code, blocks, threads) -> [count, time_ns, sms, example corr], kept in
         # order of first appearance.
         self.configs: dict[tuple[int, int, int], list[int]] = {}
@@ -138,7 +138,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             acc.at = min(acc.at, int(r["at"]))
         for g, mine in frame.groupby("group", sort=False):
             groups[gkeys[int(g)]].spans.append((mine["start"].to_numpy(),
-                                                mine["end"].to_numpy(), mine["at"].to_numpy()))
+                                                mine["end"].to_numpy()))
         for g, stream in frame[["group", "stream"]].drop_duplicates().itertuples(index=False):
             groups[gkeys[int(g)]].streams.add(int(stream))
         per_config = frame.groupby(["group", "name", "blocks", "threads"], sort=False).agg(
@@ -174,8 +174,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                    f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
                    f"(x{int(top['count'])}). The SMs sat {idle_pct:.0f}% idle while they "
                    f"ran (kernels on other streams included): idle-SM time {fmt_ns(cost)}.")
-        starts, ends, ats = (np.concatenate(c) for c in zip(*acc.spans, strict=True))
-        kernels = tl.union(starts, ends)
+        kernels = tl.union(*(np.concatenate(c) for c in zip(*acc.spans, strict=True)))
+        acc.spans.clear()
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity="info",
             start_ns=acc.start, end_ns=acc.end, cost_ns=cost,
@@ -183,7 +183,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             streams=sorted(acc.streams), device=dev, count=acc.small, phase=phase,
             ranges=split_label(label),
             claim=Claim(int(dev), kernels, ("compute",),
-                        weight=min(1.0, cost / max(tl.total(kernels), 1))), instants=ats,
+                        weight=min(1.0, cost / max(tl.total(kernels), 1))),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": acc.small_ns,

@@ -379,7 +379,6 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             device=int(device), count=len(g), phase=str(phase),
             ranges=ranges_of(trace, starts),
             claim=Claim(int(device), tl.union(starts, ends), IDLE_IDS, weight=weight),
-            instants=starts,
             evidence={"items": [{k: (v if not isinstance(v, (np.integer,)) else int(v))
                                  for k, v in row.items()
                                  if k not in ("range", "device", "phase") and pd.notna(v)}
