@@ -82,46 +82,77 @@ class Gaps:
 
 @dataclass
 class DeviceAccount:
+    """The partition of a device's window into buckets, compact: pieces in time order as
+    (length, bucket code), 5 bytes each, in blocks (the accounting's time slices) whose
+    start times and first pieces are kept, so that any time range is decoded from its
+    blocks alone (``pieces``, ``blocks``)."""
+
     device: int
     window: tuple[int, int]
     phases: Phases
     work: DeviceWork
-    start: np.ndarray         # the partition of the window, bucket by bucket (bucket code
-    end: np.ndarray           # order), in time order within a bucket
-    bounds: np.ndarray        # pieces of bucket i: [bounds[i], bounds[i + 1])
+    length: np.ndarray        # uint32 ns, pieces in time order (long ones split)
+    code: np.ndarray          # int8 bucket code (index into buckets.IDS) of each
+    block_start: np.ndarray   # int64: where block k begins (one more: the window's end)
+    block_first: np.ndarray   # int64: its first piece (one more: the number of pieces)
     gaps: Gaps
     settings: Settings = field(default_factory=Settings)
 
+    def decode(self, k0: int, k1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, codes) of the pieces of blocks [k0, k1), in time order."""
+        i0, i1 = int(self.block_first[k0]), int(self.block_first[k1])
+        lengths = self.length[i0:i1].astype(np.int64)
+        end = int(self.block_start[k0]) + np.cumsum(lengths)
+        return end - lengths, end, self.code[i0:i1]
+
+    def blocks(self, lo: int | None = None, hi: int | None = None):
+        """(block start, block end, starts, ends, codes) of the blocks overlapping
+        [lo, hi) (default: all), one at a time."""
+        n = self.block_start.size - 1
+        k0 = 0 if lo is None else max(int(np.searchsorted(self.block_start, lo, "right")) - 1,
+                                      0)
+        k1 = n if hi is None else min(int(np.searchsorted(self.block_start, hi, "left")), n)
+        for k in range(k0, k1):
+            yield (int(self.block_start[k]), int(self.block_start[k + 1]),
+                   *self.decode(k, k + 1))
+
+    def pieces(self, lo: int, hi: int, buckets=None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces inside [lo, hi) (clipped), of *buckets* only if given."""
+        codes = None if buckets is None else [IDS.index(b) for b in buckets if b in IDS]
+        parts = []
+        for _, _, s, e, c in self.blocks(lo, hi):
+            keep = (e > lo) & (s < hi)
+            if codes is not None:
+                keep &= np.isin(c, codes)
+            parts.append((np.maximum(s[keep], lo), np.minimum(e[keep], hi), c[keep]))
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, np.zeros(0, dtype=np.int8)
+        return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
+
     @property
     def by_bucket(self) -> dict[str, tl.Intervals]:
-        """Each bucket's pieces (views, no copies): sorted, disjoint."""
-        return {b: (self.start[self.bounds[i]:self.bounds[i + 1]],
-                    self.end[self.bounds[i]:self.bounds[i + 1]]) for i, b in enumerate(IDS)}
-
-    @property
-    def pieces(self) -> int:
-        return int(self.start.size)
-
-    def union_of(self, buckets) -> tl.Intervals:
-        """The time in any of *buckets*, as a union."""
-        codes = sorted(IDS.index(b) for b in buckets if b in IDS)
-        parts = [(self.start[self.bounds[c]:self.bounds[c + 1]],
-                  self.end[self.bounds[c]:self.bounds[c + 1]]) for c in codes]
-        parts = [p for p in parts if p[0].size]
-        if not parts:
-            return tl.EMPTY
-        if len(parts) == 1:
-            return parts[0]
-        return tl.union(np.concatenate([p[0] for p in parts]),
-                        np.concatenate([p[1] for p in parts]))
+        """Each bucket's pieces over the whole window (sorted, disjoint): decodes it all,
+        for small reports and tests; large ones go through ``blocks``."""
+        s, e, c = self.pieces(*self.window)
+        return {b: (s[c == i], e[c == i]) for i, b in enumerate(IDS)}
 
     def totals(self, lo, hi) -> pd.DataFrame:
         """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
         column per bucket (rows add up to the window's overlap with the device's)."""
         lo = np.atleast_1d(np.asarray(lo, dtype=np.int64))
         hi = np.atleast_1d(np.asarray(hi, dtype=np.int64))
-        return pd.DataFrame({b: _between(s, e, lo, hi)
-                             for b, (s, e) in self.by_bucket.items()})
+        out = np.zeros((lo.size, len(IDS)), dtype=np.int64)
+        if lo.size:
+            for blo, bhi, s, e, c in self.blocks(int(lo.min()), int(hi.max())):
+                near = np.flatnonzero((lo < bhi) & (hi > blo))
+                if not near.size:
+                    continue
+                for i in np.unique(c).tolist():
+                    mine = c == i
+                    out[near, i] += _between(s[mine], e[mine], lo[near], hi[near])
+        return pd.DataFrame(out, columns=list(IDS))
 
     def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
         """Bucket time inside a union of windows (default: the whole window)."""
@@ -129,6 +160,25 @@ class DeviceAccount:
             windows = (np.array([self.window[0]]), np.array([self.window[1]]))
         t = self.totals(*windows).sum(axis=0)
         return {b: int(v) for b, v in t.items()}
+
+    def per_gap(self, bucket: str, span: tl.Intervals) -> tuple[np.ndarray, np.ndarray]:
+        """(the gaps holding time of *bucket* inside *span*, that time in each)."""
+        gaps, ns = [], []
+        code = IDS.index(bucket)
+        if span[0].size == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z
+        for blo, bhi, s, e, c in self.blocks(int(span[0].min()), int(span[1].max())):
+            mine = c == code
+            ps, pe = tl.intersect((s[mine], e[mine]), tl.clip(span, blo, bhi))
+            if ps.size:
+                gaps.append(self.gap_of(ps))
+                ns.append(pe - ps)
+        if not gaps:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z
+        held, inverse = np.unique(np.concatenate(gaps), return_inverse=True)
+        return held, np.bincount(inverse, weights=np.concatenate(ns)).astype(np.int64)
 
     def summary(self) -> dict:
         """Phases, bucket time per phase, and the steady state's figures (share of each
@@ -381,8 +431,9 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     gaps = _gaps(work, window, main_gtid, settings, iterations_from)
     work.forget_launch_order()
     calls = _Calls(trace)
-    parts: list[list[np.ndarray]] = [[] for _ in IDS]    # per bucket: starts, ends
-    ends: list[list[np.ndarray]] = [[] for _ in IDS]
+    lengths: list[np.ndarray] = []
+    codes: list[np.ndarray] = []
+    block_start, block_first = [], [0]
     n = len(gaps)
     lo, hi = window
     for k in range(0, max(n, 1), CHUNK_GAPS):
@@ -403,21 +454,28 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         is_, ie, ic = _idle_pieces(calls, work, gaps, slice(g0, g1), settings, api_end)
         s, e, c = coalesce(np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
         keep = e > s
-        s, e, c = s[keep], e[keep], c[keep]
-        by_code = np.argsort(c, kind="stable")
-        bounds = np.searchsorted(c[by_code], np.arange(len(IDS) + 1))
-        for i in range(len(IDS)):
-            rows = by_code[bounds[i]:bounds[i + 1]]
-            if rows.size:
-                parts[i].append(s[rows])
-                ends[i].append(e[rows])
-    sizes = [sum(p.size for p in parts[i]) for i in range(len(IDS))]
-    bounds = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-    start = np.concatenate([p for i in range(len(IDS)) for p in parts[i]]
-                           or [np.zeros(0, np.int64)])
-    end = np.concatenate([p for i in range(len(IDS)) for p in ends[i]]
-                         or [np.zeros(0, np.int64)])
-    # (Pieces of one bucket that touch across a slice edge stay two: every sum is the
-    # same.)
-    return DeviceAccount(work.device, window, phases, work, start, end, bounds, gaps,
-                         settings)
+        length, code = _compact(e[keep] - s[keep], c[keep])
+        lengths.append(length)
+        codes.append(code)
+        block_start.append(t0)
+        block_first.append(block_first[-1] + length.size)
+    block_start.append(hi)
+    return DeviceAccount(work.device, window, phases, work,
+                         np.concatenate(lengths), np.concatenate(codes),
+                         np.array(block_start, dtype=np.int64),
+                         np.array(block_first, dtype=np.int64), gaps, settings)
+
+
+_LONGEST = np.iinfo(np.uint32).max
+
+
+def _compact(length: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths as uint32 (a piece longer than 4.29 s is split into several)."""
+    if length.size and int(length.max()) > _LONGEST:
+        parts = -(-length // _LONGEST)                 # ceil: pieces each becomes
+        code = np.repeat(code, parts)
+        first = np.r_[0, np.cumsum(parts)[:-1]]
+        out = np.full(int(parts.sum()), _LONGEST, dtype=np.int64)
+        out[first + parts - 1] = length - (parts - 1) * _LONGEST
+        length = out
+    return length.astype(np.uint32), code.astype(np.int8)

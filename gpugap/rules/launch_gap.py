@@ -158,23 +158,22 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
 def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Finding:
     """The finding of one bucket in one phase; its examples' host calls and its message
     are completed by finish() for the findings settling keeps."""
-    pieces = tl.intersect(dev.by_bucket[bucket], span)
-    gap = dev.gap_of(pieces[0])
-    per_gap = np.bincount(gap, weights=pieces[1] - pieces[0], minlength=len(dev.gaps))
-    held = np.flatnonzero(per_gap > 0)
-    worst = held[np.argsort(-per_gap[held], kind="stable")][: int(config["max_examples"])]
+    held, per_gap = dev.per_gap(bucket, span)
+    top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
+    worst, worst_ns = held[top], per_gap[top]
     gaps = dev.gaps
     at = int(gaps.start[worst[0]]) if worst.size else int(span[0][0])
-    first = int(pieces[0][0]) if pieces[0].size else at
+    first = max(int(gaps.start[held[0]]), int(span[0][0])) if held.size else at
+    last = min(int(gaps.end[held[-1]]), int(span[1][-1])) if held.size else at
     return Finding(
-        rule=RULE.id, cause=cause, severity="info", start_ns=first,
-        end_ns=int(pieces[1][-1]) if pieces[1].size else at, cost_ns=int(ns), message="",
+        rule=RULE.id, cause=cause, severity="info", start_ns=first, end_ns=last,
+        cost_ns=int(ns), message="",
         fix=FIXES[cause], device=dev.device, count=int(held.size), at_ns=at, phase=phase,
-        ranges=ranges_of(trace, gaps.end[held], weights=per_gap[held]),
+        ranges=ranges_of(trace, gaps.end[held], weights=per_gap),
         evidence={"bucket": bucket, "gap_count": int(held.size)},
         claim=Claim(dev.device, span, (bucket,)),
         min_share_pct=float(config["min_share_pct"]),
-        pending=(dev, worst, per_gap[worst], float(config["min_gap_us"])))
+        pending=(dev, worst, worst_ns, float(config["min_gap_us"])))
 
 
 def finish(trace: Trace, findings: list[Finding]) -> None:

@@ -19,10 +19,13 @@ share (``Finding.min_share_pct``) and fall below it in their scope are dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 import numpy as np
 
 from gpugap import timeline as tl
+from gpugap.accounting.buckets import IDS
 from gpugap.rules.base import Context, Finding, severity_for
 
 # Lower settles first. A (rule, None) entry is the rule's default.
@@ -52,51 +55,80 @@ def assign_ids(findings: list[Finding]) -> None:
         f.id = base if seen[base] == 1 else f"{base}#{seen[base]}"
 
 
-def _regions(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
-             ) -> dict[str, tl.Intervals] | None:
-    """Per bucket of its claim: the nanoseconds the finding claims there."""
+def _where(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
+           ) -> tl.Intervals:
+    """Where a finding's claim applies: its intervals, inside its phase and the scope."""
     c = f.claim
-    dev = context.accounting.devices.get(int(c.device))
-    if dev is None:
-        return None
     where = tl.union(*c.intervals)
     if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
         where = tl.intersect(where, context.phase_span(int(c.device), f.phase))
     if scope is not None:
         where = tl.intersect(where, scope.get(int(c.device), tl.EMPTY))
-    pieces = dev.by_bucket
-    return {b: tl.intersect(pieces[b], where) for b in dict.fromkeys(c.buckets)
-            if b in pieces and pieces[b][0].size}
+    return where
 
 
-def _per_iteration(context: Context, f: Finding, fresh: list[tl.Intervals]) -> dict | None:
-    dev = context.accounting.devices.get(int(f.claim.device))
-    if dev is None or f.phase != "steady":
-        return None
-    lo, hi = dev.phases.iteration_windows(dev.phases.steady_iterations)
-    if lo.size == 0:
-        return None
-    cost = f.claim.weight * sum((tl.total_between(part, lo, hi) for part in fresh),
-                                np.zeros(lo.size, dtype=np.int64))
-    f.iteration_costs = cost
-    return {"iterations": int(lo.size), "with_cost": int((cost > 0).sum()),
-            "median_ns": int(np.median(cost)), "p90_ns": int(np.percentile(cost, 90)),
-            "max_ns": int(cost.max())}
+@dataclass
+class _Claiming:
+    """One finding's claim being settled, block by block."""
+
+    finding: Finding
+    where: tl.Intervals
+    codes: list[int]
+    iterations: tuple[np.ndarray, np.ndarray] | None   # steady iteration windows
+    size: int = 0                  # ns its claim covers
+    left: int = 0                  # of which no earlier finding had taken
+    overlap: dict[str, int] = dc_field(default_factory=dict)   # taken by whom
+    per_iteration: np.ndarray | None = None
+
+
+def _settle_device(dev, claims: list[_Claiming]) -> None:
+    """Settle the claims of one device (in priority order), block by block: the buckets
+    partition time, so each claim meets only what was claimed in its own buckets, and
+    blocks are disjoint, so each is settled on its own."""
+    starts = [int(c.where[0][0]) for c in claims if c.where[0].size]
+    if not starts:
+        return
+    lo = min(starts)
+    hi = max(int(c.where[1][-1]) for c in claims if c.where[0].size)
+    for blo, bhi, s, e, code in dev.blocks(lo, hi):
+        of_code: dict[int, tl.Intervals] = {}
+        claimed: dict[int, tl.Intervals] = {}
+        taken: dict[int, list[tuple[str, tl.Intervals]]] = {}
+        for c in claims:
+            w = tl.clip(c.where, blo, bhi)
+            if not w[0].size:
+                continue
+            for k in c.codes:
+                if k not in of_code:
+                    mine = code == k
+                    of_code[k] = (s[mine], e[mine])
+                region = tl.intersect(of_code[k], w)
+                if not region[0].size:
+                    continue
+                before = claimed.get(k, tl.EMPTY)
+                fresh = tl.subtract(region, before) if before[0].size else region
+                got, total = tl.total(fresh), tl.total(region)
+                c.size += total
+                c.left += got
+                if total > got:                      # who had taken the rest
+                    for other, theirs in taken.get(k, []):
+                        c.overlap[other] = c.overlap.get(other, 0) + tl.intersect_total(
+                            region, theirs)
+                taken.setdefault(k, []).append((c.finding.id, region))
+                claimed[k] = tl.merge(before, region) if before[0].size else region
+                if c.iterations is not None and got:
+                    ilo, ihi = c.iterations
+                    c.per_iteration += tl.total_between(fresh, ilo, ihi)
 
 
 def settle(findings: list[Finding], context: Context,
            scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
     """Costs, consequences, shares, severities and per-iteration figures of *findings*,
     within *scope* (per device: the windows of a --range; None: each finding's phase).
-    Returns them ordered steady first, then by cost; findings outside the scope go.
-
-    The buckets partition time, so claims in different buckets never meet: what was
-    claimed is kept per (device, bucket), and each claim is checked against its own
-    buckets only."""
+    Returns them ordered steady first, then by cost; findings outside the scope go."""
     assign_ids(findings)
-    taken: dict[tuple[int, str], list[tuple[Finding, tl.Intervals]]] = {}
-    claimed: dict[tuple[int, str], tl.Intervals] = {}
-    kept = []
+    kept: list[Finding] = []
+    claims: dict[int, list[_Claiming]] = {}
     for f in sorted(findings, key=lambda f: (priority(f), f.start_ns)):
         if f.claim is None:
             f.cost_ns = 0
@@ -104,38 +136,41 @@ def settle(findings: list[Finding], context: Context,
                 kept.append(f)
             continue
         device = int(f.claim.device)
-        regions = _regions(context, f, scope)
-        if regions is None or (scope is not None and not any(r[0].size for r in
-                                                               regions.values())
-                               and not _at_in_scope(f, scope)):
+        dev = context.accounting.devices.get(device)
+        if dev is None:
             continue
-        size = left = 0
-        fresh, overlap = [], {}
-        for bucket, region in regions.items():
-            key = (device, bucket)
-            before = claimed.get(key, tl.EMPTY)
-            mine = tl.subtract(region, before) if before[0].size else region
-            got, total = tl.total(mine), tl.total(region)
-            size, left = size + total, left + got
-            fresh.append(mine)
-            if total > got:         # who had taken the rest
-                for other, theirs in taken.get(key, []):
-                    overlap[other.id] = overlap.get(other.id, 0) + tl.intersect_total(
-                        region, theirs)
-            if region[0].size:
-                taken.setdefault(key, []).append((f, region))
-                claimed[key] = tl.merge(before, region) if before[0].size else region
-        if size > 0 and size - left > 0.5 * size:
-            f.consequence_of = max(overlap, key=overlap.get)
-        f.cost_ns = int(round(f.claim.weight * left))
-        wall = _wall(context, f, scope)
-        f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
-        if scope is not None or f.phase == "steady":
-            f.severity = severity_for(f.cost_ns, wall)
-        else:
-            f.severity = "warning" if f.cost_ns >= ONE_TIME_WARNING_NS else "info"
-        f.per_iteration = _per_iteration(context, f, fresh)
-        kept.append(f)
+        where = _where(context, f, scope)
+        if scope is not None and not where[0].size and not _at_in_scope(f, scope):
+            continue
+        iterations = None
+        if f.phase == "steady":
+            its = dev.phases.iteration_windows(dev.phases.steady_iterations)
+            iterations = its if its[0].size else None
+        claims.setdefault(device, []).append(_Claiming(
+            f, where, [IDS.index(b) for b in dict.fromkeys(f.claim.buckets) if b in IDS],
+            iterations, per_iteration=None if iterations is None
+            else np.zeros(iterations[0].size, dtype=np.int64)))
+    for device, mine in claims.items():
+        _settle_device(context.accounting.devices[device], mine)
+        for c in mine:
+            f = c.finding
+            if c.size > 0 and c.size - c.left > 0.5 * c.size:
+                f.consequence_of = max(c.overlap, key=c.overlap.get)
+            f.cost_ns = int(round(f.claim.weight * c.left))
+            wall = _wall(context, f, scope)
+            f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
+            if scope is not None or f.phase == "steady":
+                f.severity = severity_for(f.cost_ns, wall)
+            else:
+                f.severity = "warning" if f.cost_ns >= ONE_TIME_WARNING_NS else "info"
+            if c.per_iteration is not None:
+                cost = f.claim.weight * c.per_iteration
+                f.iteration_costs = cost
+                f.per_iteration = {
+                    "iterations": int(cost.size), "with_cost": int((cost > 0).sum()),
+                    "median_ns": int(np.median(cost)), "p90_ns": int(np.percentile(cost, 90)),
+                    "max_ns": int(cost.max())}
+            kept.append(f)
     dropped = {f.id for f in kept if f.min_share_pct is not None
                and (f.share_pct or 0.0) < f.min_share_pct}
     kept = [f for f in kept if f.id not in dropped]
