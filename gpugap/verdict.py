@@ -103,9 +103,11 @@ def _calls(trace: Trace, dev: DeviceAccount, cause: str | None, window: tuple[in
     the longest other calls of the launching threads during one iteration."""
     lo, hi = window
     work = dev.work
-    on = (work.api_start >= lo) & (work.api_start < hi) & (work.gtid >= 0)
-    threads = pd.unique(work.gtid[on]).tolist() or pd.unique(
-        work.gtid[work.gtid >= 0]).tolist()[:1]
+    # The threads that launched the work that ran in the window (its ops, by GPU time).
+    ops = np.arange(*np.searchsorted(work.start, [lo, hi]))
+    gtid = work.gather("gtid", ops)
+    threads = pd.unique(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
+        or [dev.gaps.main_gtid]
     api = trace.api
     category = CAUSE_CATEGORIES.get(cause or "")
     if category is not None and len(api):

@@ -68,16 +68,22 @@ _BUSY = [CODE[b] for b in BUSY_IDS]
 
 @dataclass
 class Gaps:
-    """The idle gaps of a device, with what ended each."""
+    """The idle gaps of a device, with the operation that ended each."""
 
     start: np.ndarray
     end: np.ndarray
-    next_op: np.ndarray       # position in DeviceWork, -1 for the trailing gap
-    gtid: np.ndarray          # the thread held responsible, -1 unknown
-    input: np.ndarray         # bool: the next op uploads a batch
+    next_op: np.ndarray       # int32 position in DeviceWork, -1 for the trailing gap
+    main_gtid: int            # the thread the trailing gap follows
 
     def __len__(self) -> int:
         return self.start.size
+
+    def thread(self, work: DeviceWork, g) -> np.ndarray:
+        """The thread held responsible for gaps *g* (-1: unknown)."""
+        nxt = self.next_op[np.asarray(g)]
+        found = work.gather("gtid", np.maximum(nxt, 0))
+        found = np.where(np.isnan(found), -1, np.nan_to_num(found)).astype(np.int64)
+        return np.where(nxt >= 0, found, self.main_gtid)
 
 
 @dataclass
@@ -275,7 +281,9 @@ def _batch_uploads(work: DeviceWork, min_bytes: int) -> np.ndarray:
 
 
 def _gaps(work: DeviceWork, window: tuple[int, int], main_gtid: int, settings: Settings,
-          iterations_from: int) -> Gaps:
+          iterations_from: int) -> tuple[Gaps, np.ndarray, np.ndarray]:
+    """The gaps, and (for the attribution) the thread of each and whether its next op
+    uploads a batch."""
     gs, ge = tl.gaps(tl.union(work.start, work.end), *window)
     nxt = np.searchsorted(work.start, ge, side="left")
     has = nxt < len(work)
@@ -284,7 +292,8 @@ def _gaps(work: DeviceWork, window: tuple[int, int], main_gtid: int, settings: S
     uploads = _batch_uploads(work, settings.input_min_bytes)
     launched = np.nan_to_num(work.api_start[at], nan=-1) if len(work) else np.zeros(0)
     is_input = has & (uploads[at] if len(work) else False) & (launched >= iterations_from)
-    return Gaps(gs, ge, np.where(has, nxt, -1).astype(np.int64), gtid, is_input)
+    return (Gaps(gs, ge, np.where(has, nxt, -1).astype(np.int32), main_gtid), gtid,
+            is_input)
 
 
 class _Calls:
@@ -293,7 +302,7 @@ class _Calls:
     def __init__(self, trace: Trace) -> None:
         api = trace.api
         self.start = api["start"].to_numpy(dtype=np.int64)
-        self.end = np.maximum(api["end"].to_numpy(dtype=np.int64), self.start)
+        self.end = api["end"].to_numpy(dtype=np.int64)
         self.gtid = api["gtid"].to_numpy()
         self.category = host.api_categories(trace)
         self.trace = trace
@@ -302,8 +311,10 @@ class _Calls:
         if self.order is not None:
             self.start, self.end = self.start[self.order], self.end[self.order]
             self.gtid, self.category = self.gtid[self.order], self.category[self.order]
-        # How far back a call covering a time can have started.
-        self.longest = int((self.end - self.start).max()) if self.start.size else 0
+        # How far back a call covering a time can have started (in batches: no copy).
+        self.longest = max((int((self.end[i:i + (1 << 22)] - self.start[i:i + (1 << 22)])
+                                .max()) for i in range(0, self.start.size, 1 << 22)),
+                           default=0)
 
     def of_thread(self, gtid: int, lo: int, hi: int):
         """The thread's calls that can overlap [lo, hi), and its library handle creations
@@ -315,19 +326,19 @@ class _Calls:
         init_s, init_e = host.library_inits(self.trace, gtid)
         keep = (init_e > lo) & (init_s < hi)
         start = np.r_[self.start[rows], init_s[keep]]
-        end = np.r_[self.end[rows], np.maximum(init_e[keep], init_s[keep])]
+        end = np.maximum(np.r_[self.end[rows], init_e[keep]], start)
         cats = np.r_[self.category[rows], np.full(int(keep.sum()), host.MODULE,
                                                   dtype=np.int8)]
         return host.exclusive(start, end, cats, range(len(host.CATEGORIES)))
 
 
-def _idle_pieces(calls: _Calls, work: DeviceWork, gaps: Gaps, idx_range: slice,
-                 settings: Settings, api_end: np.ndarray
+def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings,
+                 api_end: np.ndarray, gtid: np.ndarray, is_input: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labelled partition of the gaps in *idx_range* (api_end: of each gap's next
-    op's launch call, NaN if none)."""
+    op's launch call, NaN if none; gtid: the thread each follows; is_input: its next op
+    uploads a batch)."""
     gs, ge = gaps.start[idx_range], gaps.end[idx_range]
-    gtid, is_input = gaps.gtid[idx_range], gaps.input[idx_range]
     has = gaps.next_op[idx_range] >= 0
     # 1. queued: after the next op's launch call returned.
     q0 = np.maximum(np.nan_to_num(api_end, nan=np.inf), gs)
@@ -428,8 +439,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     it = phases.iterations
     iterations_from = (int(it.cpu_start[0]) if it is not None and len(it)
                        else phases.spans["steady"][0])
-    gaps = _gaps(work, window, main_gtid, settings, iterations_from)
-    work.forget_launch_order()
+    gaps, gap_gtid, gap_input = _gaps(work, window, main_gtid, settings, iterations_from)
     calls = _Calls(trace)
     lengths: list[np.ndarray] = []
     codes: list[np.ndarray] = []
@@ -451,7 +461,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         api_end = np.full(g1 - g0, np.nan)
         has = np.flatnonzero(nxt >= 0)
         api_end[has] = work.gather("api_end", nxt[has])
-        is_, ie, ic = _idle_pieces(calls, work, gaps, slice(g0, g1), settings, api_end)
+        is_, ie, ic = _idle_pieces(calls, gaps, slice(g0, g1), settings, api_end,
+                                   gap_gtid[g0:g1], gap_input[g0:g1])
         s, e, c = coalesce(np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
         keep = e > s
         length, code = _compact(e[keep] - s[keep], c[keep])
@@ -460,6 +471,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         block_start.append(t0)
         block_first.append(block_first[-1] + length.size)
     block_start.append(hi)
+    work.release()
     return DeviceAccount(work.device, window, phases, work,
                          np.concatenate(lengths), np.concatenate(codes),
                          np.array(block_start, dtype=np.int64),

@@ -7,7 +7,6 @@ by direction and host memory kind; memsets to ``memset``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -59,27 +58,52 @@ def op_buckets(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cached
 
 
-@dataclass
 class DeviceWork:
-    """One device's operations in start order (ties: kernels, copies, memsets), with what
-    the accounting reads of each for every op; any other column is gathered on demand
-    (``gather``), so a report of millions of kernels holds no second copy of them."""
+    """One device's operations in start order (ties: kernels, copies, memsets): what the
+    accounting reads of each for every op. Launch times and threads are gathered from
+    the frames on first use and dropped again by ``release`` (they are needed while the
+    accounting runs, rarely after), so a report of millions of kernels holds no second
+    copy of them for long."""
 
-    device: int
-    frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] = field(repr=False)
-    start: np.ndarray          # int64
-    end: np.ndarray            # int64 (>= start)
-    bucket: np.ndarray         # int8 bucket code
-    source: np.ndarray         # int8: 0 kernel, 1 memcpy, 2 memset
-    row: np.ndarray            # row in its frame
-    api_start: np.ndarray      # float64, NaN when no launch call matched
-    gtid: np.ndarray           # int64, -1 when unknown
-    pids: np.ndarray           # the processes that launched them (distinct)
+    def __init__(self, device: int, frames, start: np.ndarray, end: np.ndarray,
+                 bucket: np.ndarray, source: np.ndarray, row: np.ndarray,
+                 pids: np.ndarray) -> None:
+        self.device = device
+        self.frames = frames
+        self.start = start          # int64
+        self.end = end              # int64 (>= start)
+        self.bucket = bucket        # int8 bucket code
+        self.source = source        # int8: 0 kernel, 1 memcpy, 2 memset
+        self.row = row              # row in its frame
+        self.pids = pids            # the processes that launched them (distinct)
+        self._api_start: np.ndarray | None = None
+        self._gtid: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.start.size
 
-    def gather(self, name: str, at: np.ndarray) -> np.ndarray:
+    @property
+    def api_start(self) -> np.ndarray:
+        """float64, NaN when no launch call matched."""
+        if self._api_start is None:
+            self._api_start = self.gather("api_start", np.arange(len(self)))
+        return self._api_start
+
+    @property
+    def gtid(self) -> np.ndarray:
+        """The launching thread of each op (int64), -1 when unknown."""
+        if self._gtid is None:
+            g = self.gather("gtid", np.arange(len(self)))
+            self._gtid = np.where(np.isnan(g), -1, np.nan_to_num(g)).astype(np.int64)
+        return self._gtid
+
+    def release(self) -> None:
+        """Drop what was gathered (launch times, threads, launch order)."""
+        self._api_start = self._gtid = None
+        self.__dict__.pop("launch_order", None)
+        self.__dict__.pop("launched_reach", None)
+
+    def gather(self, name: str, at) -> np.ndarray:
         """Column *name* of the ops at positions *at* (from their frames)."""
         at = np.asarray(at, dtype=np.int64)
         parts = [f[name].to_numpy() if name in f else None for f in self.frames]
@@ -114,11 +138,6 @@ class DeviceWork:
         k = np.searchsorted(times, np.asarray(t, dtype=np.float64), side="left")
         return np.where(k > 0, reach[np.maximum(k - 1, 0)] if reach.size else -1, -1)
 
-    def forget_launch_order(self) -> None:
-        """Drop the launch-order arrays (phases need them; nothing after)."""
-        self.__dict__.pop("launch_order", None)
-        self.__dict__.pop("launched_reach", None)
-
     def names(self, trace: Trace, at: np.ndarray) -> list[str]:
         cols = ("name", "kind", None)
         out = []
@@ -140,14 +159,9 @@ def device_work(trace: Trace, device: int) -> DeviceWork:
         sel = ix.source == k
         if sel.any():
             bucket[sel] = buckets[k][ix.row[sel]]
-    gtid = ix.column("gtid").astype(np.float64)
     pids = np.unique(np.concatenate([f["pid"].to_numpy()[f["device"].to_numpy() == device]
                                      for f in ix.frames if len(f)]).astype(np.int64))
-    work = DeviceWork(
-        device=device, frames=ix.frames, start=ix.start, end=np.maximum(ix.end, ix.start),
-        bucket=bucket, source=ix.source, row=ix.row,
-        api_start=ix.column("api_start").astype(np.float64),
-        gtid=np.where(np.isnan(gtid), -1, np.nan_to_num(gtid)).astype(np.int64),
-        pids=pids)
+    work = DeviceWork(device, ix.frames, ix.start, np.maximum(ix.end, ix.start), bucket,
+                      ix.source, ix.row, pids)
     cache[device] = work
     return work

@@ -179,15 +179,16 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
 def finish(trace: Trace, findings: list[Finding]) -> None:
     """Examples (the longest gaps, what their thread was doing: one read of the OS
     runtime calls for all of them) and messages, with the settled costs."""
-    windows, dep_windows = [], []
+    windows, dep_windows, threads = [], [], {}
     for f in findings:
         dev, worst, _, _ = f.pending
         gaps = dev.gaps
-        for g in worst.tolist():
-            if gaps.gtid[g] >= 0:
-                windows.append((int(gaps.gtid[g]), int(gaps.start[g]), int(gaps.end[g])))
+        threads[f.id] = dev.gaps.thread(dev.work, worst)
+        for g, gtid in zip(worst.tolist(), threads[f.id].tolist(), strict=True):
+            if gtid >= 0:
+                windows.append((gtid, int(gaps.start[g]), int(gaps.end[g])))
                 if f.cause == "queued-wait":
-                    dep_windows.append((int(gaps.gtid[g]),
+                    dep_windows.append((gtid,
                                         *_launch_window(dev.work, int(gaps.next_op[g]))))
     calls = iter(host_calls(trace, windows))
     deps = iter(dependency_calls(trace, dep_windows))
@@ -196,15 +197,16 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         f.pending = None
         gaps, work = dev.gaps, dev.work
         examples = []
-        for g, part in zip(worst.tolist(), cause_ns.tolist(), strict=True):
-            known = gaps.gtid[g] >= 0
+        for g, part, gtid in zip(worst.tolist(), cause_ns.tolist(), threads[f.id].tolist(),
+                                 strict=True):
+            known = gtid >= 0
             item = {"start_ns": int(gaps.start[g]), "end_ns": int(gaps.end[g]),
                     "gap_ns": int(gaps.end[g] - gaps.start[g]), "cause_ns": int(part),
-                    "thread": trace.thread_name(int(gaps.gtid[g])) if known else None,
+                    "thread": trace.thread_name(gtid) if known else None,
                     "host_calls": next(calls) if known else []}
             nxt = int(gaps.next_op[g])
             if nxt >= 0:
-                launched = work.api_start[nxt]
+                launched = work.gather("api_start", [nxt])[0]
                 source, row = int(work.source[nxt]), int(work.row[nxt])
                 frame = (trace.kernels, trace.memcpys, trace.memsets)[source]
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
