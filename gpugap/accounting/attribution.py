@@ -59,7 +59,8 @@ class Settings:
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
 
-CHUNK_GAPS = 1 << 18      # gaps handled at a time (a module setting: tests make it small)
+CHUNK_GAPS = 1 << 16      # gaps handled at a time (a module setting: tests make it small)
+LOOKBACK_NS = 10_000_000  # calls longer than this are looked up apart (see _Calls)
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)
 _H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
@@ -311,17 +312,22 @@ class _Calls:
         if self.order is not None:
             self.start, self.end = self.start[self.order], self.end[self.order]
             self.gtid, self.category = self.gtid[self.order], self.category[self.order]
-        # How far back a call covering a time can have started (in batches: no copy).
-        self.longest = max((int((self.end[i:i + (1 << 22)] - self.start[i:i + (1 << 22)])
-                                .max()) for i in range(0, self.start.size, 1 << 22)),
-                           default=0)
+        # A call covering a time started at most LOOKBACK_NS before it, unless it is one
+        # of the few longer calls, listed apart (found in batches: no full-size copy).
+        step = 1 << 22
+        self.long = np.concatenate(
+            [i + np.flatnonzero(self.end[i:i + step] - self.start[i:i + step] > LOOKBACK_NS)
+             for i in range(0, self.start.size, step)] or [np.zeros(0, np.int64)])
 
     def of_thread(self, gtid: int, lo: int, hi: int):
         """The thread's calls that can overlap [lo, hi), and its library handle creations
         there, as an exclusive labelled partition (host.exclusive)."""
-        a = np.searchsorted(self.start, lo - self.longest, side="left")
+        a = np.searchsorted(self.start, lo - LOOKBACK_NS, side="left")
         b = np.searchsorted(self.start, hi, side="left")
         rows = a + np.flatnonzero(self.gtid[a:b] == gtid)
+        longer = self.long[(self.start[self.long] < lo - LOOKBACK_NS)
+                           & (self.gtid[self.long] == gtid)]
+        rows = np.r_[longer, rows]
         rows = rows[self.end[rows] > lo]
         init_s, init_e = host.library_inits(self.trace, gtid)
         keep = (init_e > lo) & (init_s < hi)
@@ -393,34 +399,39 @@ def coalesce(s: np.ndarray, e: np.ndarray, c: np.ndarray
 
 
 def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input):
-    """Buckets of one thread's pieces of its gaps (in time order; pc: host category or
-    OUTSIDE; pg: the gap of each; pstart: where the call a piece belongs to began), by
-    the rules of the module doc. Returns (starts, ends, bucket codes); an aftermath
-    that covers part of a piece splits it in two."""
-    n = gap_start.size
+    """Buckets of one thread's pieces of its gaps (in time order, so grouped by gap; pc:
+    host category or OUTSIDE; pg: the gap of each; pstart: where the call a piece belongs
+    to began), by the rules of the module doc. Returns (starts, ends, bucket codes); an
+    aftermath that covers part of a piece splits it in two. Per-gap figures are
+    reductions over each gap's run of pieces (reduceat), spread back with repeat."""
+    if ps.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0, dtype=np.int8)
     pos = np.arange(ps.size)
     blocking = pc < host.LAUNCH
-    first = np.r_[True, pg[1:] != pg[:-1]]                # the first piece of each gap
-    gap_first = np.maximum.accumulate(np.where(first, pos, 0))
+    first = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])     # each gap's first piece
+    sizes = np.diff(np.r_[first, ps.size])
+    gap = pg[first]
+
+    def spread(per_gap: np.ndarray) -> np.ndarray:
+        return np.repeat(per_gap, sizes)
+
     # Between the first and the last module load of a gap: loading in progress.
     loads = pc == host.MODULE
-    first_load = np.full(n, np.iinfo(np.int64).max)
-    last_load = np.full(n, -1)
-    np.minimum.at(first_load, pg[loads], pos[loads])
-    np.maximum.at(last_load, pg[loads], pos[loads])
-    loading = ~blocking & (pos > first_load[pg]) & (pos < last_load[pg])
+    first_load = np.minimum.reduceat(np.where(loads, pos, ps.size), first)
+    last_load = np.maximum.reduceat(np.where(loads, pos, -1), first)
+    loading = ~blocking & (pos > spread(first_load)) & (pos < spread(last_load))
     # Blocked when the gap began, and since when: the lead the host lost.
-    lead = np.zeros(n, dtype=np.int64)
-    held = blocking[first] & (ps[first] == gap_start[pg[first]])
-    lead[pg[first][held]] = gap_start[pg[first][held]] - pstart[first][held]
+    held = blocking[first] & (ps[first] == gap_start[gap])
+    lead = spread(np.where(held, gap_start[gap] - pstart[first], 0))
     last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
-    eligible = np.where(~blocking & ~loading & ~is_input[pg] & (lead[pg] > 0),
-                        pe - ps, 0)
+    gap_input = spread(is_input[gap])
+    eligible = np.where(~blocking & ~loading & ~gap_input & (lead > 0), pe - ps, 0)
     before = np.cumsum(eligible) - eligible
-    used = before - before[gap_first]                     # eligible time earlier in gap
-    aftermath = np.minimum(eligible, np.maximum(lead[pg] - used, 0))
-    default = np.where(long_gap[pg], CODE["host-work"], CODE["launch-bound"])
-    default = np.where(is_input[pg], CODE["input"], default)
+    used = before - spread(before[first])                 # eligible time earlier in gap
+    aftermath = np.minimum(eligible, np.maximum(lead - used, 0))
+    default = np.where(spread(long_gap[gap]), CODE["host-work"], CODE["launch-bound"])
+    default = np.where(gap_input, CODE["input"], default)
     default = np.where(loading, CODE["module-load"], default)
     bucket = np.where(blocking, HOST_BUCKET[np.minimum(pc, 3)], default).astype(np.int8)
     split = ps + aftermath                                # [ps, split): aftermath
