@@ -58,9 +58,21 @@ CAPTURES: dict[str, tuple[list[str], list[str], dict[str, str], int]] = {
                     ["--cuda-graph-trace=graph"], {}, 1),
     "small-graph-node": (py("small_model.py", "--variant", "graph"),
                          ["--cuda-graph-trace=node"], {}, 1),
-    "small-compile": (py("small_model.py", "--variant", "compile"), [], {}, 1),
-    "ddp-overlap": (torchrun("ddp_train.py", "--variant", "overlap"), [], NO_MULTICAST, 2),
-    "ddp-manual": (torchrun("ddp_train.py", "--variant", "manual"), [], NO_MULTICAST, 2),
+    "small-compile": (py("small_model.py", "--variant", "compile", "--steps", "100",
+                         "--recompile-at", "70"), [], {}, 1),
+    # batch 512: communication (~2.3 ms a step) is a fair share of the step, as in real
+    # data-parallel jobs, and 10 steps keep the reports under 2 MB
+    "ddp-overlap": (torchrun("ddp_train.py", "--variant", "overlap", "--batch", "512",
+                             "--steps", "10"), [], NO_MULTICAST, 2),
+    "ddp-manual": (torchrun("ddp_train.py", "--variant", "manual", "--batch", "512",
+                            "--steps", "10"), [], NO_MULTICAST, 2),
+}
+
+# One report per rank (nsys inside torchrun, as multi-node jobs are profiled):
+# name -> program arguments; writes DIR/NAME.rank0.sqlite, DIR/NAME.rank1.sqlite.
+PER_RANK: dict[str, list[str]] = {
+    "ddp-ranks-balanced": ["--variant", "overlap"],
+    "ddp-ranks-late": ["--variant", "overlap", "--late-rank", "1", "--late-ms", "30"],
 }
 
 
@@ -114,6 +126,38 @@ def capture(name: str, out: Path, env_info: dict) -> dict:
     return manifest
 
 
+def capture_per_rank(name: str, out: Path, env_info: dict) -> dict:
+    """torchrun starts one nsys per rank; each writes its own report (%q{RANK})."""
+    result_file = Path(tempfile.mkdtemp()) / "result.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", "2", "--no-python", NSYS, "profile", *TRACE,
+               "--force-overwrite=true", "--export=sqlite", "-o",
+               str(out / f"{name}.rank%q{{RANK}}"), sys.executable,
+               str(HERE / "ddp_train.py"), *PER_RANK[name], "--result", str(result_file)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **NO_MULTICAST}
+    started = time.perf_counter()
+    with open(out / f"{name}.log", "w") as log:
+        rc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            check=False, timeout=420).returncode
+    wall = time.perf_counter() - started
+    reports = sorted(out.glob(f"{name}.rank*.sqlite"))
+    manifest = {
+        "capture": name,
+        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **env_info,
+        "nsys_command": [shlex.quote(c) for c in command],
+        "environment": NO_MULTICAST,
+        "exit_code": rc, "wall_s": round(wall, 1),
+        "result": json.loads(result_file.read_text()) if result_file.is_file() else None,
+        "reports": {r.name: r.stat().st_size for r in reports},
+        "sqlite_bytes": sum(r.stat().st_size for r in reports) or None,
+    }
+    (out / f"{name}.manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    for rep in out.glob(f"{name}.rank*.nsys-rep"):
+        rep.unlink()
+    return manifest
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=Path)
@@ -121,11 +165,12 @@ def main() -> int:
     args = parser.parse_args()
     env_info = environment()
     gpus = (env_info.get("torch") or {}).get("gpus", 1)
-    names = args.names or [n for n, c in CAPTURES.items() if c[3] <= gpus]
+    names = args.names or [n for n, c in CAPTURES.items() if c[3] <= gpus] + (
+        list(PER_RANK) if gpus >= 2 else [])
     args.out.mkdir(parents=True, exist_ok=True)
     failed = 0
     for name in names:
-        m = capture(name, args.out, env_info)
+        m = (capture_per_rank if name in PER_RANK else capture)(name, args.out, env_info)
         ok = m["exit_code"] == 0 and m["sqlite_bytes"]
         failed += not ok
         print(f"{name}: rc={m['exit_code']} {m['wall_s']} s "
