@@ -307,7 +307,7 @@ class Loader:
 
     def _bytes(self, frame: pd.DataFrame, what: str) -> None:
         if "bytes" in frame:
-            frame["bytes"] = V.clamp(frame["bytes"].to_numpy(), 0, V.MAX_TIME_NS, what,
+            frame["bytes"] = V.clamp(frame["bytes"].to_numpy(), 0, V.MAX_BYTES, what,
                                      "bytes", self.problems)
 
     def memcpys(self) -> pd.DataFrame:

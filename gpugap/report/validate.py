@@ -24,7 +24,7 @@ Rules (all vectorised; a valid report costs a min/max per column):
   stream, context and correlation ids, thread ids must be in [0, 2^32) (2^63 for
   serialized thread ids), else they become 0 (correlation 0: no launch call known).
 - launch dimensions, registers and shared memory are clamped to CUDA's limits
-  (``KERNEL_LIMITS``); copy and memset sizes to >= 0.
+  (``KERNEL_LIMITS``); copy and memset sizes to [0, MAX_BYTES].
 - names: NULL or BLOB strings, ids missing from StringIds, become a placeholder
   ('<unnamed>', '<id>'); names longer than MAX_NAME characters are cut; invalid UTF-8 is
   replaced per string (the connection decodes with errors='replace').
@@ -47,6 +47,7 @@ MAX_DEVICE = 4096
 MAX_ID = 2**32 - 1          # stream, context, correlation ids are 32-bit
 MAX_GTID = 2**63 - 1
 MAX_NAME = 65536
+MAX_BYTES = 2**48           # no copy or memset moves more (256 TiB): sums stay in int64
 
 # (lo, hi) of each kernel launch column: CUDA's own limits.
 KERNEL_LIMITS = {
