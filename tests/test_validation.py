@@ -146,6 +146,23 @@ def test_invalid_utf8_table_name_is_tolerated(tmp_path):
     assert "junk\ufffd" in trace.info.tables and len(trace.kernels) == 40
 
 
+def test_error_quoting_a_non_utf8_name_is_one_line_exit_2(capsys, tmp_path):
+    """Two tables given the same non-UTF-8 name: SQLite's 'malformed schema' message
+    quotes the name, and Python failed to decode the message (a UnicodeDecodeError
+    escaped the handler for SQLite errors)."""
+    rename = ("UPDATE sqlite_master SET name = CAST(X'6a756e6bff' AS TEXT), "
+              "tbl_name = CAST(X'6a756e6bff' AS TEXT), "
+              "sql = CAST(X'435245415445205441424c4520226a756e6bff222028612920' AS TEXT) "
+              "WHERE name = '{}'")
+    path = derived(tmp_path, "same_bad_name_twice", [
+        "CREATE TABLE junk1 (a INTEGER)", "CREATE TABLE junk2 (a INTEGER)",
+        "PRAGMA writable_schema = ON", rename.format("junk1"), rename.format("junk2")])
+    code, doc, err = analyze_json(capsys, path)
+    assert code == 2 and doc is None and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "corrupt" in err or "could not be read" in err
+
+
 def test_metadata_is_validated(tmp_path):
     path = derived(tmp_path, "metadata", [
         *(sql for t in ("META_DATA_CAPTURE", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUPTI_STREAM_TYPE",

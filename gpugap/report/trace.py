@@ -29,6 +29,10 @@ Frames and their columns (all present even when the report lacks the table, then
   on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
   calls inside given windows.
 
+Every value has been validated (gpugap.report.validate): times satisfy 0 < start <= end
+< 2^62, ids are non-negative, launch dimensions within CUDA's limits, names are str;
+rows that could not be repaired were dropped and counted in ``ReportInfo.problems``.
+
 Integer columns other than times, ``gtid`` and ``bytes`` hold the narrowest integer type
 that fits their values (ids such as device, stream, pid from int8/int16; corr, grid sizes,
 shared memory and ``blocks`` at least int32; block sizes, registers and
