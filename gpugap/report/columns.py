@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpugap.report.database import Database
+from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col
+from gpugap.report.validate import MAX_NAME
 
 # Serialized GlobalId: (hw/vm << 48) | (pid << 24) | tid. The high bits vary by version,
 # so decode pid/tid by masking, never by position of the high byte.
@@ -21,7 +22,117 @@ MEMCPYS = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSETS = "CUPTI_ACTIVITY_KIND_MEMSET"
 SYNCS = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
-GPU_WHERE = '"start" > 0 AND "end" >= "start"'
+
+_GPU = {"start": "int", "end": "int", "deviceId": "int", "contextId": "int",
+        "streamId": "int", "correlationId": "int", "globalPid": "int"}
+_ENUM = {"id": "int", "name": "text", "label": "text"}
+# Every table and column gpugap reads, and what each must hold ("int": an integer,
+# "text": a string). Checked once when a report is opened (Loader.check_schema): a column
+# missing here is never named in SQL, a declared type that disagrees is a warning, and
+# every value is validated as it is read (see gpugap.report.validate).
+SCHEMA: dict[str, dict[str, str]] = {
+    KERNELS: _GPU | {
+        "shortName": "int", "demangledName": "int", "gridX": "int", "gridY": "int",
+        "gridZ": "int", "blockX": "int", "blockY": "int", "blockZ": "int",
+        "registersPerThread": "int", "staticSharedMemory": "int",
+        "dynamicSharedMemory": "int", "graphNodeId": "int"},
+    MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int"},
+    MEMSETS: _GPU | {"bytes": "int", "memKind": "int"},
+    SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int"},
+    "CUPTI_ACTIVITY_KIND_RUNTIME": {"start": "int", "end": "int", "eventClass": "int",
+                                    "globalTid": "int", "correlationId": "int",
+                                    "nameId": "int"},
+    "CUPTI_ACTIVITY_KIND_DRIVER": {"start": "int", "end": "int", "globalTid": "int",
+                                   "correlationId": "int", "nameId": "int"},
+    "NVTX_EVENTS": {"start": "int", "end": "int", "eventType": "int", "text": "text",
+                    "textId": "int", "domainId": "int", "globalTid": "int"},
+    "OSRT_API": {"start": "int", "end": "int", "globalTid": "int", "nameId": "int"},
+    "StringIds": {"id": "int", "value": "text"},
+    "ThreadNames": {"nameId": "int", "globalTid": "int"},
+    "TARGET_INFO_GPU": {
+        "id": "int", "name": "text", "smCount": "int", "maxWarpsPerSm": "int",
+        "threadsPerWarp": "int", "maxBlocksPerSm": "int", "maxRegistersPerSm": "int",
+        "maxRegistersPerBlock": "int", "maxShmemPerSm": "int",
+        "maxShmemPerBlockOptin": "int", "maxShmemPerBlock": "int", "computeMajor": "int",
+        "computeMinor": "int", "smMajor": "int", "smMinor": "int", "totalMemory": "int",
+        "clockRate": "int", "busLocation": "text", "uuid": "text", "chipName": "text"},
+    "TARGET_INFO_CUDA_STREAM": {"processId": "int", "streamId": "int", "contextId": "int",
+                                "flag": "int", "priority": "int"},
+    "TARGET_INFO_CUDA_CONTEXT_INFO": {"processId": "int", "nullStreamId": "int",
+                                      "contextId": "int"},
+    "TARGET_INFO_CUDA_NULL_STREAM": {"processId": "int", "streamId": "int",
+                                     "contextId": "int"},
+    "TARGET_INFO_SYSTEM_ENV": {"name": "text", "value": "text"},
+    "ANALYSIS_DETAILS": {"startTime": "int", "stopTime": "int"},
+    "META_DATA_EXPORT": {"name": "text", "value": "text"},
+    "EXPORT_META_DATA": {"name": "text", "value": "text"},
+    "META_DATA_CAPTURE": {"name": "text", "value": "text"},
+    "ENUM_CUDA_MEMCPY_OPER": _ENUM, "ENUM_CUDA_MEM_KIND": _ENUM,
+    "ENUM_CUPTI_SYNC_TYPE": _ENUM, "ENUM_CUPTI_STREAM_TYPE": _ENUM,
+    "ENUM_NSYS_EVENT_TYPE": _ENUM, "ENUM_NSYS_EVENT_CLASS": _ENUM,
+}
+
+
+# Without these a table is skipped (as if absent), with a warning.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    KERNELS: ("start", "end"), MEMCPYS: ("start", "end"), MEMSETS: ("start", "end"),
+    SYNCS: ("start", "end"), "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end"), "OSRT_API": ("start", "end", "nameId"),
+    "NVTX_EVENTS": ("start", "eventType"), "StringIds": ("id", "value"),
+    "ThreadNames": ("nameId", "globalTid"), "ANALYSIS_DETAILS": ("startTime", "stopTime"),
+}
+TIME_FILL = -1      # what a NULL or non-integer time reads as: invalid (times are > 0)
+ID_FILL = -1        # ... an id: invalid (ids are >= 0), repaired or dropped
+
+
+def usable(db: Database, table: str) -> bool:
+    """Whether *table* is there with every column gpugap cannot do without."""
+    return table in db.tables and db.has(table, *REQUIRED.get(table, ()))
+
+
+def check_schema(db: Database) -> list[str]:
+    """Presence and declared type of every column gpugap reads, once per report: one
+    line per table that lacks a required column (it is skipped) and per column declared
+    with a type other than the one it must hold (its values are still checked one by
+    one as they are read)."""
+    lines = []
+    for table, columns in SCHEMA.items():
+        if table not in db.tables:
+            continue
+        have = db.columns(table)
+        missing = [c for c in REQUIRED.get(table, ()) if c not in have]
+        if missing:
+            lines.append(f"{table} lacks column(s) {', '.join(missing)}: table ignored")
+            continue
+        wrong = []
+        for c, kind in columns.items():
+            declared = db.declared_type(table, c).upper() if c in have else ""
+            if not declared:
+                continue            # no declared type: values are checked as read
+            if (kind == "int") != ("INT" in declared):
+                wrong.append(f"{c} {declared or 'untyped'}")
+        if wrong:
+            lines.append(f"{table} declares {', '.join(wrong)}, not the type gpugap "
+                         "expects: values of another type are treated as missing")
+    return lines
+
+
+def int_sql(expr: str, fill: int) -> str:
+    """SQL: *expr* when it is an integer, else *fill* (NULL, text, BLOB, REAL)."""
+    return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE {int(fill)} END"
+
+
+def text_sql(expr: str) -> str:
+    """SQL: *expr* cut to MAX_NAME characters when it is text, else NULL."""
+    return f"CASE WHEN typeof({expr}) = 'text' THEN substr({expr}, 1, {MAX_NAME}) END"
+
+
+def text_flags_sql(expr: str) -> str:
+    """SQL: 1 when *expr* is neither text nor NULL (a BLOB, a number), 2 when it is text
+    longer than MAX_NAME characters, else 0."""
+    return (f"(CASE WHEN typeof({expr}) NOT IN ('text', 'null') THEN 1 "
+            f"WHEN typeof({expr}) = 'text' AND length({expr}) > {MAX_NAME} THEN 2 "
+            "ELSE 0 END)")
 
 
 @dataclass(frozen=True)
@@ -39,27 +150,34 @@ def column(db: Database, table: str, *candidates: str, default: str = "NULL") ->
     have = db.columns(table)
     for c in candidates:
         if c in have:
-            return f'"{c}"'
+            return quote_id(c)
     return default
 
 
-def gpu_read(db: Database, table: str, extra: list[Col]) -> Read:
-    """GPU activity rows (start > 0, end >= start): start, end, device, context, stream,
-    corr, pid, then *extra*."""
+def gpu_read(db: Database, table: str, extra: list[Col]) -> Read | None:
+    """GPU activity rows: start, end, device, context, stream, corr, pid, then *extra*
+    (None when the table is not usable). Times and ids read as TIME_FILL / ID_FILL when
+    NULL or not integers: the loader drops or repairs those rows (validate.py)."""
+    if not usable(db, table):
+        return None
     gpid = column(db, table, "globalPid", default="0")
-    base = [Col("start", '"start"'), Col("end", '"end"'),
-            Col("device", column(db, table, "deviceId"), dtype="int8"),
-            Col("context", column(db, table, "contextId", default="0"), dtype="int8"),
-            Col("stream", column(db, table, "streamId", default="0"), dtype="int8"),
-            Col("corr", column(db, table, "correlationId", default="0"), dtype="int32"),
+    base = [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
+            Col("device", column(db, table, "deviceId", default="0"), fill=ID_FILL,
+                dtype="int8"),
+            Col("context", column(db, table, "contextId", default="0"), fill=ID_FILL,
+                dtype="int8"),
+            Col("stream", column(db, table, "streamId", default="0"), fill=ID_FILL,
+                dtype="int8"),
+            Col("corr", column(db, table, "correlationId", default="0"), fill=ID_FILL,
+                dtype="int32"),
             # The process id, decoded in SQL: the serialized id itself is not needed.
             Col("pid", f"((ifnull({gpid}, 0) >> {PID_SHIFT}) & {ID_MASK})", dtype="int16")]
-    return Read(table, tuple(base + extra), GPU_WHERE)
+    return Read(table, tuple(base + extra))
 
 
 def kernel_read(db: Database) -> Read | None:
     t = KERNELS
-    if t not in db.tables:
+    if not usable(db, t):
         return None
     # (name, column, default, narrowest type): sizes and sums of them stay in range.
     dims = [("grid_x", "gridX", "1", "int32"), ("grid_y", "gridY", "1", "int32"),
@@ -70,7 +188,7 @@ def kernel_read(db: Database) -> Read | None:
             ("shared_dynamic", "dynamicSharedMemory", "0", "int32")]
     extra = ([Col("name_id", column(db, t, "shortName", "demangledName"), fill=-1,
                   dtype="int32")]
-             + [Col(name, column(db, t, col, default=default), dtype=dtype)
+             + [Col(name, column(db, t, col, default=default), fill=ID_FILL, dtype=dtype)
                 for name, col, default, dtype in dims]
              + [Col("graph_node", column(db, t, "graphNodeId"), kind="float")])
     return gpu_read(db, t, extra)
@@ -78,9 +196,7 @@ def kernel_read(db: Database) -> Read | None:
 
 def memcpy_read(db: Database) -> Read | None:
     t = MEMCPYS
-    if t not in db.tables:
-        return None
-    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0")),
+    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
                             Col("kind_id", column(db, t, "copyKind"), fill=-1, dtype="int32"),
                             Col("src_id", column(db, t, "srcKind"), fill=-1, dtype="int32"),
                             Col("dst_id", column(db, t, "dstKind"), fill=-1, dtype="int32")])
@@ -88,16 +204,12 @@ def memcpy_read(db: Database) -> Read | None:
 
 def memset_read(db: Database) -> Read | None:
     t = MEMSETS
-    if t not in db.tables:
-        return None
-    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0")),
+    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
                             Col("mem_id", column(db, t, "memKind"), fill=-1, dtype="int32")])
 
 
 def sync_read(db: Database) -> Read | None:
     t = SYNCS
-    if t not in db.tables:
-        return None
     return gpu_read(db, t, [
         Col("type_id", column(db, t, "syncType", "deprecatedSyncType"), fill=-1,
             dtype="int32"),
@@ -110,15 +222,16 @@ def api_reads(db: Database) -> list[Read]:
     driver_class = db.enum_id("ENUM_NSYS_EVENT_CLASS", "TRACE_PROCESS_EVENT_CUDA_DRIVER", 1)
     out = []
     for table in API_TABLES:
-        if table not in db.tables:
+        if not usable(db, table):
             continue
         cls = column(db, table, "eventClass", default="0")
         driver = ("1" if table == "CUPTI_ACTIVITY_KIND_DRIVER"
                   else f"(ifnull({cls}, 0) = {int(driver_class)})")
         out.append(Read(table, (
-            Col("start", '"start"'), Col("end", '"end"'),
-            Col("gtid", column(db, table, "globalTid", default="0")),
-            Col("corr", column(db, table, "correlationId", default="0"), dtype="int32"),
+            Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
+            Col("gtid", column(db, table, "globalTid", default="0"), fill=ID_FILL),
+            Col("corr", column(db, table, "correlationId", default="0"), fill=ID_FILL,
+                dtype="int32"),
             Col("name_id", column(db, table, "nameId"), fill=-1, dtype="int32"),
             Col("driver", driver, dtype="int8"))))
     return out

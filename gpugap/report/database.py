@@ -25,6 +25,11 @@ if TYPE_CHECKING:          # pandas is imported only where frames are built
     import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# What reading a damaged file raises: SQLite's errors, and a UnicodeDecodeError when
+# Python decodes an error message that quotes invalid UTF-8 (a malformed schema naming a
+# table whose name is not UTF-8). Both mean "unreadable": one line, exit 2.
+UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 
 
@@ -57,6 +62,50 @@ def sniff(path: Path) -> str:
     if head.startswith(NSYS_REP_MAGIC):
         return "nsys-rep"
     return "unknown"
+
+
+def decode_text(raw: bytes) -> str:
+    """SQLite TEXT as str, invalid UTF-8 replaced (U+FFFD) per string: one bad string
+    never makes the rest of a report unreadable. The connection's text_factory."""
+    return raw.decode("utf-8", errors="replace")
+
+
+def as_text(value) -> str | None:
+    """A value read where text is expected: str as is, a BLOB decoded (invalid UTF-8
+    replaced), a number as its digits; NULL as None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return decode_text(value)
+    return str(value)
+
+
+def as_int(value, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
+    """An integer value within [lo, hi], else None (NULL, text, BLOB, REAL, out of
+    range). Text of an integer ('13000', as metadata tables store numbers) is parsed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > 20 or not text.lstrip("+-").isdigit():
+            return None
+        value = int(text)
+    if isinstance(value, int) and lo <= value <= hi:
+        return value
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """An SQLite error on one line (messages about a malformed schema quote the schema's
+    SQL, newlines included); a UnicodeDecodeError said in words."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "an SQLite error about a name that is not valid UTF-8"
+    return one_line(exc)
+
+
+def quote_id(identifier: str) -> str:
+    """An SQL identifier, quoted (so that a name is never read as a string literal)."""
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _check_not_truncated(path: Path) -> None:
@@ -95,13 +144,20 @@ class Database:
         self._on_close: list = []   # e.g. the fast reader's connections
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.conn.text_factory = decode_text
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{path} is corrupt ({one_line(exc)}); copy or export the "
+        except UNREADABLE as exc:
+            raise ReportError(f"{path} is corrupt ({_reason(exc)}); copy or export the "
                               "report again") from None
-        self.tables: frozenset[str] = frozenset(n for (n,) in names)
+        self.tables: frozenset[str] = frozenset(n for (n,) in names if isinstance(n, str))
         self._columns: dict[str, tuple[str, ...]] = {}
+        self._types: dict[str, dict[str, str]] = {}
+        # Problems found while reading (gpugap.report.validate.Problems): the loader
+        # turns them into ReportInfo.warnings.
+        from gpugap.report.validate import Problems
+
+        self.problems = Problems()
         self._validate()
 
     def _validate(self) -> None:
@@ -137,18 +193,28 @@ class Database:
     def columns(self, table: str) -> tuple[str, ...]:
         if table not in self._columns:
             if table not in self.tables:
-                self._columns[table] = ()
+                self._columns[table], self._types[table] = (), {}
             else:
-                rows = self._execute(f'SELECT name FROM pragma_table_info("{table}")')
-                self._columns[table] = tuple(r[0] for r in rows)
+                rows = self._execute("SELECT name, type FROM pragma_table_info(?)", (table,))
+                names = [(n, as_text(t) or "") for n, t in rows if isinstance(n, str)]
+                self._columns[table] = tuple(n for n, _ in names)
+                self._types[table] = dict(names)
         return self._columns[table]
+
+    def declared_type(self, table: str, column: str) -> str:
+        """The column's declared type ('INTEGER', 'TEXT', ...; '' when none)."""
+        self.columns(table)
+        return self._types.get(table, {}).get(column, "")
 
     def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
             return self.conn.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
-                              "corrupt: copy or export the report again") from None
+        except UNREADABLE as exc:
+            raise self.unreadable(exc) from None
+
+    def unreadable(self, exc: BaseException) -> ReportError:
+        return ReportError(f"{self.path} could not be read ({_reason(exc)}); it may be "
+                           "corrupt: copy or export the report again")
 
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         return self._execute(sql, params)
@@ -160,9 +226,8 @@ class Database:
 
         try:
             return read_frame(self, sql, columns)
-        except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
-                              "corrupt: copy or export the report again") from None
+        except UNREADABLE as exc:
+            raise self.unreadable(exc) from None
 
     def read(self, table: str, columns: list, where: str = "") -> dict:
         """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns)."""
@@ -174,16 +239,21 @@ class Database:
             return early
         try:
             return read_columns(self, table, columns, where)
-        except sqlite3.DatabaseError as exc:
-            raise ReportError(f"{self.path} could not be read ({one_line(exc)}); it may be "
-                              "corrupt: copy or export the report again") from None
+        except UNREADABLE as exc:
+            raise self.unreadable(exc) from None
 
-    # --- metadata ---------------------------------------------------------------------
+    # --- metadata ----------------------------------------------------------------------
+    # Small name/value tables, read row by row: every value is validated (as_text,
+    # as_int) before use, as any of them can be NULL, a BLOB or of the wrong type.
+    def _pairs(self, table: str) -> list[tuple[str, str | None]]:
+        rows = self._execute(f"SELECT name, value FROM {quote_id(table)}")
+        return [(k, as_text(v)) for k, v in ((as_text(k), v) for k, v in rows) if k]
+
     @cached_property
     def export_meta(self) -> dict[str, str]:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if self.has(table, "name", "value"):
-                return {k: v for k, v in self._execute(f"SELECT name, value FROM {table}")}
+                return {k: v for k, v in self._pairs(table) if v is not None}
         return {}
 
     @cached_property
@@ -191,22 +261,44 @@ class Database:
         if not self.has("META_DATA_CAPTURE", "name", "value"):
             return {}
         out: dict[str, str] = {}
-        for k, v in self._execute("SELECT name, value FROM META_DATA_CAPTURE"):
-            out[k] = v if k not in out else f"{out[k]},{v}"
+        for k, v in self._pairs("META_DATA_CAPTURE"):
+            if v is not None:
+                out[k] = v if k not in out else f"{out[k]},{v}"
         return out
 
+    @cached_property
+    def system_env(self) -> dict[str, str]:
+        """TARGET_INFO_SYSTEM_ENV: name -> value (e.g. CudaDriverVersion -> '13000')."""
+        if not self.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+            return {}
+        return {k: v for k, v in self._pairs("TARGET_INFO_SYSTEM_ENV") if v is not None}
+
     def enum(self, table: str) -> dict[int, str]:
-        """id -> name of an ENUM_* table ({} if the table is missing)."""
+        """id -> name of an ENUM_* table ({} if the table is missing). Rows whose id is
+        not an integer are skipped (counted); a NULL or BLOB name becomes '<id>'."""
         if not self.has(table, "id", "name"):
             return {}
         label = "label" if "label" in self.columns(table) else "name"
-        return {int(i): (lbl or name) for i, name, lbl in
-                self._execute(f"SELECT id, name, {label} FROM {table}")}
+        out: dict[int, str] = {}
+        bad = 0
+        for i, name, lbl in self._execute(f'SELECT "id", "name", "{label}" FROM '
+                                          f"{quote_id(table)}"):
+            key = as_int(i)
+            if key is None:
+                bad += 1
+                continue
+            text = lbl if isinstance(lbl, str) and lbl else name
+            out.setdefault(key, text if isinstance(text, str) and text else f"<{key}>")
+        self.problems.add(f"{table}:bad-id", bad, f"rows of {table} without an integer "
+                          "id: ignored (their values show as <id>)")
+        return out
 
     def enum_id(self, table: str, name: str, fallback: int | None) -> int | None:
         """The id of the enum member called *name* (its ``name`` column), so that code
-        never depends on nsys's numbering; *fallback* when the table is missing."""
+        never depends on nsys's numbering; *fallback* when the table is missing (or its
+        row holds no integer id)."""
         if not self.has(table, "id", "name"):
             return fallback
-        row = self._execute(f"SELECT id FROM {table} WHERE name = ?", (name,))
-        return int(row[0][0]) if row else fallback
+        rows = self._execute(f'SELECT "id" FROM {quote_id(table)} WHERE "name" = ?', (name,))
+        ids = [v for v in (as_int(r[0], -(2**31), 2**31 - 1) for r in rows) if v is not None]
+        return ids[0] if ids else fallback

@@ -3,6 +3,9 @@
 Every table and column is optional: a missing table gives an empty frame, a missing
 optional column a column of NaN (or a documented fallback), and what was missing is
 noted in ``ReportInfo.warnings`` when it weakens a verdict.
+
+Nothing read is trusted: values are validated as they are read, bad rows dropped or
+repaired and counted (the rules are in gpugap.report.validate).
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpugap.errors import ReportError
 from gpugap.report import columns as reads
+from gpugap.report import validate as V
+from gpugap.report.columns import ID_FILL, TIME_FILL, int_sql, text_flags_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
-from gpugap.report.database import Database
+from gpugap.report.database import Database, as_int, quote_id
 from gpugap.report.reader import Col, narrow
 from gpugap.report.trace import ReportInfo, Trace, empty_frame
 
@@ -26,6 +32,14 @@ LIBRARY_DOMAINS = frozenset({"cuBLAS", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER",
 
 _API_SUFFIX = re.compile(r"(_v\d+)+$")
 _PER_THREAD = re.compile(r"_pt(sz|ds)")
+# Kernel launch calls (normalized names): each should leave a kernel with its
+# correlation id, unless made while its stream was being captured into a graph.
+_LAUNCH = re.compile(r"^cu(da)?Launch(Kernel(ExC?)?|CooperativeKernel(MultiDevice)?|Grid"
+                     r"(Async)?)?$")
+_CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture(ToGraph)?$")
+_CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture$")
+MIN_LAUNCHES = 8            # launch calls needed before missing kernels mean lost data
+LOST_SHARE = 0.5            # ... and the share of them without a kernel that does
 
 KERNEL_COLUMNS = {
     "start": "int64", "end": "int64", "device": "int64", "context": "int64",
@@ -55,40 +69,112 @@ STREAM_COLUMNS = {"pid": "int64", "stream": "int64", "context": "int64", "flag":
 THREAD_COLUMNS = {"gtid": "int64", "pid": "int64", "tid": "int64", "name": "str"}
 OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
 
+# Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value).
+DEVICE_LIMITS = {
+    "sm_count": (("smCount",), 132, 4096),
+    "max_warps_per_sm": (("maxWarpsPerSm",), 64, 4096),
+    "warp_size": (("threadsPerWarp",), 32, 1024),
+    "max_blocks_per_sm": (("maxBlocksPerSm",), 32, 4096),
+    "max_regs_per_sm": (("maxRegistersPerSm",), 65536, 2**31 - 1),
+    "max_regs_per_block": (("maxRegistersPerBlock",), 65536, 2**31 - 1),
+    "max_shmem_per_sm": (("maxShmemPerSm",), 233472, 2**40),
+    "max_shmem_per_block": (("maxShmemPerBlockOptin", "maxShmemPerBlock"), 232448, 2**40),
+}
+DEVICE_INFO = {"cc_major": ("computeMajor", "smMajor"), "cc_minor": ("computeMinor", "smMinor"),
+               "memory_bytes": ("totalMemory",), "clock_hz": ("clockRate",)}
+DEVICE_TEXT = {"name": ("name",), "bus": ("busLocation",), "uuid": ("uuid",),
+               "chip": ("chipName",)}
+
+WHAT = {reads.KERNELS: "kernels", reads.MEMCPYS: "memory copies",
+        reads.MEMSETS: "memsets", reads.SYNCS: "synchronizations"}
+
 
 class Loader:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.problems = db.problems
         self.warnings: list[str] = []
-        self._strings: np.ndarray | None = None
+        self._strings: tuple[np.ndarray, np.ndarray] | None = None
+        self._limit: int | None = None
+        self.capture: tuple[int, int] | None = None    # validated capture window
+        self.capture_trusted = False
+        self.emptied: list[str] = []       # tables that had rows and lost all of them
 
     # --- helpers ----------------------------------------------------------------------
+    def limit(self, starts: np.ndarray) -> int:
+        """The latest valid time (see validate.time_limit), fixed by the first table
+        read: *starts* are its raw start times."""
+        if self._limit is None:
+            self._limit, self.capture_trusted = V.time_limit(
+                self.capture, V.reference_time(starts), self.problems)
+        return self._limit
+
+    def read_capture(self) -> None:
+        """ANALYSIS_DETAILS's capture window, when valid (0 <= start < stop)."""
+        if not reads.usable(self.db, "ANALYSIS_DETAILS"):
+            return
+        row = self.db.rows('SELECT "startTime", "stopTime" FROM ANALYSIS_DETAILS LIMIT 1')
+        if not row:
+            return
+        lo, hi = (as_int(v, 0, V.MAX_TIME_NS - 1) for v in row[0])
+        if lo is None or hi is None or hi <= lo:
+            self.problems.note("ANALYSIS_DETAILS:invalid", "ANALYSIS_DETAILS holds no valid "
+                               "capture start/stop time: ignored")
+            return
+        self.capture = (lo, hi)
+
     @property
-    def strings(self) -> np.ndarray:
-        """StringIds as an object array indexed by id (None where an id is unused)."""
+    def strings(self) -> tuple[np.ndarray, np.ndarray]:
+        """StringIds as (ids, values): ids sorted and distinct (the first row of an id
+        wins), values str or None (NULL, BLOB or a number: shown as '<id>')."""
         if self._strings is None:
-            if not self.db.has("StringIds", "id", "value"):
-                self._strings = np.array([], dtype=object)
-            else:
-                ids = self.db.frame("SELECT id, value FROM StringIds", ["id", "value"])
-                table = np.full(int(ids["id"].max()) + 1 if len(ids) else 0, None,
-                                dtype=object)
-                table[ids["id"].to_numpy(dtype=np.int64)] = ids["value"].to_numpy()
-                self._strings = table
+            ids, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+            if reads.usable(self.db, "StringIds"):
+                raw = self.db.frame(f'SELECT {int_sql(quote_id("id"), -1)}, '
+                                    f'{text_sql(quote_id("value"))}, '
+                                    f'{text_flags_sql(quote_id("value"))} '
+                                    "FROM StringIds", ["id", "value", "flag"])
+                ids = raw["id"].to_numpy(dtype=np.int64)
+                flags = raw["flag"].to_numpy(dtype=np.int64)
+                self.problems.add("StringIds:id", np.count_nonzero(ids < 0),
+                                  "strings in StringIds without a valid id: ignored")
+                self.problems.add("StringIds:value", np.count_nonzero(flags == 1),
+                                  "strings in StringIds that are not text (NULL, BLOB or "
+                                  "a number): shown as <id>")
+                self.problems.add("StringIds:long", np.count_nonzero(flags == 2),
+                                  f"strings longer than {V.MAX_NAME} characters: cut")
+                keep = ids >= 0
+                ids, first = np.unique(ids[keep], return_index=True)
+                values = raw["value"].to_numpy(dtype=object)[keep][first]
+                values[pd.isna(values)] = None       # NULL may come back as NaN
+            self._strings = (ids, values)
         return self._strings
 
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Strings of *ids* (object array; None where StringIds lacks a usable one)."""
+        table, values = self.strings
+        out = np.full(ids.shape, None, dtype=object)
+        if table.size and ids.size:
+            pos = np.minimum(np.searchsorted(table, ids), table.size - 1)
+            hit = table[pos] == ids
+            out[hit] = values[pos[hit]]
+        return out
+
     def names(self, ids: pd.Series | np.ndarray,
-              transform: Callable[[str], str] | None = None) -> pd.Categorical:
-        """StringIds ids -> a Categorical of names (categories sorted; NULL -> '<-1>')."""
-        return self._name_codes(ids, [transform])[0]
+              transform: Callable[[str], str] | None = None,
+              what: str | None = None) -> pd.Categorical:
+        """StringIds ids -> a Categorical of names (categories sorted; NULL ->
+        '<unnamed>', an id without a usable string -> '<id>')."""
+        return self._name_codes(ids, [transform], what)[0]
 
     def _name_codes(self, ids: pd.Series | np.ndarray,
-                    transforms: list[Callable[[str], str] | None]) -> list[pd.Categorical]:
+                    transforms: list[Callable[[str], str] | None],
+                    what: str | None = None) -> list[pd.Categorical]:
         """One Categorical per transform for the same ids, each distinct id mapped once
-        through a lookup table (no sort of the rows)."""
+        through a lookup table (no sort of the rows). *what* names the rows, to count
+        those whose name is missing."""
         if isinstance(ids, pd.Series):
             ids = ids.fillna(-1).to_numpy(dtype=np.int64)
-        table = self.strings
         if ids.size == 0:
             return [pd.Categorical.from_codes(np.zeros(0, dtype=np.int8), categories=[])
                     for _ in transforms]
@@ -96,11 +182,20 @@ class Loader:
         dense = hi - lo < (1 << 24)
         if dense:                 # StringIds ids are small: count them instead of sorting
             shifted = ids if lo == 0 else ids - lo
-            present = np.flatnonzero(np.bincount(shifted)) + lo
+            counts = np.bincount(shifted)
+            present = np.flatnonzero(counts)
+            counts = counts[present]
+            present = present + lo
         else:
-            present = np.unique(ids)
-        raw = [(table[i] if 0 <= i < len(table) and table[i] is not None else f"<{i}>")
-               for i in present.tolist()]
+            present, counts = np.unique(ids, return_counts=True)
+        found = self.lookup(present)
+        missing = np.fromiter((v is None for v in found), dtype=bool, count=found.size)
+        if what is not None and missing.any():
+            self.problems.add(f"{what}:name", int(counts[missing].sum()),
+                              f"{what} whose name is missing (NULL, or an id StringIds "
+                              "lacks or holds no text for): shown as '<unnamed>' or '<id>'")
+        raw = [v if v is not None else ("<unnamed>" if i < 0 else f"<{i}>")
+               for i, v in zip(present.tolist(), found.tolist(), strict=True)]
         out = []
         for transform in transforms:
             values = raw if transform is None else [transform(v) for v in raw]
@@ -121,6 +216,14 @@ class Loader:
         """The first of *candidates* that *table* has, quoted, else *default* (SQL)."""
         return reads.column(self.db, table, *candidates, default=default)
 
+    def int_column(self, table: str, *candidates: str, fill: int, default: str | None = None
+                   ) -> str:
+        """SQL for an integer column: the first of *candidates* that *table* has, its
+        values that are not integers read as *fill*; *default* (else *fill*) when the
+        table has none of them."""
+        col = self.column(table, *candidates, default="")
+        return int_sql(col, fill) if col else str(fill if default is None else default)
+
     def enum_labels(self, table: str, values: pd.Series | np.ndarray) -> pd.Categorical:
         """Enum ids -> a Categorical of their labels (NULL/negative -> 'Unknown', an id
         the table lacks -> '<id>'), mapping each distinct id once."""
@@ -137,18 +240,52 @@ class Loader:
     def pid_of(gid: pd.Series) -> np.ndarray:
         return (gid.fillna(0).to_numpy(dtype=np.int64) >> _PID_SHIFT) & _ID_MASK
 
+    def _checked(self, table: str, data: dict[str, np.ndarray], what: str
+                 ) -> dict[str, np.ndarray]:
+        """Event rows with valid times only (validate.time_mask); remembers a table
+        that had rows and lost them all."""
+        n = data["start"].size
+        data = V.take(data, V.time_mask(data["start"], data["end"],
+                                        self.limit(data["start"]), what, self.problems))
+        if n and not data["start"].size:
+            self.emptied.append(table)
+        return data
+
     # --- tables -----------------------------------------------------------------------
     def gpu_frame(self, read: reads.Read | None, columns: dict[str, str]) -> pd.DataFrame:
         """GPU activity rows (see columns.gpu_read): start, end, device, context, stream,
-        corr, pid, then the read's extra columns; an empty frame without the table."""
+        corr, pid, then the read's extra columns; an empty frame without the table.
+        Rows without valid times or on an impossible device are dropped; invalid
+        stream, context and correlation ids become 0."""
         if read is None:
             return empty_frame(columns | LAUNCH_COLUMNS)
-        return pd.DataFrame(read.run(self.db), copy=False)
+        what = WHAT[read.table]
+        data = read.run(self.db)
+        n = data["start"].size
+        mask = V.time_mask(data["start"], data["end"], self.limit(data["start"]), what,
+                           self.problems)
+        device = data["device"]
+        if not V.in_range(device, 0, V.MAX_DEVICE - 1):
+            bad = (device < 0) | (device >= V.MAX_DEVICE)
+            self.problems.add(f"{what}:device",
+                              np.count_nonzero(bad if mask is None else bad & mask),
+                              f"{what} on an invalid device id (NULL, not an integer, "
+                              f"negative or >= {V.MAX_DEVICE}): dropped")
+            mask = ~bad if mask is None else mask & ~bad
+        data = V.take(data, mask)
+        if n and not data["start"].size:
+            self.emptied.append(read.table)
+        for c in ("stream", "context", "corr"):
+            data[c] = V.fix_ids(data[c], V.MAX_ID, what, c, self.problems)
+        return pd.DataFrame(data, copy=False)
 
     def kernels(self) -> pd.DataFrame:
         frame = self.gpu_frame(reads.kernel_read(self.db), KERNEL_COLUMNS)
         if "name_id" in frame:
-            frame["name"] = self.names(frame.pop("name_id").to_numpy())
+            frame["name"] = self.names(frame.pop("name_id").to_numpy(), what="kernels")
+        for c, (lo, hi) in V.KERNEL_LIMITS.items():
+            if c in frame:
+                frame[c] = V.clamp(frame[c].to_numpy(), lo, hi, "kernels", c, self.problems)
         graph = frame["graph_node"].to_numpy(dtype=np.float64)
         if graph.size and int(np.count_nonzero(~np.isnan(graph))) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
@@ -157,7 +294,8 @@ class Loader:
             frame["graph_node"] = graph
         del graph
 
-        def product(floor: str, *cols: str) -> np.ndarray:   # in int64: never overflows
+        def product(floor: str, *cols: str) -> np.ndarray:
+            # In int64: the factors are clamped to CUDA's limits, so it never overflows.
             out = frame[cols[0]].to_numpy(dtype=np.int64)
             for c in cols[1:]:
                 out = out * frame[c].to_numpy(dtype=np.int64)
@@ -167,9 +305,15 @@ class Loader:
         frame["threads_per_block"] = product("int16", "block_x", "block_y", "block_z")
         return frame
 
+    def _bytes(self, frame: pd.DataFrame, what: str) -> None:
+        if "bytes" in frame:
+            frame["bytes"] = V.clamp(frame["bytes"].to_numpy(), 0, V.MAX_BYTES, what,
+                                     "bytes", self.problems)
+
     def memcpys(self) -> pd.DataFrame:
         frame = self.gpu_frame(reads.memcpy_read(self.db), MEMCPY_COLUMNS)
         if "kind_id" in frame:
+            self._bytes(frame, "memory copies")
             frame["kind"] = self.enum_labels("ENUM_CUDA_MEMCPY_OPER", frame.pop("kind_id"))
             frame["src_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("src_id"))
             frame["dst_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("dst_id"))
@@ -181,6 +325,7 @@ class Loader:
     def memsets(self) -> pd.DataFrame:
         frame = self.gpu_frame(reads.memset_read(self.db), MEMSET_COLUMNS)
         if "mem_id" in frame:
+            self._bytes(frame, "memsets")
             frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
         return frame
 
@@ -190,19 +335,23 @@ class Loader:
             return empty_frame(API_COLUMNS)
         data = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
                 if len(parts) > 1 else parts[0])
+        data = self._checked("CUDA API tables", data, "CUDA API calls")
         start = data["start"]
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
             order = np.argsort(start, kind="stable")
             data = {k: v[order] for k, v in data.items()}
-        gtid = data["gtid"]
-        raw, name = self._name_codes(data.pop("name_id"), [None, normalize_api_name])
+        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "CUDA API calls", "thread",
+                         self.problems)
+        corr = V.fix_ids(data["corr"], V.MAX_ID, "CUDA API calls", "corr", self.problems)
+        raw, name = self._name_codes(data.pop("name_id"), [None, normalize_api_name],
+                                     "CUDA API calls")
         per_thread = np.array([bool(_PER_THREAD.search(c)) for c in raw.categories]
                               + [False], dtype=bool)
         return pd.DataFrame({
             "start": data["start"], "end": data["end"], "gtid": gtid,
             "pid": narrow((gtid >> _PID_SHIFT) & _ID_MASK, np.dtype(np.int16)),
             "tid": narrow(gtid & _ID_MASK, np.dtype(np.int16)),
-            "corr": data["corr"], "name": name, "driver": data["driver"].astype(bool),
+            "corr": corr, "name": name, "driver": data["driver"].astype(bool),
             "per_thread": per_thread[raw.codes]}, copy=False)
 
     def syncs(self) -> pd.DataFrame:
@@ -215,7 +364,7 @@ class Loader:
 
     def nvtx(self, end_of_time: int) -> pd.DataFrame:
         t = "NVTX_EVENTS"
-        if t not in self.db.tables:
+        if not reads.usable(self.db, t):
             return empty_frame(NVTX_COLUMNS)
         ev = "ENUM_NSYS_EVENT_TYPE"
         kinds = {}
@@ -226,41 +375,55 @@ class Loader:
             kinds[self.db.enum_id(ev, name, fallback)] = label
         domain_create = self.db.enum_id(ev, "NvtxDomainCreate", 75)
         text = self.column(t, "text")
-        text_id = self.column(t, "textId")
-        domain = self.column(t, "domainId", default="0")
-        sql = (f'SELECT "start", "end", "eventType", {text}, {text_id}, {domain}, '
-               f'{self.column(t, "globalTid", default="0")} FROM "{t}" '
+        sql = (f'SELECT {int_sql(quote_id("start"), TIME_FILL)}, '
+               f'{self.int_column(t, "end", fill=TIME_FILL)}, "eventType", '
+               f"{text_sql(text)}, {text_flags_sql(text)}, "
+               f'{self.int_column(t, "textId", fill=-1)}, '
+               f'{self.int_column(t, "domainId", fill=ID_FILL, default="0")}, '
+               f'{self.int_column(t, "globalTid", fill=ID_FILL, default="0")} FROM "{t}" '
                f'WHERE "eventType" IN ({", ".join(str(k) for k in kinds)}, {domain_create})')
-        raw = self.db.frame(sql, ["start", "end", "type", "text", "text_id", "domain_id",
-                                  "gtid"])
+        raw = self.db.frame(sql, ["start", "end", "type", "text", "flag", "text_id",
+                                  "domain_id", "gtid"])
         if raw.empty:
             return empty_frame(NVTX_COLUMNS)
-        raw["gtid"] = raw["gtid"].fillna(0).astype(np.int64)
+        what = "NVTX ranges"
+        flags = raw["flag"].to_numpy(dtype=np.int64)
+        self.problems.add("NVTX:text", np.count_nonzero(flags == 1),
+                          f"{what} whose text is not text (a BLOB or a number): ignored")
+        self.problems.add("NVTX:long", np.count_nonzero(flags == 2),
+                          f"{what} whose text is longer than {V.MAX_NAME} characters: cut")
+        raw["gtid"] = V.fix_ids(raw["gtid"].to_numpy(dtype=np.int64), V.MAX_GTID, what,
+                                "thread", self.problems)
         raw["pid"] = self.pid_of(raw["gtid"])
-        raw["domain_id"] = raw["domain_id"].fillna(0).astype(np.int64)
+        raw["domain_id"] = V.fix_ids(raw["domain_id"].to_numpy(dtype=np.int64), V.MAX_ID,
+                                     what, "domain", self.problems)
         # Names: inline text wins, else the registered string (nvtx's Python package
         # registers them: text NULL, name in textId).
-        ids = raw["text_id"].fillna(-1).to_numpy(dtype=np.int64)
-        strings = self.strings
-        registered = np.where((ids >= 0) & (ids < len(strings)),
-                              strings[np.clip(ids, 0, max(len(strings) - 1, 0))]
-                              if len(strings) else None, None)
+        registered = self.lookup(raw["text_id"].to_numpy(dtype=np.int64))
         raw["name"] = raw["text"].where(raw["text"].notna(), pd.Series(registered,
                                                                         index=raw.index))
-        is_domain = raw["type"] == domain_create
+        is_domain = (raw["type"] == domain_create).to_numpy()
         domains = {(int(p), int(d)): n for p, d, n in
-                   raw.loc[is_domain, ["pid", "domain_id", "name"]].itertuples(index=False)}
-        frame = raw.loc[~is_domain].copy()
+                   raw.loc[is_domain, ["pid", "domain_id", "name"]].itertuples(index=False)
+                   if isinstance(n, str)}
+        frame = raw.loc[~is_domain]
+        # Times: an invalid end (NULL, not an integer) is an open range; then the usual
+        # rules (validate.time_mask).
+        start = frame["start"].to_numpy(dtype=np.int64)
+        end = frame["end"].to_numpy(dtype=np.int64)
+        unclosed = (end < 0) & (start > 0)
+        if unclosed.any():
+            self.warnings.append(f"{int(unclosed.sum())} NVTX range(s) never closed: "
+                                 "treated as ending with the capture")
+            end = np.where(unclosed, np.maximum(start, end_of_time), end)
+        data = self._checked(t, {"start": start, "end": end,
+                                 "row": np.arange(len(frame))}, what)
+        frame = frame.iloc[data["row"]].copy()
+        frame["start"], frame["end"] = data["start"], data["end"]
         frame["domain"] = [domains.get((p, d), "" if d == 0 else f"domain {d}")
                            for p, d in zip(frame["pid"].tolist(), frame["domain_id"].tolist(),
                                            strict=True)]
         frame["kind"] = frame["type"].map(kinds)
-        unclosed = frame["end"].isna()
-        if unclosed.any():
-            self.warnings.append(f"{int(unclosed.sum())} NVTX range(s) never closed: "
-                                 "treated as ending with the capture")
-        frame["end"] = frame["end"].fillna(end_of_time).astype(np.int64)
-        frame["start"] = frame["start"].astype(np.int64)
         frame["tid"] = frame["gtid"].to_numpy(dtype=np.int64) & _ID_MASK
         frame["name"] = frame["name"].fillna("<unnamed>").astype(object)
         frame["library"] = frame["domain"].isin(LIBRARY_DOMAINS)
@@ -276,97 +439,159 @@ class Loader:
         null_flag = self.db.enum_id("ENUM_CUPTI_STREAM_TYPE",
                                     "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL", 3)
         t = "TARGET_INFO_CUDA_STREAM"
-        if t in self.db.tables:
+        if self.db.has(t, "processId", "streamId"):
             s = self.db.frame(
-                f'SELECT {self.column(t, "processId", default="0")}, "streamId", '
-                f'{self.column(t, "contextId", default="0")}, {self.column(t, "flag")}, '
-                f'{self.column(t, "priority", default="0")} FROM "{t}"',
+                f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
+                f'{int_sql(quote_id("streamId"), ID_FILL)}, '
+                f'{self.int_column(t, "contextId", fill=ID_FILL, default="0")}, '
+                f'{self.int_column(t, "flag", fill=-1)}, '
+                f'{self.int_column(t, "priority", fill=0)} FROM "{t}"',
                 ["pid", "stream", "context", "flag_id", "priority"])
-            s["legacy_default"] = s["flag_id"] == null_flag
-            s["flag"] = s["flag_id"].map(lambda v: flag_names.get(int(v), "Unknown")
-                                         if pd.notna(v) else "Unknown")
+            flag = s["flag_id"].to_numpy(dtype=np.int64)
+            s["legacy_default"] = flag == null_flag
+            s["flag"] = [flag_names.get(v, "Unknown") for v in flag.tolist()]
             parts.append(s.drop(columns="flag_id"))
         # The NULL stream id per context, from whichever table this version writes.
         for table, col in (("TARGET_INFO_CUDA_CONTEXT_INFO", "nullStreamId"),
                            ("TARGET_INFO_CUDA_NULL_STREAM", "streamId")):
             if self.db.has(table, col, "processId"):
-                n = self.db.frame(f'SELECT "processId", "{col}", '
-                                  f'{self.column(table, "contextId", default="0")} '
-                                  f'FROM "{table}"', ["pid", "stream", "context"])
+                n = self.db.frame(
+                    f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
+                    f'{int_sql(quote_id(col), ID_FILL)}, '
+                    f'{self.int_column(table, "contextId", fill=ID_FILL, default="0")} '
+                    f'FROM "{table}"', ["pid", "stream", "context"])
                 n["flag"], n["priority"], n["legacy_default"] = "Null stream", 0, True
                 parts.append(n)
         if not parts:
             return empty_frame(STREAM_COLUMNS)
         frame = pd.concat(parts, ignore_index=True)
         for c in ("pid", "stream", "context", "priority"):
-            frame[c] = frame[c].fillna(0).astype(np.int64)
+            frame[c] = frame[c].astype(np.int64)
+        bad = ((frame["pid"] < 0) | (frame["pid"] > _ID_MASK) | (frame["stream"] < 0)
+               | (frame["stream"] > V.MAX_ID)).to_numpy()
+        if bad.any():
+            self.problems.add("streams:id", np.count_nonzero(bad), "streams described "
+                              "without a valid process or stream id: ignored")
+            frame = frame.loc[~bad]
+        frame["context"] = V.fix_ids(frame["context"].to_numpy(), V.MAX_ID, "streams",
+                                     "context", self.problems)
         frame["legacy_default"] = frame["legacy_default"].astype(bool)
         frame = frame.sort_values("legacy_default", ascending=False)
         return frame.drop_duplicates(["pid", "stream"], ignore_index=True)
 
     def devices(self) -> pd.DataFrame:
         t = "TARGET_INFO_GPU"
-        cols = {"device": ("id",), "name": ("name",), "sm_count": ("smCount",),
-                "max_warps_per_sm": ("maxWarpsPerSm",), "warp_size": ("threadsPerWarp",),
-                "max_blocks_per_sm": ("maxBlocksPerSm",),
-                "max_regs_per_sm": ("maxRegistersPerSm",),
-                "max_regs_per_block": ("maxRegistersPerBlock",),
-                "max_shmem_per_sm": ("maxShmemPerSm",),
-                "max_shmem_per_block": ("maxShmemPerBlockOptin", "maxShmemPerBlock"),
-                "cc_major": ("computeMajor", "smMajor"), "cc_minor": ("computeMinor", "smMinor"),
-                "memory_bytes": ("totalMemory",), "clock_hz": ("clockRate",),
-                "bus": ("busLocation",), "uuid": ("uuid",), "chip": ("chipName",)}
-        if t not in self.db.tables:
-            if "CUPTI_ACTIVITY_KIND_KERNEL" in self.db.tables:
+        cols = ["device", "name", *DEVICE_LIMITS, "cc_major", "cc_minor", "memory_bytes",
+                "clock_hz", "bus", "uuid", "chip"]
+        if t not in self.db.tables or "id" not in self.db.columns(t):
+            if reads.KERNELS in self.db.tables:
                 self.warnings.append("no TARGET_INFO_GPU table: device limits unknown, "
                                      "occupancy estimates assume a 132-SM Hopper GPU")
             return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
-        select = ", ".join(self.column(t, *cands) for cands in cols.values())
-        frame = self.db.frame(f'SELECT {select} FROM "{t}"', list(cols))
-        missing = [c for c in ("sm_count", "max_warps_per_sm", "max_blocks_per_sm",
-                               "max_regs_per_sm", "max_shmem_per_sm") if frame[c].isna().all()]
-        if missing and len(frame):
+        select = {"device": int_sql('"id"', ID_FILL)}
+        select |= {c: self.int_column(t, *cands, fill=-1)
+                   for c, (cands, _, _) in DEVICE_LIMITS.items()}
+        select |= {c: self.int_column(t, *cands, fill=-1) for c, cands in DEVICE_INFO.items()}
+        select |= {c: text_sql(self.column(t, *cands)) for c, cands in DEVICE_TEXT.items()}
+        frame = self.db.frame(f'SELECT {", ".join(select.values())} FROM "{t}"',
+                              list(select))
+        ids = frame["device"].to_numpy(dtype=np.int64)
+        bad = (ids < 0) | (ids >= V.MAX_DEVICE)
+        if bad.any():
+            self.problems.add("devices:id", np.count_nonzero(bad), "GPUs in TARGET_INFO_GPU "
+                              "without a valid device id: ignored")
+            frame = frame.loc[~bad].reset_index(drop=True)
+        missing, invalid = [], 0
+        for c, (_, default, hi) in DEVICE_LIMITS.items():
+            values = frame[c].to_numpy(dtype=np.int64)
+            wrong = (values < 1) | (values > hi)
+            if len(frame) and bool((values == -1).all()):
+                missing.append(c)
+            else:
+                invalid += int(np.count_nonzero(wrong))
+            frame[c] = np.where(wrong, default, values)
+        if missing:
             self.warnings.append(f"device limits missing from the report ({', '.join(missing)})"
                                  ": occupancy estimates use Hopper-class defaults")
-        defaults = {"sm_count": 132, "max_warps_per_sm": 64, "warp_size": 32,
-                    "max_blocks_per_sm": 32, "max_regs_per_sm": 65536,
-                    "max_regs_per_block": 65536, "max_shmem_per_sm": 233472,
-                    "max_shmem_per_block": 232448}
-        for c, d in defaults.items():
-            frame[c] = frame[c].fillna(d).astype(np.int64)
-        frame["device"] = frame["device"].fillna(0).astype(np.int64)
+        self.problems.add("devices:limits", invalid, "device limits in TARGET_INFO_GPU out "
+                          "of range (not positive integers, or absurd): Hopper-class "
+                          "defaults used")
+        frame["device"] = frame["device"].astype(np.int64)
         frame["max_threads_per_sm"] = frame["max_warps_per_sm"] * frame["warp_size"]
-        frame["compute_capability"] = [f"{int(a)}.{int(b)}" if pd.notna(a) else None
-                                       for a, b in zip(frame["cc_major"], frame["cc_minor"],
+        major = frame["cc_major"].to_numpy(dtype=np.int64)
+        minor = frame["cc_minor"].to_numpy(dtype=np.int64)
+        frame["compute_capability"] = [f"{a}.{b}" if 0 <= a < 100 and 0 <= b < 100 else None
+                                       for a, b in zip(major.tolist(), minor.tolist(),
                                                        strict=True)]
+        for c in ("memory_bytes", "clock_hz"):
+            values = frame[c].to_numpy(dtype=np.int64)
+            frame[c] = np.where((values >= 0) & (values < V.MAX_TIME_NS),
+                                values.astype(np.float64), np.nan)
+            if len(frame) and not np.isnan(frame[c].to_numpy()).any():
+                frame[c] = values
         return frame.drop_duplicates("device", ignore_index=True)
+
+    def known_devices(self, devices: pd.DataFrame, frames: list[pd.DataFrame]
+                      ) -> pd.DataFrame:
+        """*devices* plus a placeholder row (default limits) for each device id that GPU
+        ops use but the device table does not list, counted: no op refers to a device
+        the analysis cannot look up."""
+        if devices.empty:
+            return devices
+        used = set()
+        for f in frames:
+            if len(f):
+                used.update(pd.unique(f["device"].to_numpy()).tolist())
+        unknown = sorted(used - set(devices["device"].tolist()))
+        if not unknown:
+            return devices
+        ops = sum(int(np.isin(f["device"].to_numpy(), unknown).sum()) for f in frames
+                  if len(f))
+        self.problems.add("devices:unknown", ops, "GPU operations on device ids that "
+                          f"TARGET_INFO_GPU does not list ({', '.join(map(str, unknown[:5]))}"
+                          f"{', ...' if len(unknown) > 5 else ''}): device limits assumed "
+                          "(Hopper-class defaults)")
+        row = {c: None for c in devices.columns}
+        row |= {c: default for c, (_, default, _) in DEVICE_LIMITS.items()}
+        row["max_threads_per_sm"] = row["max_warps_per_sm"] * row["warp_size"]
+        row["memory_bytes"] = row["clock_hz"] = np.nan
+        extra = pd.DataFrame([row | {"device": d} for d in unknown], columns=devices.columns)
+        out = pd.concat([devices, extra], ignore_index=True)
+        for c in ("device", *DEVICE_LIMITS, "max_threads_per_sm"):
+            out[c] = out[c].astype(np.int64)
+        return out
 
     def threads(self) -> pd.DataFrame:
         t = "ThreadNames"
-        if not self.db.has(t, "nameId", "globalTid"):
+        if not reads.usable(self.db, t):
             return empty_frame(THREAD_COLUMNS)
-        frame = self.db.frame(f'SELECT "globalTid", "nameId" FROM "{t}"', ["gtid", "name_id"])
-        frame["gtid"] = frame["gtid"].fillna(0).astype(np.int64)
+        frame = self.db.frame(f'SELECT {int_sql(quote_id("globalTid"), ID_FILL)}, '
+                              f'{int_sql(quote_id("nameId"), -1)} FROM "{t}"',
+                              ["gtid", "name_id"])
+        frame = frame.loc[frame["gtid"].to_numpy(dtype=np.int64) >= 0]
+        frame["gtid"] = frame["gtid"].astype(np.int64)
         frame["pid"] = self.pid_of(frame["gtid"])
         frame["tid"] = frame["gtid"].to_numpy(dtype=np.int64) & _ID_MASK
         frame["name"] = self.names(frame.pop("name_id")).astype(object)
         return frame.drop_duplicates("gtid", ignore_index=True)
 
+    def _osrt_cols(self, t: str) -> list[Col]:
+        return [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
+                Col("gtid", self.column(t, "globalTid", default="0"), fill=ID_FILL),
+                Col("name_id", '"nameId"', fill=-1, dtype="int32")]
+
     def osrt(self) -> pd.DataFrame:
         t = "OSRT_API"
-        if not self.db.has(t, "start", "end", "nameId"):
+        if not reads.usable(self.db, t):
             return empty_frame(OSRT_COLUMNS)
-        data = self.db.read(t, [Col("start", '"start"'), Col("end", '"end"'),
-                                Col("gtid", self.column(t, "globalTid", default="0")),
-                                Col("name_id", '"nameId"', fill=-1, dtype="int32")])
-        return self._osrt_frame(data)
+        return self._osrt_frame(self.db.read(t, self._osrt_cols(t)))
 
     def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
                          ) -> pd.DataFrame:
         """OS runtime calls of each thread that overlap one of its windows [lo, hi):
         one scan of OSRT_API, the test done by SQLite (see _window_test)."""
         t = "OSRT_API"
-        if not self.db.has(t, "start", "end", "nameId") or not windows:
+        if not reads.usable(self.db, t) or not windows:
             return empty_frame(OSRT_COLUMNS)
         gtid = self.column(t, "globalTid", default="0")
         cases = " ".join(f"WHEN {int(g)} THEN {_window_test(lo, hi)}"
@@ -377,14 +602,13 @@ class Loader:
         hi_all = max(int(hi.max()) for lo, hi in windows.values() if len(lo))
         where = (f'"end" > {lo_all} AND "start" < {hi_all} AND '
                  f'(CASE ifnull({gtid}, 0) {cases} END) > "start"')
-        data = self.db.read(t, [Col("start", '"start"'), Col("end", '"end"'),
-                                Col("gtid", gtid), Col("name_id", '"nameId"', fill=-1,
-                                                       dtype="int32")], where=where)
-        return self._osrt_frame(data)
+        return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
     def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
-        frame = pd.DataFrame({"start": data["start"], "end": data["end"],
-                              "gtid": data["gtid"],
+        data = self._checked("OSRT_API", data, "OS runtime calls")
+        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "OS runtime calls", "thread",
+                         self.problems)
+        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": gtid,
                               "name": self.names(data["name_id"])}, copy=False)
         start = data["start"]
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
@@ -418,15 +642,20 @@ def _window_test(lo: np.ndarray, hi: np.ndarray) -> str:
 
 class OsrtSource:
     """OS runtime calls, read only when needed: a long capture holds tens of millions of
-    them and only the few windows a finding explains are ever looked at."""
+    them and only the few windows a finding explains are ever looked at. Validated like
+    the other events (with the report's time limit); what is dropped then is not
+    counted in the report's warnings, which were given out already."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = path
+        self.limit = limit
 
     def _with_loader(self, work):
         db = Database(self.path)
         try:
-            return work(Loader(db))
+            loader = Loader(db)
+            loader._limit = self.limit
+            return work(loader)
         finally:
             db.close()
 
@@ -498,9 +727,11 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
     return np.where(hit, found, -1)
 
 
-def attach_launches(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
+def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
+                    launched: np.ndarray | None = None) -> pd.DataFrame:
     """Add the launching API call's start/end/thread/name to GPU ops, joined on
-    (process, correlation id): correlation ids are unique per process only."""
+    (process, correlation id): correlation ids are unique per process only. Marks the
+    API rows that launched an op in *launched* (a bool array over api rows), if given."""
     n = len(ops)
     api_start = np.full(n, np.nan)
     api_end = np.full(n, np.nan)
@@ -518,6 +749,8 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
         api_end[hit] = api["end"].to_numpy()[rows]
         gtid[hit] = api["gtid"].to_numpy()[rows]
         codes[hit] = names.cat.codes.to_numpy()[rows]
+        if launched is not None:
+            launched[rows] = True
     ops["api_start"] = api_start
     ops["api_end"] = api_end
     ops["gtid"] = gtid
@@ -526,38 +759,110 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     return ops
 
 
+def _captured(api: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which API *rows* their thread made while capturing a stream into a CUDA graph
+    (between its cudaStreamBeginCapture and cudaStreamEndCapture): such launches run
+    later, as part of a graph launch, so no kernel carries their correlation id."""
+    names = api["name"].cat.categories
+    codes = api["name"].cat.codes.to_numpy()
+    begin = np.isin(codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in names]))
+    end = np.isin(codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in names]))
+    out = np.zeros(rows.size, dtype=bool)
+    if not begin.any():
+        return out
+    gtid, start = api["gtid"].to_numpy(), api["start"].to_numpy()
+    for thread in np.unique(gtid[begin]).tolist():
+        b = np.sort(start[begin & (gtid == thread)])
+        e = np.sort(start[end & (gtid == thread)])
+        # Each capture ends at the first EndCapture after it began (or never).
+        stop = np.append(e, np.iinfo(np.int64).max)[np.searchsorted(e, b)]
+        mine = np.flatnonzero(gtid[rows] == thread)
+        t = start[rows[mine]]
+        k = np.searchsorted(b, t, side="right") - 1
+        out[mine] = (k >= 0) & (t <= stop[np.maximum(k, 0)])
+    return out
+
+
+def launches_without_kernels(api: pd.DataFrame, launched: np.ndarray) -> tuple[int, int]:
+    """(kernel launch calls, those that left no kernel in the report), not counting
+    launches made while capturing a CUDA graph."""
+    if api.empty:
+        return 0, 0
+    names = api["name"].cat.categories
+    launch_codes = np.flatnonzero([bool(_LAUNCH.match(c)) for c in names])
+    rows = np.flatnonzero(np.isin(api["name"].cat.codes.to_numpy(), launch_codes))
+    if rows.size:
+        rows = rows[~_captured(api, rows)]
+    return int(rows.size), int(np.count_nonzero(~launched[rows]))
+
+
 def load_database(db: Database, shown_path: str) -> Trace:
     loader = Loader(db)
+    problems = loader.problems
+    for line in reads.check_schema(db):
+        problems.note(f"schema:{line}", line)
     meta = db.export_meta
-    capture_start = capture_end = None
-    if db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
-        row = db.rows("SELECT startTime, stopTime FROM ANALYSIS_DETAILS LIMIT 1")
-        if row:
-            capture_start, capture_end = (int(x) if x is not None else None for x in row[0])
+    loader.read_capture()
     capture = db.capture_meta
     cuda_flags = [v for k, v in capture.items() if k.endswith("COLLECT_CUDA_TRACE")]
-    cuda_traced = (any(v.lower() in ("true", "1") for v in cuda_flags) if cuda_flags else None)
+    cuda_traced = (any(v.strip().lower() in ("true", "1") for v in cuda_flags)
+                   if cuda_flags else None)
 
     api = loader.api()
-    kernels = attach_launches(loader.kernels(), api)
-    memcpys = attach_launches(loader.memcpys(), api)
-    memsets = attach_launches(loader.memsets(), api)
+    launched = np.zeros(len(api), dtype=bool)
+    kernels = attach_launches(loader.kernels(), api, launched)
+    memcpys = attach_launches(loader.memcpys(), api, launched)
+    memsets = attach_launches(loader.memsets(), api, launched)
+    syncs = loader.syncs()
+    if loader._limit is None:
+        loader.limit(np.zeros(0, dtype=np.int64))
+    capture_start, capture_end = loader.capture if loader.capture_trusted else (None, None)
     ends = [int(f["end"].max()) for f in (kernels, memcpys, memsets, api) if len(f)]
     end_of_time = capture_end or (max(ends) if ends else 0)
+    devices = loader.known_devices(loader.devices(), [kernels, memcpys, memsets, syncs])
+    has_gpu = bool(len(kernels) or len(memcpys) or len(memsets))
+    if loader.emptied and not has_gpu:
+        lines = problems.lines()
+        raise ReportError(f"{shown_path} is too broken to analyze: every row of "
+                          f"{', '.join(loader.emptied)} is invalid"
+                          + (f" ({lines[0]})" if lines else "")
+                          + "; export the report again (nsys export --type sqlite)")
+
+    # Lost GPU data: launch calls without their kernels, or an nsys older than the CUDA
+    # it traced (which loses GPU activity silently).
+    launches, orphans = launches_without_kernels(api, launched)
+    lost = launches >= MIN_LAUNCHES and orphans > LOST_SHARE * launches
+    nsys_version = meta.get("EXPORT_PRODUCT_VERSION")
+    cuda = V.cuda_version(db.system_env.get("CudaDriverVersion"))
+    needed = V.nsys_too_old(V.version_tuple(nsys_version), cuda)
+    if lost:
+        loader.warnings.append(
+            f"GPU data lost: {orphans} of {launches} kernel launch calls have no kernel in "
+            "the report (nsys too old for this CUDA, or the capture was cut short); the "
+            "diagnosis is incomplete: capture again with a current Nsight Systems")
+    if needed is not None:
+        loader.warnings.append(
+            f"the report was written by nsys {nsys_version}, older than the CUDA "
+            f"{cuda[0]}.{cuda[1]} it traced (nsys {needed[0]}.{needed[1]} or newer needed):"
+            " GPU activity may be missing; capture again with a newer Nsight Systems")
     info = ReportInfo(
         path=shown_path, sqlite_path=str(db.path),
-        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+        nsys_version=nsys_version,
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         capture_start_ns=capture_start, capture_end_ns=capture_end,
-        cuda_traced=cuda_traced, tables=db.tables)
+        cuda_traced=cuda_traced, tables=db.tables,
+        cuda_version=None if cuda is None else f"{cuda[0]}.{cuda[1]}",
+        gpu_data_lost=bool(lost or (needed is not None and launches < MIN_LAUNCHES)),
+        nsys_older_than_cuda=needed is not None)
     trace = Trace(info=info, kernels=kernels, memcpys=memcpys, memsets=memsets, api=api,
-                  syncs=loader.syncs(), nvtx=loader.nvtx(end_of_time),
-                  streams=loader.streams(), devices=loader.devices(),
-                  threads=loader.threads(), osrt_source=OsrtSource(db.path))
+                  syncs=syncs, nvtx=loader.nvtx(end_of_time),
+                  streams=loader.streams(), devices=devices,
+                  threads=loader.threads(), osrt_source=OsrtSource(db.path, loader._limit))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
                                "(no META_DATA_EXPORT table)")
-    info.warnings.extend(loader.warnings)
+    info.problems = problems.counts
+    info.warnings.extend(problems.lines() + loader.warnings)
     return trace
 
 

@@ -71,37 +71,70 @@ def read_frame(db: Database, sql: str, columns: list[str]) -> pd.DataFrame:
 
 def read_columns(db: Database, table: str, columns: list[Col], where: str = ""
                  ) -> dict[str, np.ndarray]:
-    """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column."""
-    sql = (f"SELECT {', '.join(c.sql for c in columns)} FROM \"{table}\""
-           + (f" WHERE {where}" if where else ""))
+    """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column.
+
+    Every value comes out as its column says, whatever the file holds: an integer
+    column's NULLs *and* its values that are not integers (text, BLOB, REAL, infinity)
+    become ``Col.fill``, a float column's become NaN. The fast path sees only integer
+    and NULL batches (anything else makes it give up); the fallback asks SQLite to type
+    each value (``typed_sql``)."""
+    source = f"FROM {_quote(table)}" + (f" WHERE {where}" if where else "")
     capacity = row_bound(db, table)
     if capacity >= FAST_MIN_ROWS:
+        sql = f"SELECT {', '.join(c.sql for c in columns)} {source}"
         fast = _read_adbc(db, sql, columns, capacity)
         if fast is not None:
             return fast
-    return _read_sqlite3(db, sql, columns)
+    return _read_sqlite3(db, typed_sql(columns, source), columns)
+
+
+def typed_sql(columns: list[Col], source: str) -> str:
+    """A SELECT in which each column yields only what it holds: an integer, or (int
+    columns) its fill value / (float columns) NULL for anything else."""
+    inner = ", ".join(f"{c.sql} AS c{i}" for i, c in enumerate(columns))
+    outer = ", ".join(
+        f"CASE WHEN typeof(c{i}) = 'integer' THEN c{i} "
+        + (f"ELSE {int(c.fill)} END" if c.kind == "int" else "END")
+        for i, c in enumerate(columns))
+    return f"SELECT {outer} FROM (SELECT {inner} {source})"
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+# row_bound trusts max(rowid) up to this many rows; above it, count(*) says.
+TRUSTED_ROWID = 1 << 26
+MIN_ROW_BYTES = 4          # no table row takes less room in an SQLite file
 
 
 def row_bound(db: Database, table: str) -> int:
-    """At least the number of rows of *table*, cheaply: its largest rowid (a walk down
-    one side of the B-tree) when rowids are positive, as nsys writes them; else
-    count(*), which reads every page."""
+    """At least the number of rows of *table*, cheaply, and never absurdly more: its
+    largest rowid (a walk down one side of the B-tree) when rowids are positive, as nsys
+    writes them, capped by the rows the file could physically hold; count(*) (which
+    reads every page) when rowids are not positive or the bound exceeds TRUSTED_ROWID
+    rows (a planted rowid of 2^30 would otherwise reserve gigabytes per column)."""
+    t = _quote(table)
     try:
         # Two queries: SQLite answers a lone min() or max() of the rowid from the tree.
-        (lo,) = db.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()
-        (hi,) = db.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+        (lo,) = db.conn.execute(f"SELECT min(rowid) FROM {t}").fetchone()
+        (hi,) = db.conn.execute(f"SELECT max(rowid) FROM {t}").fetchone()
     except sqlite3.DatabaseError:            # WITHOUT ROWID: count
         lo = None
-    if lo is None or hi is None or lo < 1 or hi > (1 << 34):
-        return int(db.rows(f'SELECT count(*) FROM "{table}"')[0][0])
-    return int(hi)
+    if isinstance(lo, int) and isinstance(hi, int) and lo >= 1:
+        try:
+            physical = max(db.path.stat().st_size // MIN_ROW_BYTES, 1)
+        except OSError:
+            physical = hi
+        bound = min(hi, physical)
+        if bound <= TRUSTED_ROWID:
+            return int(bound)
+    return int(db.rows(f"SELECT count(*) FROM {t}")[0][0])
 
 
 # --- the fallback: sqlite3 -------------------------------------------------------------
 
 def _read_sqlite3(db: Database, sql: str, columns: list[Col]) -> dict[str, np.ndarray]:
-    import pandas as pd
-
     frame = read_frame(db, sql, [c.name for c in columns])
     out = {}
     for col in columns:
@@ -109,10 +142,9 @@ def _read_sqlite3(db: Database, sql: str, columns: list[Col]) -> dict[str, np.nd
         if col.kind == "float":
             out[col.name] = _as_float(s)
             continue
-        if s.dtype == object:
-            s = pd.to_numeric(s, errors="coerce") if s.notna().any() else s.astype(float)
-        values = s.fillna(col.fill).to_numpy()
-        out[col.name] = narrow(values.astype(np.int64), np.dtype(col.dtype))
+        # typed_sql made every value an integer: no NULL, no text, exact in int64.
+        values = s.to_numpy(dtype=np.int64) if len(s) else np.zeros(0, dtype=np.int64)
+        out[col.name] = narrow(values, np.dtype(col.dtype))
     return out
 
 
@@ -247,7 +279,7 @@ def _read_adbc(db: Database, sql: str, columns: list[Col], capacity: int
             return _fill(_ArrowArrayStream.from_address(handle.address), columns, capacity)
         finally:
             handle.release()
-    except (adbc_driver_manager.Error, _Unsupported):
+    except (adbc_driver_manager.Error, _Unsupported, UnicodeDecodeError):
         return None
     finally:
         statement.close()

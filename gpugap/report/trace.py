@@ -29,6 +29,10 @@ Frames and their columns (all present even when the report lacks the table, then
   on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
   calls inside given windows.
 
+Every value has been validated (gpugap.report.validate): times satisfy 0 < start <= end
+< 2^62, ids are non-negative, launch dimensions within CUDA's limits, names are str;
+rows that could not be repaired were dropped and counted in ``ReportInfo.problems``.
+
 Integer columns other than times, ``gtid`` and ``bytes`` hold the narrowest integer type
 that fits their values (ids such as device, stream, pid from int8/int16; corr, grid sizes,
 shared memory and ``blocks`` at least int32; block sizes, registers and
@@ -47,6 +51,30 @@ import pandas as pd
 
 @dataclass
 class ReportInfo:
+    """What is known of the report itself.
+
+    ``warnings``: one line each, for the user (what was missing, dropped, repaired).
+    ``problems``: what validation dropped or repaired while loading, machine-readable:
+    a key per kind of problem ('<what>:<problem>', e.g. 'kernels:no-time',
+    'CUDA API calls:backwards', 'kernels:grid_x', 'devices:unknown') -> how many rows or
+    values; each also has its line in ``warnings`` (gpugap.report.validate has the
+    rules). Empty for a sound report.
+    ``gpu_data_lost``: True when the report is missing GPU activity it should hold, so
+    that every verdict on it is suspect (``gpugap check`` can fail on it): more than half
+    of at least 8 kernel launch calls (cudaLaunchKernel, cuLaunchKernel, ... not made
+    while capturing a CUDA graph) have no kernel with their correlation id; or the nsys
+    that wrote the report is older than the CUDA it traced (``nsys_older_than_cuda``)
+    and fewer than 8 launch calls are there to show that the kernels arrived. Either
+    case has its line in ``warnings``.
+    ``nsys_older_than_cuda``: the nsys that wrote the report is older than the first
+    nsys released with the CUDA major version the report records (an nsys 2023.4 export
+    of a CUDA 13 program): set whatever the launches say.
+    ``cuda_version``: the CUDA version of the driver the report was captured with
+    (TARGET_INFO_SYSTEM_ENV CudaDriverVersion, e.g. '13.0'), when recorded.
+    ``capture_start_ns``/``capture_end_ns``: ANALYSIS_DETAILS's window, when valid and
+    consistent with the events (else None).
+    """
+
     path: str                       # what the user passed
     sqlite_path: str                # the export actually read
     nsys_version: str | None        # the nsys that wrote the export
@@ -56,6 +84,10 @@ class ReportInfo:
     cuda_traced: bool | None        # from META_DATA_CAPTURE when present
     tables: frozenset[str]
     warnings: list[str] = field(default_factory=list)
+    problems: dict[str, int] = field(default_factory=dict)
+    gpu_data_lost: bool = False
+    nsys_older_than_cuda: bool = False
+    cuda_version: str | None = None
 
 
 @dataclass

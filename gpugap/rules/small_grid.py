@@ -35,21 +35,6 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
 _CHUNK = 1 << 20
 
 
-class _Group:
-    """Running sums of one (device, phase, NVTX range) group of kernels."""
-
-    def __init__(self) -> None:
-        self.kernel_ns = self.small_ns = self.small = self.cost = 0
-        self.wall_ns = 0.0      # the small kernels' own share of the wall time
-        self.start = self.at = np.iinfo(np.int64).max
-        self.end = np.iinfo(np.int64).min
-        self.streams: set[int] = set()
-        self.spans: list[tuple[np.ndarray, np.ndarray]] = []     # of the small kernels
-        # (name code, blocks, threads) -> [count, time_ns, sms, example corr], kept in
-        # order of first appearance.
-        self.configs: dict[tuple[int, int, int], list[int]] = {}
-
-
 def _idle_sm_ns(trace: Trace, sms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel: (its part of the SM time left idle while it ran, its part of the wall
     time), see the module doc. *sms*: each kernel's device SM count."""
@@ -67,6 +52,33 @@ def _idle_sm_ns(trace: Trace, sms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idle, own
 
 
+def _sums(totals: list[pd.DataFrame], partial: list[pd.DataFrame], n_groups: int
+          ) -> dict[str, np.ndarray]:
+    """Per-chunk, per-group partial results -> one value per group (global id), each
+    accumulated in chunk order (float sums added in the same order as chunk by chunk)."""
+    out = {}
+    both = pd.concat(totals, ignore_index=True)
+    acc = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(acc, both["gid"].to_numpy(), both["kernel_ns"].to_numpy(dtype=np.int64))
+    out["kernel_ns"] = acc
+    both = pd.concat(partial, ignore_index=True)
+    gid = both["gid"].to_numpy()
+    for col in ("small_ns", "small", "cost"):
+        acc = np.zeros(n_groups, dtype=np.int64)
+        np.add.at(acc, gid, both[col].to_numpy(dtype=np.int64))
+        out[col] = acc
+    wall = np.zeros(n_groups, dtype=np.float64)
+    np.add.at(wall, gid, both["own"].to_numpy(dtype=np.float64))
+    out["wall_ns"] = wall
+    for col, fn, init in (("start", np.minimum, np.iinfo(np.int64).max),
+                          ("end", np.maximum, np.iinfo(np.int64).min),
+                          ("at", np.minimum, np.iinfo(np.int64).max)):
+        acc = np.full(n_groups, init, dtype=np.int64)
+        fn.at(acc, gid, both[col].to_numpy(dtype=np.int64))
+        out[col] = acc
+    return out
+
+
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     k = trace.kernels
     if k.empty:
@@ -80,7 +92,11 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                                          "threads_per_block", "corr", "stream")}
     sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
     idle_ns, own_ns = _idle_sm_ns(trace, sms_all)
-    groups: dict[tuple[int, str, str], _Group] = {}
+    # Groups (device, phase, NVTX range) get global ids in order of first appearance;
+    # each chunk contributes partial sums per group and per launch configuration, all
+    # combined at the end (vectorised: no Python work per kernel name or configuration).
+    gid_of: dict[tuple[int, str, str], int] = {}
+    totals, partial, streams, configs, spans = [], [], [], [], []
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
     for i0 in range(0, len(k), _CHUNK):
@@ -102,98 +118,103 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         device_code, device_ids = pd.factorize(device)
         group, group_keys = pd.factorize(device_code.astype(np.int64) * len(labels)
                                          + label_code)
-        gkeys = []
-        for key in group_keys.tolist():
+        to_global = np.empty(len(group_keys), dtype=np.int64)
+        for g, key in enumerate(group_keys.tolist()):
             dev, label = divmod(int(key), len(labels))
-            gkeys.append((int(device_ids[dev]), str(labels[label]).split("|", 1)[0],
-                          str(labels[label]).split("|", 1)[1]))
-            groups.setdefault(gkeys[-1], _Group())
-        total = np.bincount(group, weights=dur, minlength=len(gkeys))
-        for g, key in enumerate(gkeys):
-            groups[key].kernel_ns += int(round(total[g]))
+            phase_name, range_name = str(labels[label]).split("|", 1)
+            to_global[g] = gid_of.setdefault((int(device_ids[dev]), phase_name, range_name),
+                                             len(gid_of))
+        total = np.bincount(group, weights=dur, minlength=len(group_keys))
+        totals.append(pd.DataFrame({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
             continue
         idle_cost = np.rint(idle_ns[part][rows]).astype(np.int64)
-        frame = pd.DataFrame({"group": group[rows], "name": name_code[part][rows],
+        frame = pd.DataFrame({"gid": to_global[group[rows]], "name": name_code[part][rows],
                               "blocks": blocks[rows],
                               "threads": cols["threads_per_block"][part][rows],
                               "dur": dur[rows], "sms": sms[rows],
                               "corr": cols["corr"][part][rows],
                               "cost": idle_cost, "own": own_ns[part][rows],
                               "start": start[rows], "end": end[rows],
-                              "at": at[rows], "stream": cols["stream"][part][rows]})
-        per_group = frame.groupby("group", sort=False).agg(
+                              "at": at[rows], "stream": cols["stream"][part][rows],
+                              "row": rows + i0})
+        partial.append(frame.groupby("gid", sort=False).agg(
             small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
-            own=("own", "sum"),
-            start=("start", "min"), end=("end", "max"), at=("at", "min"))
-        for g, r in per_group.iterrows():
-            acc = groups[gkeys[int(g)]]
-            acc.small_ns += int(r["small_ns"])
-            acc.small += int(r["small"])
-            acc.cost += int(r["cost"])
-            acc.wall_ns += float(r["own"])
-            acc.start = min(acc.start, int(r["start"]))
-            acc.end = max(acc.end, int(r["end"]))
-            acc.at = min(acc.at, int(r["at"]))
-        for g, mine in frame.groupby("group", sort=False):
-            groups[gkeys[int(g)]].spans.append((mine["start"].to_numpy(),
-                                                mine["end"].to_numpy()))
-        for g, stream in frame[["group", "stream"]].drop_duplicates().itertuples(index=False):
-            groups[gkeys[int(g)]].streams.add(int(stream))
-        per_config = frame.groupby(["group", "name", "blocks", "threads"], sort=False).agg(
+            own=("own", "sum"), start=("start", "min"), end=("end", "max"),
+            at=("at", "min")).reset_index())
+        spans.append(frame[["gid", "start", "end"]])
+        streams.append(frame[["gid", "stream"]].drop_duplicates())
+        configs.append(frame.groupby(["gid", "name", "blocks", "threads"], sort=False).agg(
             count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
-            corr=("corr", "first"))
-        for (g, name, nblocks, threads), r in per_config.iterrows():
-            entry = groups[gkeys[int(g)]].configs.setdefault(
-                (int(name), int(nblocks), int(threads)),
-                [0, 0, int(r["sms"]), int(r["corr"])])
-            entry[0] += int(r["count"])
-            entry[1] += int(r["time_ns"])
+            corr=("corr", "first"), row=("row", "first")).reset_index())
+    if not partial:
+        return []
+    acc = _sums(totals, partial, len(gid_of))
+    # A configuration's count and time sum over chunks; its SM count and example are
+    # those of its first launch, and configurations keep the order they appeared in.
+    per_config = (pd.concat(configs, ignore_index=True).sort_values("row", kind="stable")
+                  .groupby(["gid", "name", "blocks", "threads"], sort=False)
+                  .agg(count=("count", "sum"), time_ns=("time_ns", "sum"),
+                       sms=("sms", "first"), corr=("corr", "first"), row=("row", "first"))
+                  .reset_index())
+    # The largest max_examples per group (ties: first seen first, as nlargest keeps them).
+    per_config = per_config.sort_values(["gid", "time_ns", "row"],
+                                        ascending=[True, False, True], kind="stable")
+    per_config = per_config[per_config.groupby("gid").cumcount()
+                            < int(config["max_examples"])]
+    top_of = {int(g): c for g, c in per_config.groupby("gid", sort=False)}
+    stream_of = {int(g): sorted(int(x) for x in set(s["stream"].tolist()))
+                 for g, s in pd.concat(streams).groupby("gid", sort=False)}
+    # The small kernels' spans, by group (one stable sort, then slices).
+    spans = pd.concat(spans, ignore_index=True)
+    order = np.argsort(spans["gid"].to_numpy(), kind="stable")
+    span_gid = spans["gid"].to_numpy()[order]
+    span_start, span_end = spans["start"].to_numpy()[order], spans["end"].to_numpy()[order]
+    del spans, order
     findings = []
-    for (dev, phase, label), acc in groups.items():
-        if acc.small == 0:
+    for (dev, phase, label), g in gid_of.items():
+        n_small = int(acc["small"][g])
+        if n_small == 0:
             continue
-        share = 100.0 * acc.small_ns / max(acc.kernel_ns, 1)
+        small_ns, kernel_ns = int(acc["small_ns"][g]), int(acc["kernel_ns"][g])
+        share = 100.0 * small_ns / max(kernel_ns, 1)
         if share < config["min_time_share_pct"]:
             continue
-        cost = acc.cost
-        idle_pct = 100.0 * cost / max(acc.wall_ns, 1.0)
+        cost = int(acc["cost"][g])
+        idle_pct = 100.0 * cost / max(float(acc["wall_ns"][g]), 1.0)
         if idle_pct < config["min_idle_sm_pct"]:
             continue
-        configs = pd.DataFrame(
-            [{"name": name_text[name], "blocks": nblocks, "threads": threads,
-              "count": v[0], "time_ns": v[1], "sms": v[2], "example_corr": v[3]}
-             for (name, nblocks, threads), v in acc.configs.items()]
-        ).nlargest(int(config["max_examples"]), "time_ns")
-        top = configs.iloc[0]
+        top_configs = top_of[g]
+        top = top_configs.iloc[0]
         n_sm = int(top["sms"])
-        message = (f"{share:.0f}% of kernel time here ({fmt_ns(acc.small_ns)} in "
-                   f"{acc.small} launches) went to grids too small to occupy the GPU: e.g. "
-                   f"'{top['name']}' with {int(top['blocks'])} block(s) of {int(top['threads'])}"
+        top_name = name_text[int(top["name"])]
+        message = (f"{share:.0f}% of kernel time here ({fmt_ns(small_ns)} in "
+                   f"{n_small} launches) went to grids too small to occupy the GPU: e.g. "
+                   f"'{top_name}' with {int(top['blocks'])} block(s) of {int(top['threads'])}"
                    f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
                    f"(x{int(top['count'])}). The SMs sat {idle_pct:.0f}% idle while they "
                    f"ran (kernels on other streams included): idle-SM time {fmt_ns(cost)}.")
-        kernels = tl.union(*(np.concatenate(c) for c in zip(*acc.spans, strict=True)))
-        acc.spans.clear()
+        lo, hi = np.searchsorted(span_gid, [g, g + 1])
+        kernels = tl.union(span_start[lo:hi], span_end[lo:hi])
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity="info",
-            start_ns=acc.start, end_ns=acc.end, cost_ns=cost,
-            at_ns=acc.at, message=message, fix=FIX,
-            streams=sorted(acc.streams), device=dev, count=acc.small, phase=phase,
+            start_ns=int(acc["start"][g]), end_ns=int(acc["end"][g]), cost_ns=cost,
+            at_ns=int(acc["at"][g]), message=message, fix=FIX,
+            streams=stream_of[g], device=dev, count=n_small, phase=phase,
             ranges=split_label(label),
             claim=Claim(int(dev), kernels, ("compute",),
                         weight=min(1.0, cost / max(tl.total(kernels), 1))),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
-                      "small_kernel_ns": acc.small_ns,
-                      "kernel_ns": acc.kernel_ns,
-                      "kernels": [{"name": r.name, "blocks": int(r.blocks),
+                      "small_kernel_ns": small_ns,
+                      "kernel_ns": kernel_ns,
+                      "kernels": [{"name": name_text[int(r.name)], "blocks": int(r.blocks),
                                    "threads_per_block": int(r.threads),
                                    "sms_used": min(int(r.blocks), int(r.sms)),
                                    "count": int(r.count), "time_ns": int(r.time_ns),
-                                   "example_correlation_id": int(r.example_corr)}
-                                  for r in configs.itertuples()]}))
+                                   "example_correlation_id": int(r.corr)}
+                                  for r in top_configs.itertuples()]}))
     return findings
 
 

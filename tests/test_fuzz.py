@@ -1,0 +1,611 @@
+"""Hostile and broken input (issue 13): a seeded mutation fuzzer over the committed real
+exports (tests/data/captures, tests/data/scenarios).
+
+Each case copies one real report into a temporary directory (never the original), breaks
+the copy in one to three ways, and runs ``gpugap analyze COPY --json`` in-process in a
+worker process, asserting what a user must always get:
+
+- an exit code analyze documents for input: 0 analyzed, 2 unreadable or too broken,
+  4 no CUDA activity; never a traceback (an exception escaping ``main``);
+- at most 3 lines on stderr (no traceback, no warnings spilled), within a time limit
+  (a case that runs longer is a hang: its worker is killed and the case fails);
+- the input byte-identical afterwards (sha256), and no file written beside it;
+- on stdout, strict JSON (NaN and Infinity refused) in which no number is impossible
+  (``check_document``: finite, not negative, times below 2^62, percentages within
+  [0, 100]), walked generically so that new fields are checked too.
+
+The mutations (``MUTATIONS``): every column gpugap reads (gpugap.report.columns.SCHEMA)
+dropped, NULLed, retyped (text, numeric text, blob, real, +-inf, int64 extremes, 2^62,
+2^53, -1, 0) or given dangling ids, invalid UTF-8 or a huge string, in all rows, some or
+one; a column's declared type changed; tables dropped, emptied, duplicated, renamed to
+invalid UTF-8, given a row with a huge rowid, their start/end swapped; a junk table with
+an invalid UTF-8 name; and, on the file, bit flips, a zeroed page and truncation.
+
+Two cases in three are systematic (each column in turn, with each of SYSTEMATIC_OPS in
+turn), the others random (one to three mutations of any kind). The suite runs
+``DEFAULT_CASES`` cases on up to 2 processes; more, or a subset:
+
+    GPUGAP_FUZZ_CASES=1600 python -m pytest tests/test_fuzz.py -q
+    GPUGAP_FUZZ_SEED=7                      # other cases
+    GPUGAP_FUZZ_ONLY=17,40                  # only these case numbers (each reproducible)
+    GPUGAP_FUZZ_WORKERS=4 GPUGAP_FUZZ_TIMEOUT=60
+
+A failure prints the case number, the source report, the mutations and what went wrong
+(the traceback, the stderr lines, the offending JSON values).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import sqlite3
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_for
+from pathlib import Path
+
+import pytest
+
+from gpugap.report.columns import SCHEMA
+from tests.conftest import DATA
+
+DEFAULT_CASES = 240
+CASES = int(os.environ.get("GPUGAP_FUZZ_CASES", DEFAULT_CASES))
+SEED = int(os.environ.get("GPUGAP_FUZZ_SEED", "13"))
+ONLY = [int(x) for x in os.environ.get("GPUGAP_FUZZ_ONLY", "").split(",") if x.strip()]
+WORKERS = int(os.environ.get("GPUGAP_FUZZ_WORKERS", min(2, os.cpu_count() or 1)))
+TIMEOUT_S = float(os.environ.get("GPUGAP_FUZZ_TIMEOUT", "60"))
+
+EXIT_CODES = {0, 2, 4}          # analyze on input: analyzed, unreadable, no CUDA activity
+MAX_STDERR_LINES = 3
+TIME_LIMIT = 2**62
+
+SOURCES = sorted([*(DATA / "captures").glob("*.sqlite"), *(DATA / "scenarios").glob("*.sqlite")])
+
+# Numbers that may be negative by definition.
+SIGNED = {
+    "priority",       # CUDA stream priorities: 0, -1, -2 ... (lower is more urgent)
+    # launch-gap's queued_ns: negative in the real default-stream/moe-experts reports
+    # (the next op's launch call returned after the gap ended); reported to the lead.
+    "queued_ns",
+}
+
+
+# --- the JSON checker ------------------------------------------------------------------
+
+def strict_loads(text: str):
+    """json.loads that refuses NaN, Infinity and -Infinity."""
+    def refuse(name):
+        raise ValueError(f"non-finite number {name} in the JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def check_document(doc) -> list[str]:
+    """Impossible values anywhere in an analyze document, as 'path: problem' lines.
+
+    Every number must be finite and fit in int64; must not be negative (SIGNED names the
+    exceptions); a time (a key ending in _ns, or start/end/at/ns) must be below 2^62; a
+    percentage (a key containing pct) must lie within [0, 100]."""
+    problems: list[str] = []
+
+    def walk(value, path: list[str], key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, [*path, str(k)], str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, [*path, str(i)], key)
+        elif isinstance(value, bool) or value is None or isinstance(value, str):
+            return
+        elif isinstance(value, (int, float)):
+            where = "/".join(path)
+            if not math.isfinite(value) or abs(value) >= 2**63:
+                problems.append(f"{where}: impossible number {value}")
+                return
+            if value < 0 and key not in SIGNED:
+                problems.append(f"{where}: negative {value}")
+            if ((key.endswith("_ns") or key in ("ns", "start", "end", "at"))
+                    and abs(value) >= TIME_LIMIT):
+                problems.append(f"{where}: time {value} >= 2^62")
+            if "pct" in key and not (-1e-9 <= value <= 100 + 1e-9):
+                problems.append(f"{where}: percentage {value} outside [0, 100]")
+        else:
+            problems.append(f"{'/'.join(path)}: unexpected value {value!r}")
+
+    walk(doc, [], "")
+    return problems
+
+
+def test_checker_catches_impossible_values():
+    doc = {"metrics": {"span_ns": -5, "gpu_busy_pct": 104.0, "kernels": 3},
+           "findings": [{"cost_ns": 2**62, "evidence": {"gaps": [{"start": 1.5e300}]}},
+                        {"priority": -1, "queued_ns": -3, "count": -1}]}
+    found = check_document(doc)
+    assert any("span_ns: negative" in p for p in found)
+    assert any("gpu_busy_pct: percentage" in p for p in found)
+    assert any("cost_ns: time" in p for p in found)
+    assert any("gaps/0/start: impossible" in p for p in found)
+    assert any("1/count: negative" in p for p in found)
+    assert not any("priority" in p or "queued_ns" in p for p in found)
+    with pytest.raises(ValueError, match="non-finite"):
+        strict_loads('{"a": NaN}')
+    with pytest.raises(ValueError, match="non-finite"):
+        strict_loads('[Infinity]')
+
+
+# --- the reports and their schema ------------------------------------------------------
+
+@dataclass(frozen=True)
+class SourceInfo:
+    path: Path
+    tables: dict[str, tuple[str, ...]]          # the SCHEMA tables it has -> columns
+
+
+def _source_info(path: Path) -> SourceInfo:
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master "
+                                            "WHERE type = 'table'")]
+        tables = {t: tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{t}")'))
+                  for t in names}
+    finally:
+        conn.close()
+    return SourceInfo(path, tables)
+
+
+_INFO: dict[Path, SourceInfo] = {}
+
+
+def source_info(path: Path) -> SourceInfo:
+    if path not in _INFO:
+        _INFO[path] = _source_info(path)
+    return _INFO[path]
+
+
+# --- mutations --------------------------------------------------------------------------
+
+VALUE_OPS = {           # op -> SQL value expression (bound as a parameter where not SQL)
+    "null": ("sql", "NULL"),
+    "text": ("param", "garbage"),
+    "numtext": ("param", "12x"),
+    "blob": ("param", b"\x00\xffblob"),
+    "real": ("param", 1.5),
+    "inf": ("sql", "9e999"),
+    "-inf": ("sql", "-9e999"),
+    "int64max": ("param", 2**63 - 1),
+    "int64min": ("param", -(2**63)),
+    "2^62": ("param", 2**62),
+    "2^53": ("param", 2**53 + 1),
+    "-1": ("param", -1),
+    "0": ("param", 0),
+    "dangling": ("param", 7777),
+    "bigid": ("param", 2**31 + 5),
+    "badutf8": ("sql", "CAST(X'41ff42c3283fe282' AS TEXT)"),
+    "hugestr": ("param", "[bold]x" + "y" * 1_000_000),
+}
+SCOPES = {"all": "1", "some": "rowid % 7 = 3", "half": "rowid % 2 = 0",
+          "one": 'rowid = (SELECT min(rowid) FROM "{t}")'}
+TABLE_OPS = ("drop_table", "empty_table", "dup_rows", "huge_rowid", "swap_times",
+             "rename_badutf8", "retype_decl")
+FILE_OPS = ("bitflip", "zero_page", "truncate")
+
+
+@dataclass
+class Mutation:
+    kind: str                   # a VALUE_OPS key, "drop_column", a TABLE_OPS or FILE_OPS
+    table: str = ""
+    column: str = ""
+    scope: str = "all"
+    arg: int = 0
+
+    def describe(self) -> str:
+        if self.kind in FILE_OPS:
+            return f"{self.kind}({self.arg})"
+        if self.kind in TABLE_OPS or self.kind == "junk_badutf8":
+            return (f"{self.kind} {self.table}{'.' + self.column if self.column else ''}"
+                    f"{f' ({self.arg})' if self.arg else ''}")
+        if self.kind == "drop_column":
+            return f"drop column {self.table}.{self.column}"
+        return f"set {self.table}.{self.column} = {self.kind} where {self.scope}"
+
+
+@dataclass
+class Case:
+    index: int
+    source: Path
+    mutations: list[Mutation] = field(default_factory=list)
+
+    @property
+    def fast(self) -> bool:
+        """Odd cases read every table through the fast (ADBC) reader and prefetch, as
+        reports of 50k rows and more are; even ones through sqlite3."""
+        return self.index % 2 == 1
+
+    def describe(self) -> str:
+        return (f"case {self.index} ({self.source.name}{', fast reader' if self.fast else ''}"
+                "): " + "; ".join(m.describe() for m in self.mutations))
+
+
+# Systematic cases: each column gpugap reads (that some real report has) with each of
+# these, in turn; two cases in three are systematic, so the default run breaks every
+# column at least once and GPUGAP_FUZZ_CASES=1600 every column in each of these ways.
+SYSTEMATIC_OPS = ("drop_column", "null", "text", "blob", "inf", "int64max", "-1", "badutf8")
+
+
+def systematic_pairs() -> list[tuple[str, str]]:
+    pairs = {(t, c) for path in SOURCES for t, have in source_info(path).tables.items()
+             if t in SCHEMA for c in SCHEMA[t] if c in have}
+    return sorted(pairs)
+
+
+def systematic_case(k: int, rng: random.Random) -> Case | None:
+    pairs = systematic_pairs()
+    if k >= len(pairs) * len(SYSTEMATIC_OPS):
+        return None
+    table, column = pairs[k % len(pairs)]
+    op = SYSTEMATIC_OPS[(k // len(pairs) + k) % len(SYSTEMATIC_OPS)]
+    source = rng.choice([p for p in SOURCES if column in source_info(p).tables.get(table, ())])
+    return Case(-1, source, [Mutation(op, table, column, "all" if k % 2 else "some")])
+
+
+def make_case(index: int, seed: int = SEED) -> Case:
+    rng = random.Random(f"gpugap-fuzz-{seed}-{index}")
+    if index % 3 != 2:
+        case = systematic_case(index - index // 3, rng)
+        if case is not None:
+            case.index = index
+            return case
+    source = rng.choice(SOURCES)
+    info = source_info(source)
+    read_tables = sorted(t for t in SCHEMA if t in info.tables
+                         and any(c in info.tables[t] for c in SCHEMA[t]))
+    case = Case(index, source)
+    for _ in range(rng.choices([1, 2, 3], weights=[70, 20, 10])[0]):
+        roll = rng.random()
+        if roll < 0.72:
+            table = rng.choice(read_tables)
+            column = rng.choice([c for c in SCHEMA[table] if c in info.tables[table]])
+            kind = rng.choice(["drop_column", *VALUE_OPS, "null", "text", "inf", "badutf8"])
+            scope = "one" if kind == "hugestr" else rng.choice(list(SCOPES))
+            case.mutations.append(Mutation(kind, table, column, scope))
+        elif roll < 0.90:
+            kind = rng.choice([*TABLE_OPS, "junk_badutf8"])
+            table = rng.choice(read_tables)
+            column = ""
+            arg = 0
+            if kind == "huge_rowid":
+                arg = rng.choice([2**30, 2**40, 2**62])
+            if kind == "retype_decl":
+                column = rng.choice([c for c in SCHEMA[table] if c in info.tables[table]])
+            if kind == "swap_times" and "start" not in info.tables[table]:
+                table = "CUPTI_ACTIVITY_KIND_KERNEL"
+            case.mutations.append(Mutation(kind, table, column, arg=arg))
+        else:
+            kind = rng.choice(FILE_OPS)
+            case.mutations.append(Mutation(kind, arg=rng.randrange(1 << 30)))
+            break                     # file damage comes last
+    return case
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")]
+
+
+def _rebuild(conn: sqlite3.Connection, table: str, select: list[str]) -> None:
+    """Replace *table* by a table of the given select expressions (no constraints)."""
+    tmp = f"{table}__fuzz"
+    conn.execute(f"CREATE TABLE {_q(tmp)} AS SELECT {', '.join(select)} FROM {_q(table)}")
+    conn.execute(f"DROP TABLE {_q(table)}")
+    conn.execute(f"ALTER TABLE {_q(tmp)} RENAME TO {_q(table)}")
+
+
+def _set_schema_name(conn: sqlite3.Connection, old: str, new: bytes) -> None:
+    """Rename a table to a name that is not valid UTF-8 (through writable_schema)."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                          (old,)).fetchone()
+    rest = sql[sql.index("(", len("CREATE TABLE")):]
+    new_sql = b'CREATE TABLE "' + new + b'" ' + rest.encode()
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET name = CAST(? AS TEXT), tbl_name = CAST(? AS TEXT),"
+                 " sql = CAST(? AS TEXT) WHERE type = 'table' AND name = ?",
+                 (new, new, new_sql, old))
+    conn.execute("PRAGMA writable_schema = OFF")
+
+
+def apply_sql(path: Path, m: Mutation) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        t = m.table
+        if m.kind == "drop_column":
+            try:
+                conn.execute(f"ALTER TABLE {_q(t)} DROP COLUMN {_q(m.column)}")
+            except sqlite3.OperationalError:        # a key or indexed column: rebuild
+                _rebuild(conn, t, [_q(c) for c in _columns(conn, t) if c != m.column])
+        elif m.kind in VALUE_OPS:
+            how, value = VALUE_OPS[m.kind]
+            where = SCOPES[m.scope].format(t=t.replace('"', '""'))
+            sql = f"UPDATE {_q(t)} SET {_q(m.column)} = " \
+                  f"{value if how == 'sql' else '?'} WHERE {where}"
+            try:
+                conn.execute(sql, () if how == "sql" else (value,))
+            except sqlite3.IntegrityError:   # NOT NULL, key or type constraint: drop them
+                _rebuild(conn, t, [_q(c) for c in _columns(conn, t)])
+                conn.execute(sql, () if how == "sql" else (value,))
+        elif m.kind == "drop_table":
+            conn.execute(f"DROP TABLE {_q(t)}")
+        elif m.kind == "empty_table":
+            conn.execute(f"DELETE FROM {_q(t)}")
+        elif m.kind == "dup_rows":
+            if not conn.execute(f"INSERT OR IGNORE INTO {_q(t)} SELECT * FROM {_q(t)}"
+                                ).rowcount:             # a key refused them: drop it
+                _rebuild(conn, t, [_q(c) for c in _columns(conn, t)])
+                conn.execute(f"INSERT INTO {_q(t)} SELECT * FROM {_q(t)}")
+        elif m.kind == "huge_rowid":
+            cols = ", ".join(_q(c) for c in _columns(conn, t))
+            conn.execute(f"INSERT OR REPLACE INTO {_q(t)} (rowid, {cols}) "
+                         f"SELECT {m.arg}, {cols} FROM {_q(t)} LIMIT 1")
+        elif m.kind == "swap_times":
+            conn.execute(f'UPDATE {_q(t)} SET "start" = "end", "end" = "start" '
+                         f"WHERE rowid % 3 = 0")
+        elif m.kind == "retype_decl":
+            _rebuild(conn, t, [f"CAST({_q(c)} AS TEXT) AS {_q(c)}" if c == m.column
+                               else _q(c) for c in _columns(conn, t)])
+        elif m.kind == "rename_badutf8":
+            _set_schema_name(conn, t, t.encode()[:6] + b"\xff\xfe" + t.encode()[6:])
+        elif m.kind == "junk_badutf8":
+            conn.execute("CREATE TABLE fuzz_junk (a INTEGER)")
+            conn.execute("INSERT INTO fuzz_junk VALUES (1)")
+            _set_schema_name(conn, "fuzz_junk", b"junk\xc3\x28\xff")
+        else:
+            raise ValueError(m.kind)
+    finally:
+        conn.close()
+
+
+def apply_file(path: Path, m: Mutation) -> None:
+    rng = random.Random(m.arg)
+    data = bytearray(path.read_bytes())
+    if m.kind == "bitflip":
+        for _ in range(rng.randint(1, 64)):
+            pos = rng.randrange(len(data))
+            data[pos] ^= 1 << rng.randrange(8)
+    elif m.kind == "zero_page":
+        page = int.from_bytes(data[16:18], "big") or 4096
+        k = rng.randrange(max(len(data) // page, 1))
+        data[k * page:(k + 1) * page] = bytes(len(data[k * page:(k + 1) * page]))
+    elif m.kind == "truncate":
+        del data[rng.randrange(len(data)):]
+    path.write_bytes(bytes(data))
+
+
+def build(case: Case, directory: Path) -> tuple[Path, list[str]]:
+    """The mutated copy, and the mutations that could not be applied (with why)."""
+    path = directory / f"fuzz-{case.index}.sqlite"
+    shutil.copyfile(case.source, path)
+    skipped = []
+    for m in case.mutations:
+        try:
+            if m.kind in FILE_OPS:
+                apply_file(path, m)
+            else:
+                apply_sql(path, m)
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            skipped.append(f"{m.describe()}: not applied ({exc})")
+    for extra in directory.glob(f"{path.name}-*"):     # journals of the mutation step
+        extra.unlink()
+    return path, skipped
+
+
+# --- running a case ---------------------------------------------------------------------
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_case(case: Case, directory: Path) -> dict:
+    """Build the case, run analyze on it in this process, and judge the outcome."""
+    from gpugap.cli import main
+    from gpugap.report import reader
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path, skipped = build(case, directory)
+    before = _digest(path)
+    files = sorted(p.name for p in directory.iterdir())
+    out, err = io.StringIO(), io.StringIO()
+    escaped = None
+    t0 = time.monotonic()
+    fast_min_rows = reader.FAST_MIN_ROWS
+    reader.FAST_MIN_ROWS = 0 if case.fast else fast_min_rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")      # each case shows its own warnings
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(["analyze", str(path), "--json"])
+            except BaseException:            # noqa: BLE001 - what the fuzzer looks for
+                code, escaped = None, traceback.format_exc()
+            finally:
+                reader.FAST_MIN_ROWS = fast_min_rows
+    seconds = time.monotonic() - t0
+    problems = judge(code, out.getvalue(), err.getvalue(), escaped)
+    if _digest(path) != before:
+        problems.append("the input was modified")
+    if sorted(p.name for p in directory.iterdir()) != files:
+        problems.append("files appeared beside the input: "
+                        f"{sorted(set(p.name for p in directory.iterdir()) - set(files))}")
+    path.unlink()
+    return {"index": case.index, "describe": case.describe(), "code": code,
+            "seconds": round(seconds, 3), "problems": problems, "skipped": skipped,
+            "traceback": escaped, "stderr": err.getvalue()[-4000:]}
+
+
+def judge(code, out: str, err: str, escaped: str | None) -> list[str]:
+    problems = []
+    if escaped is not None:
+        problems.append("traceback: " + escaped.strip().splitlines()[-1])
+    elif code not in EXIT_CODES:
+        problems.append(f"exit code {code}")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if "Traceback" in err:
+        problems.append("traceback on stderr")
+    if len(lines) > MAX_STDERR_LINES:
+        problems.append(f"{len(lines)} stderr lines: {lines[:6]}")
+    if code not in (0, None) and not any(ln.startswith("gpugap: error: ") for ln in lines):
+        problems.append(f"exit {code} without a 'gpugap: error:' line: {lines[:3]}")
+    if code == 0 or out.strip():
+        try:
+            doc = strict_loads(out)
+        except ValueError as exc:
+            problems.append(f"stdout is not strict JSON ({exc}): {out[:200]!r}")
+        else:
+            problems += [f"json {p}" for p in check_document(doc)[:20]]
+    return problems
+
+
+# --- the pool: worker processes with a per-case watchdog --------------------------------
+
+def _worker(conn, directory: str) -> None:
+    import gpugap.analysis  # noqa: F401 - imported once per worker, before the cases
+    while True:
+        try:
+            case = conn.recv()
+        except EOFError:
+            return
+        if case is None:
+            return
+        try:
+            result = run_case(case, Path(directory))
+        except BaseException:                # noqa: BLE001 - the harness's own failure
+            result = {"index": case.index, "describe": case.describe(), "code": None,
+                      "seconds": 0, "skipped": [], "stderr": "",
+                      "traceback": traceback.format_exc(),
+                      "problems": ["harness error: " + traceback.format_exc()]}
+        conn.send(result)
+
+
+def run_cases(cases: list[Case], directory: Path, workers: int = WORKERS,
+              timeout: float = TIMEOUT_S) -> list[dict]:
+    ctx = multiprocessing.get_context("fork")
+    queue = list(reversed(cases))
+    results: dict[int, dict] = {}
+    slots: list[dict] = []
+
+    def spawn(n: int) -> dict:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(child, str(directory / f"w{n}")),
+                           daemon=True)
+        proc.start()
+        child.close()
+        return {"n": n, "proc": proc, "conn": parent, "case": None, "t0": 0.0}
+
+    def fail(slot: dict, why: str) -> None:
+        case = slot["case"]
+        results[case.index] = {"index": case.index, "describe": case.describe(),
+                               "code": None, "seconds": time.monotonic() - slot["t0"],
+                               "problems": [why], "skipped": [], "traceback": None,
+                               "stderr": ""}
+        slot["proc"].kill()
+        slot["proc"].join()
+        shutil.rmtree(directory / f"w{slot['n']}", ignore_errors=True)
+        slots[slots.index(slot)] = spawn(slot["n"])
+
+    for n in range(max(1, min(workers, len(cases)))):
+        slots.append(spawn(n))
+    try:
+        while queue or any(s["case"] is not None for s in slots):
+            for slot in slots:
+                if slot["case"] is None and queue:
+                    slot["case"], slot["t0"] = queue.pop(), time.monotonic()
+                    slot["conn"].send(slot["case"])
+            busy = [s for s in slots if s["case"] is not None]
+            ready = wait_for([s["conn"] for s in busy], timeout=0.5)
+            for slot in busy:
+                if slot["conn"] in ready:
+                    try:
+                        result = slot["conn"].recv()
+                    except (EOFError, OSError):
+                        fail(slot, f"worker died (exit code {slot['proc'].exitcode})")
+                        continue
+                    results[result["index"]] = result
+                    slot["case"] = None
+                elif time.monotonic() - slot["t0"] > timeout:
+                    fail(slot, f"hang: no result within {timeout:.0f} s")
+    finally:
+        for slot in slots:
+            with contextlib.suppress(OSError):
+                slot["conn"].send(None)
+            slot["proc"].join(timeout=5)
+            if slot["proc"].is_alive():
+                slot["proc"].kill()
+    return [results[c.index] for c in cases]
+
+
+def summary(results: list[dict]) -> str:
+    """Counts, then every failed case: its mutations, problems and traceback."""
+    failed = [r for r in results if r["problems"]]
+    hangs = sum(1 for r in failed if any(p.startswith("hang") for p in r["problems"]))
+    modified = sum(1 for r in failed if "the input was modified" in r["problems"])
+    kinds = Counter(re.sub(r"/\d+", "/*", p.split(":")[0]) for r in failed
+                    for p in r["problems"])
+    slowest = sorted(results, key=lambda r: -r["seconds"])[:3]
+    lines = [f"{len(results)} cases, {len(failed)} failed; exit codes "
+             f"{dict(Counter(r['code'] for r in results))}; tracebacks "
+             f"{sum(1 for r in results if r['traceback'])}, hangs {hangs}, inputs modified "
+             f"{modified}",
+             f"problems: {dict(kinds)}",
+             "slowest: " + ", ".join(f"case {r['index']} {r['seconds']:.1f} s"
+                                     for r in slowest)]
+    for r in failed:
+        lines.append(f"--- {r['describe']} -> exit {r['code']}")
+        lines += [f"    {p}" for p in r["problems"]]
+        if r["traceback"]:
+            lines.append("    " + "\n    ".join(r["traceback"].strip().splitlines()[-12:]))
+    return "\n".join(lines)
+
+
+def test_mutations_apply_to_real_reports(tmp_path):
+    """The fuzzer itself: every kind of mutation applies to a real report."""
+    source = next(p for p in SOURCES if p.name == "moe-experts-bad.sqlite")
+    ops = ([Mutation(k, "CUPTI_ACTIVITY_KIND_KERNEL", "end", "some") for k in VALUE_OPS]
+           + [Mutation("drop_column", "StringIds", "id"),
+              Mutation("drop_column", "CUPTI_ACTIVITY_KIND_KERNEL", "end")]
+           + [Mutation(k, "StringIds", "value" if k == "retype_decl" else "", arg=2**40)
+              for k in (*TABLE_OPS, "junk_badutf8") if k != "swap_times"]
+           + [Mutation("swap_times", "CUPTI_ACTIVITY_KIND_KERNEL")]
+           + [Mutation(k, arg=5) for k in FILE_OPS])
+    for i, m in enumerate(ops):
+        path, skipped = build(Case(i, source, [m]), tmp_path)
+        assert not skipped, skipped
+        assert _digest(path) != _digest(source), m.describe()
+        path.unlink()
+    assert make_case(3).describe() == make_case(3).describe()       # reproducible
+
+
+def test_fuzz(tmp_path):
+    indices = ONLY or list(range(CASES))
+    for path in SOURCES:                 # read the schemas once, before the workers fork
+        source_info(path)
+    import gpugap.analysis  # noqa: F401 - the workers inherit the imports
+    import gpugap.cli  # noqa: F401
+
+    cases = [make_case(i) for i in indices]
+    t0 = time.monotonic()
+    results = run_cases(cases, tmp_path)
+    report = summary(results) + f"\n{time.monotonic() - t0:.1f} s"
+    print(report, file=sys.stderr)
+    assert not any(r["problems"] for r in results), report
