@@ -12,6 +12,7 @@ Schema (``gpugap.toml`` drops the ``tool.gpugap`` prefix)::
     [tool.gpugap]
     range = "measured"             # default scope of [gates] (absent: the whole report)
     allow_missing = false          # a gate on a null metric passes (skipped) instead of failing
+    allow_lost_gpu_data = false    # check a report that lost GPU data instead of failing it
     min_severity = "info"          # findings.* metrics count findings of this severity and up
 
     [tool.gpugap.gates]            # on the default scope
@@ -59,8 +60,8 @@ from gpugap.gates import (
 
 CONFIG_NAME = "gpugap.toml"
 PYPROJECT = "pyproject.toml"
-TOP_KEYS = ("range", "allow_missing", "min_severity", "gates", "ranges", "thresholds",
-            "directions", "baseline")
+TOP_KEYS = ("range", "allow_missing", "allow_lost_gpu_data", "min_severity", "gates",
+            "ranges", "thresholds", "directions", "baseline")
 BASELINE_KEYS = ("file", "tolerance", "noise_k", "metrics")
 
 
@@ -73,6 +74,7 @@ class Config:
     gates: tuple[Gate, ...] = ()
     thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     allow_missing: bool = False
+    allow_lost_gpu_data: bool = False
     min_severity: str = "info"
     directions: Mapping[str, str] = field(default_factory=dict)
     baseline_file: Path | None = None
@@ -291,10 +293,12 @@ def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Conf
         if not isinstance(table["range"], str) or not table["range"]:
             raise UsageError(f"{where()} range must be the name of an NVTX range")
         settings["range"] = table["range"]
-    if "allow_missing" in table:
-        if not isinstance(table["allow_missing"], bool):
-            raise UsageError(f"{where()} allow_missing must be true or false")
-        settings["allow_missing"] = table["allow_missing"]
+    for key in ("allow_missing", "allow_lost_gpu_data"):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise UsageError(f"{where()} {key} must be true or false, "
+                                 f"not {table[key]!r}")
+            settings[key] = table[key]
     if "min_severity" in table:
         if not isinstance(table["min_severity"], str) \
                 or table["min_severity"] not in SEVERITY_RANK:

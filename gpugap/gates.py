@@ -69,6 +69,8 @@ from gpugap.errors import UsageError
 from gpugap.metrics import METRIC_NAMES
 
 MIN, MAX, BASELINE = "min", "max", "baseline"
+DATA = "data"           # the report itself: complete enough to be judged (lost GPU data)
+LOST_GPU_DATA = "gpu_data_lost"
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 HIGHER, LOWER, NONE = "higher", "lower", "none"
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -181,6 +183,8 @@ def fmt_value(metric: str, value: float | None) -> str:
     """A metric value for humans: 'null', percentages with '%', up to 3 decimals."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = str(value) if isinstance(value, int) else f"{value:.3f}".rstrip("0").rstrip(".")
     return text + ("%" if is_pct(metric) else "")
 
@@ -229,6 +233,9 @@ class Measurements:
     min_severity: str
     scopes: dict[str | None, Measurement]
     warnings: list[str] = field(default_factory=list)
+    # The report lost GPU data (gpugap.report.trace.ReportInfo.gpu_data_lost): why, in a
+    # few words, else None. check fails on it unless allow_lost_gpu_data.
+    gpu_data_lost: str | None = None
 
     def __getitem__(self, scope: str | None) -> Measurement:
         try:
@@ -303,7 +310,18 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
                               gpu=analysis.gpu.get("name"), thresholds=analysis.thresholds,
                               min_severity=min_severity, scopes={},
                               warnings=list(analysis.warnings))
+    result.gpu_data_lost = lost_gpu_data(trace.info)
     return result
+
+
+def lost_gpu_data(info) -> str | None:
+    """Why the report (its ReportInfo) lost GPU data, or None when it did not."""
+    if not getattr(info, "gpu_data_lost", False):
+        return None
+    if info.nsys_older_than_cuda:
+        return (f"it was written by nsys {info.nsys_version or '?'}, older than the CUDA "
+                f"{info.cuda_version or '?'} it traced, and its kernels are missing")
+    return "most of its kernel launch calls have no kernel in the report"
 
 
 def steady_values(analysis) -> dict[str, float | int | None]:
@@ -428,6 +446,8 @@ class GateResult:
         """The gate without its scope: 'kernel_overlap_pct >= 50'."""
         if self.kind == BASELINE:
             return f"{self.metric} vs baseline"
+        if self.kind == DATA:
+            return f"{self.metric} = false"
         return f"{self.metric} {'>=' if self.kind == MIN else '<='} {self.limit:g}"
 
     @property
@@ -530,6 +550,23 @@ def hold(gate: Gate, m: Measurement, allow_missing: bool = False) -> GateResult:
                       gate.where)
 
 
+def data_result(measured: Measurements, allow_lost_gpu_data: bool) -> GateResult | None:
+    """The implicit gate every check holds: the report did not lose GPU data (else its
+    metrics pass or fail on work it does not hold). Fails unless *allow_lost_gpu_data*
+    (then it is skipped); None for a complete report (no result, no extra gate)."""
+    why = measured.gpu_data_lost
+    if why is None:
+        return None
+    message = f"{measured.report} lost GPU data: {why}; its metrics are incomplete"
+    if allow_lost_gpu_data:
+        return GateResult(measured.report, None, LOST_GPU_DATA, DATA, None, True, SKIP,
+                          f"{message}; skipped (allow_lost_gpu_data)", DATA)
+    return GateResult(measured.report, None, LOST_GPU_DATA, DATA, None, True, FAIL,
+                      f"{message}: capture again with a current Nsight Systems, or pass "
+                      "--allow-lost-gpu-data (allow_lost_gpu_data = true in the config) "
+                      "to check it anyway", DATA)
+
+
 def scopes_of(gates: Iterable[Gate], range_name: str | None) -> list[str | None]:
     """The scopes a check covers: the default one, and every range a gate names."""
     return list(dict.fromkeys([range_name, *(g.range or range_name for g in gates)]))
@@ -538,13 +575,15 @@ def scopes_of(gates: Iterable[Gate], range_name: str | None) -> list[str | None]
 def evaluate(source, gates: Iterable[Gate] = (), *, range_name: str | None = None,
              thresholds: Mapping[str, Mapping[str, float]] | None = None,
              min_severity: str = "info", allow_missing: bool = False,
-             baseline=None, policy=None) -> ReportCheck:
+             baseline=None, policy=None, allow_lost_gpu_data: bool = False) -> ReportCheck:
     """Hold *gates* against a report.
 
     *source* is a Trace (measured here) or the :class:`Measurements` of one. Gates
     without a range apply to *range_name* (None: the whole report). With *baseline* (a
     :class:`gpugap.baseline.Baseline`), every scope the check covers is also compared
     with it under *policy* (a :class:`gpugap.baseline.Policy`; default tolerances).
+    A report that lost GPU data (ReportInfo.gpu_data_lost) gets one more result, first:
+    a failure, or a skip with *allow_lost_gpu_data* (:func:`data_result`).
     """
     gates = list(gates)
     scopes = scopes_of(gates, range_name)
@@ -555,6 +594,9 @@ def evaluate(source, gates: Iterable[Gate] = (), *, range_name: str | None = Non
                            whole=None in scopes, thresholds=thresholds,
                            min_severity=min_severity)
     results = [hold(g, measured[g.range or range_name], allow_missing) for g in gates]
+    lost = data_result(measured, allow_lost_gpu_data)
+    if lost is not None:
+        results.insert(0, lost)
     warnings = list(measured.warnings)
     if baseline is not None:
         from gpugap.baseline import compare

@@ -286,3 +286,87 @@ def test_launches_captured_into_graphs_are_not_lost_data():
 
     attach_launches(trace.kernels.copy(), trace.api, launched)
     assert launches_without_kernels(trace.api, launched) == (464, 0)
+
+
+# --- gpugap check fails on a report that lost GPU data, unless told otherwise ----------
+
+def check_json(capsys, *argv) -> tuple[int, dict, str]:
+    code = main(["check", *map(str, argv), "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_check_fails_on_lost_gpu_data_unless_allowed(capsys, tmp_path, monkeypatch):
+    """The hand-built lost-data report (a real export that kept 2 of its 5184 kernels):
+    a gate it holds passes, yet check fails on the lost data, with one gate line that
+    says why and how to opt out; --allow-lost-gpu-data (or allow_lost_gpu_data = true in
+    the config) makes it a skip."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = derived(tmp_path, "lost_kernels", [
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid > 2"], source="moe-experts-bad")
+    gate = ["--max", "findings.count=100000"]
+    code, doc, _ = check_json(capsys, path, *gate, "--no-config")
+    assert code == 1 and doc["passed"] is False
+    assert doc["summary"] == {"gates": 2, "passed": 1, "failed": 1, "skipped": 0}
+    lost, held = doc["reports"][0]["gates"]
+    assert (lost["kind"], lost["metric"], lost["status"], lost["value"]) == \
+        ("data", "gpu_data_lost", "fail", True)
+    assert lost["name"] == "whole: gpu_data_lost = false"
+    assert "lost GPU data: most of its kernel launch calls have no kernel" in lost["message"]
+    assert "--allow-lost-gpu-data" in lost["message"]
+    assert held["status"] == "pass"
+    assert any(w.startswith("GPU data lost") for w in doc["reports"][0]["warnings"])
+
+    # The terminal: one FAIL line naming the problem and the way out; the summary line.
+    assert main(["check", str(path), *gate, "--no-config"]) == 1
+    out = capsys.readouterr().out
+    fail_lines = [ln for ln in out.splitlines() if ln.startswith("FAIL ")]
+    assert len(fail_lines) == 1 and "lost GPU data" in fail_lines[0]
+    assert "gpugap check failed: 1 of 2 gates failed" in out
+
+    # JUnit: a failure of type gpugap.data.
+    junit = tmp_path / "junit.xml"
+    assert main(["check", str(path), *gate, "--no-config", "--junit", str(junit)]) == 1
+    capsys.readouterr()
+    assert 'type="gpugap.data"' in junit.read_text()
+
+    # Opting out: the option, or the config key.
+    code, doc, _ = check_json(capsys, path, *gate, "--no-config", "--allow-lost-gpu-data")
+    assert code == 0 and doc["passed"] is True
+    assert doc["summary"] == {"gates": 2, "passed": 1, "failed": 0, "skipped": 1}
+    assert doc["reports"][0]["gates"][0]["status"] == "skip"
+    config = tmp_path / "gpugap.toml"
+    config.write_text("allow_lost_gpu_data = true\n")
+    code, doc, _ = check_json(capsys, path, *gate)
+    assert code == 0 and doc["reports"][0]["gates"][0]["status"] == "skip"
+    config.write_text('allow_lost_gpu_data = "yes"\n')
+    assert main(["check", str(path), *gate]) == 2
+    err = capsys.readouterr().err
+    assert "allow_lost_gpu_data must be true or false" in err and len(err.splitlines()) == 1
+
+
+def test_check_of_old_nsys_without_kernels_names_the_nsys(capsys, tmp_path, monkeypatch):
+    """nsys 2023.4 on CUDA 13, few launches left to show the kernels arrived (hand-built
+    from a real export): the gate line names the nsys and the CUDA."""
+    monkeypatch.chdir(tmp_path)
+    path = derived(tmp_path, "old_nsys_lost", [
+        "UPDATE META_DATA_EXPORT SET value = '2023.4.4.54' "
+        "WHERE name = 'EXPORT_PRODUCT_VERSION'",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid > 1",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN (SELECT id FROM StringIds "
+        "WHERE value LIKE 'cuLaunchKernel%') AND rowid % 10 != 0"])
+    assert load(path).info.gpu_data_lost
+    code, doc, _ = check_json(capsys, path, "--max", "findings.count=100000", "--no-config")
+    assert code == 1
+    message = doc["reports"][0]["gates"][0]["message"]
+    assert "written by nsys 2023.4.4.54, older than the CUDA 13.0 it traced" in message
+
+
+def test_check_of_complete_reports_has_no_data_gate(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, doc, _ = check_json(capsys, report_path("moe-experts-bad"),
+                              "--max", "findings.count=100000", "--no-config")
+    assert code == 0
+    assert [g["kind"] for g in doc["reports"][0]["gates"]] == ["max"]

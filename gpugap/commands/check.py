@@ -111,6 +111,10 @@ def check(
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="let a gate on a null metric (no copies, say) pass "
                                 "instead of failing")] = False,
+    allow_lost_gpu_data: Annotated[bool, typer.Option(
+        "--allow-lost-gpu-data", help="check a report that lost GPU data (kernel launches "
+                                      "without their kernels, an nsys older than the "
+                                      "CUDA it traced) instead of failing it")] = False,
     junit: Annotated[Path | None, typer.Option(
         "--junit", help="write JUnit XML here (one test case per gate)")] = None,
     markdown: MarkdownOpt = None,
@@ -124,7 +128,8 @@ def check(
 ) -> int:
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
     against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
-    table of pyproject.toml (see docs/ci.md)."""
+    table of pyproject.toml (see docs/ci.md). A report that lost GPU data fails too,
+    unless --allow-lost-gpu-data."""
     from gpugap.baseline import load as load_baseline
     from gpugap.gates import Check, evaluate, parse_gate
     from gpugap.render.github import check_annotations, in_github_actions
@@ -137,7 +142,8 @@ def check(
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
         raise UsageError(f"--tolerance must be a finite number >= 0, not {tolerance:g}")
     cfg = cfg.overridden(tolerance=tolerance,
-                         allow_missing=allow_missing or cfg.allow_missing)
+                         allow_missing=allow_missing or cfg.allow_missing,
+                         allow_lost_gpu_data=allow_lost_gpu_data or cfg.allow_lost_gpu_data)
     gates = [*cfg.gates, *(parse_gate("min", g) for g in min_ or []),
              *(parse_gate("max", g) for g in max_ or [])]
     baseline_file = baseline or cfg.baseline_file
@@ -160,7 +166,8 @@ def check(
             checked.append(evaluate(
                 trace, gates, range_name=cfg.range, thresholds=cfg.thresholds,
                 min_severity=cfg.min_severity, allow_missing=cfg.allow_missing,
-                baseline=known, policy=policy))
+                baseline=known, policy=policy,
+                allow_lost_gpu_data=cfg.allow_lost_gpu_data))
     result = Check(checked, config=None if cfg.path is None else str(cfg.path),
                    baseline=None if baseline_file is None else str(baseline_file))
 
