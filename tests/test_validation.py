@@ -108,7 +108,7 @@ def test_wrongly_typed_values_read_as_missing(tmp_path):
     assert (k["blocks"] > 0).all()
 
 
-def test_unknown_device_gets_a_placeholder(tmp_path):
+def test_unknown_device_gets_a_placeholder(capsys, tmp_path):
     path = derived(tmp_path, "unknown_device", [
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 3 WHERE rowid = 7",
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 100000 WHERE rowid = 8"])
@@ -117,6 +117,12 @@ def test_unknown_device_gets_a_placeholder(tmp_path):
     assert trace.info.problems == {"kernels:device": 1, "devices:unknown": 1}
     row = trace.device_row(3)
     assert row["sm_count"] == 132 and row["name"] is None
+    # The rules see a kernel on a device TARGET_INFO_GPU lacks (serialized-streams
+    # indexed the devices it knew: IndexError).
+    from tests.test_fuzz import check_document
+
+    code, doc, err = analyze_json(capsys, path)
+    assert code == 0 and "Traceback" not in err and check_document(doc) == []
 
 
 def test_names_null_blob_dangling_and_bad_utf8(tmp_path):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -740,9 +741,11 @@ def _phases_json(tl: Timeline) -> list[dict[str, Any]]:
 def _script_json(document: Any) -> str:
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                       default=_json_default)
-    # Inside <script>: no '</script>' or '<!--' can appear once '<' is escaped.
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029",
+    # Inside <script>: no '</script>' or '<!--' can appear once '<' is escaped. JSON
+    # escapes C0 controls itself; DEL and C1 (ESC's 8-bit twin, U+009B CSI) too here.
+    text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029",
                                                                             "\\u2029")
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _json_default(value: Any) -> Any:
@@ -761,8 +764,18 @@ def _asset(name: str) -> str:
     return resources.files("gpugap.render").joinpath("assets", name).read_text("utf-8")
 
 
+_C1 = re.compile("[\x7f-\x9f]")
+
+
 def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text for HTML: escaped, and its control/format characters (escape sequences of a
+    hostile name; invalid in HTML) shown visibly as in the terminal (safe_text), except
+    the newlines and tabs of a message."""
+    text = str(value)
+    if not text.isprintable():
+        text = "\n".join("\t".join(safe_text(part, None) for part in line.split("\t"))
+                         for line in text.split("\n"))
+    return html.escape(text, quote=True)
 
 
 def _pct(value: float | None) -> str:

@@ -35,6 +35,7 @@ from gpugap.render.html import (
     output_args,
     rule_color,
 )
+from gpugap.render.safe import safe_text
 from gpugap.report.trace import Trace
 from gpugap.rules.base import fmt_ns
 
@@ -53,7 +54,12 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 
 
 def _esc(text: object) -> str:
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text for the SVG (XML): escaped; control and format characters (XML 1.0 forbids
+    most; escape sequences of a hostile name) shown visibly (gpugap.render.safe)."""
+    text = str(text)
+    if not text.isprintable():
+        text = safe_text(text, None)
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;"))
 
 

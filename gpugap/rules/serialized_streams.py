@@ -257,6 +257,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         end = kernels["end"].to_numpy(dtype=np.int64)
         if rows is not None:
             start, end = start[rows], end[rows]
+        if start.size < 2:              # one kernel on this device: nothing to serialize
+            continue
         order = _device_order(start, end)
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
@@ -310,7 +312,7 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     carried = np.where(carrier >= 0, code[np.maximum(carrier, 0)], missing).astype(np.int8)
     del carrier, idx
     previous = np.empty_like(carried)
-    previous[0] = missing
+    previous[:1] = missing
     previous[1:] = carried[:-1]
     new_range = np.zeros(m, dtype=bool)
     if "range" in t and m > 1:
