@@ -235,6 +235,25 @@ def test_garbage_timestamps_give_no_impossible_costs(capsys, tmp_path):
     assert any("ending before they start" in w for w in doc["warnings"])
 
 
+def test_kernels_whose_launch_call_was_dropped_count_nothing_between(capsys, tmp_path):
+    """Fuzz case 1365 (seed 13): launch calls ending at 2^63-1 are dropped, so some
+    kernels lose their launch time; serialized-streams counted the legacy-stream launches
+    'between' A's launch and B's unknown one (read as 0) as a negative number."""
+    from tests.test_fuzz import check_document
+
+    path = derived(tmp_path, "dropped_launches", [
+        *loosen("CUPTI_ACTIVITY_KIND_RUNTIME"),
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = 9223372036854775807 "
+        "WHERE rowid % 7 = 3"])
+    code, doc, _ = analyze_json(capsys, path)
+    assert code == 0 and check_document(doc) == []
+    transitions = [t for f in doc["findings"]
+                   for t in (f.get("evidence") or {}).get("transitions", [])]
+    legacy = [t["legacy_ops_launched_between"] for t in transitions
+              if "legacy_ops_launched_between" in t]
+    assert legacy and min(legacy) >= 0
+
+
 def test_capture_window_contradicting_the_events_is_ignored(tmp_path):
     path = derived(tmp_path, "early_stop", ["UPDATE ANALYSIS_DETAILS SET stopTime = 1000, "
                                             "startTime = 10"])

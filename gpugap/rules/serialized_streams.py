@@ -74,7 +74,8 @@ _CODE = {c: i for i, c in enumerate(CAUSES)}
 
 def _count_between(event_gtid: np.ndarray, event_t: np.ndarray, gtid: np.ndarray,
                    lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """How many events of the same thread fall in [lo, hi) for each query."""
+    """How many events of the same thread fall in [lo, hi) for each query (0 when
+    hi <= lo: B launched before A, or B's launch unknown and read as 0)."""
     out = np.zeros(lo.size, dtype=np.int64)
     if event_t.size == 0 or lo.size == 0:
         return out
@@ -88,7 +89,7 @@ def _count_between(event_gtid: np.ndarray, event_t: np.ndarray, gtid: np.ndarray
             out = np.searchsorted(t, hi, "left") - np.searchsorted(t, lo, "left")
         else:
             out[q] = np.searchsorted(t, hi[q], "left") - np.searchsorted(t, lo[q], "left")
-    return out
+    return np.maximum(out, 0, out=out)
 
 
 class _Kernels:
