@@ -14,12 +14,18 @@ worker process, asserting what a user must always get:
   (``check_document``: finite, not negative, times below 2^62, percentages within
   [0, 100]), walked generically so that new fields are checked too.
 
+One case in four (``Case.rendered``) also runs ``gpugap analyze COPY --html H --svg S``
+(H and S outside the input's directory): the same exit code, no traceback, at most 5
+stderr lines (the two 'wrote' lines), no raw control character in the terminal output,
+the HTML or the SVG, and an SVG that is well-formed XML.
+
 The mutations (``MUTATIONS``): every column gpugap reads (gpugap.report.columns.SCHEMA)
 dropped, NULLed, retyped (text, numeric text, blob, real, +-inf, int64 extremes, 2^62,
-2^53, -1, 0) or given dangling ids, invalid UTF-8 or a huge string, in all rows, some or
-one; a column's declared type changed; tables dropped, emptied, duplicated, renamed to
-invalid UTF-8, given a row with a huge rowid, their start/end swapped; a junk table with
-an invalid UTF-8 name; and, on the file, bit flips, a zeroed page and truncation.
+2^53, -1, 0) or given dangling ids (far off, or beside the real ones), invalid UTF-8,
+escape sequences and markup, or a huge string, in all rows, some or one; a column's
+declared type changed; tables dropped, emptied, duplicated, renamed to invalid UTF-8,
+given a row with a huge rowid, their start/end swapped; a junk table with an invalid
+UTF-8 name; and, on the file, bit flips, a zeroed page and truncation.
 
 Two cases in three are systematic (each column in turn, with each of SYSTEMATIC_OPS in
 turn), the others random (one to three mutations of any kind). The suite runs
@@ -55,6 +61,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -191,10 +198,18 @@ VALUE_OPS = {           # op -> SQL value expression (bound as a parameter where
     "-1": ("param", -1),
     "0": ("param", 0),
     "dangling": ("param", 7777),
+    "nearid": ("param", 3),       # an id beside the real ones: a device, stream, thread
+                                  # or string that the report's other tables do not list
     "bigid": ("param", 2**31 + 5),
     "badutf8": ("sql", "CAST(X'41ff42c3283fe282' AS TEXT)"),
     "hugestr": ("param", "[bold]x" + "y" * 1_000_000),
+    "escapes": ("param", "k\x1b]0;t\x07\x1b[2J[/x]\x9b1m\u202e\n"),   # terminal injection
 }
+# Text columns whose values gpugap shows (kernel, API, NVTX, GPU and copy-kind names);
+# StringIds twice: it names most of them.
+NAME_COLUMNS = (("StringIds", "value"), ("StringIds", "value"), ("NVTX_EVENTS", "text"),
+                ("TARGET_INFO_GPU", "name"), ("ENUM_CUDA_MEMCPY_OPER", "label"),
+                ("ENUM_CUDA_MEM_KIND", "label"), ("META_DATA_EXPORT", "value"))
 SCOPES = {"all": "1", "some": "rowid % 7 = 3", "half": "rowid % 2 = 0",
           "one": 'rowid = (SELECT min(rowid) FROM "{t}")'}
 TABLE_OPS = ("drop_table", "empty_table", "dup_rows", "huge_rowid", "swap_times",
@@ -228,6 +243,13 @@ class Case:
     mutations: list[Mutation] = field(default_factory=list)
 
     @property
+    def rendered(self) -> bool:
+        """One case in four also runs ``analyze COPY --html H --svg S`` (terminal output,
+        HTML and SVG of the broken report, written outside the input's directory); half
+        of them through the fast reader."""
+        return self.index % 8 in (2, 7)
+
+    @property
     def fast(self) -> bool:
         """Odd cases read every table through the fast (ADBC) reader and prefetch, as
         reports of 50k rows and more are; even ones through sqlite3."""
@@ -235,7 +257,8 @@ class Case:
 
     def describe(self) -> str:
         return (f"case {self.index} ({self.source.name}{', fast reader' if self.fast else ''}"
-                "): " + "; ".join(m.describe() for m in self.mutations))
+                f"{', rendered' if self.rendered else ''}): "
+                + "; ".join(m.describe() for m in self.mutations))
 
 
 # Systematic cases: each column gpugap reads (that some real report has) with each of
@@ -274,7 +297,14 @@ def make_case(index: int, seed: int = SEED) -> Case:
     case = Case(index, source)
     for _ in range(rng.choices([1, 2, 3], weights=[70, 20, 10])[0]):
         roll = rng.random()
-        if roll < 0.72:
+        names = [tc for tc in NAME_COLUMNS if tc[1] in info.tables.get(tc[0], ())]
+        if roll < 0.12 and names:
+            # The text gpugap shows: names hostile, huge, undecodable or missing.
+            table, column = rng.choice(names)
+            kind = rng.choice(["escapes", "escapes", "hugestr", "badutf8", "null", "blob"])
+            scope = "one" if kind == "hugestr" else rng.choice(list(SCOPES))
+            case.mutations.append(Mutation(kind, table, column, scope))
+        elif roll < 0.72:
             table = rng.choice(read_tables)
             column = rng.choice([c for c in SCHEMA[table] if c in info.tables[table]])
             kind = rng.choice(["drop_column", *VALUE_OPS, "null", "text", "inf", "badutf8"])
@@ -418,31 +448,71 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def run_case(case: Case, directory: Path) -> dict:
-    """Build the case, run analyze on it in this process, and judge the outcome."""
+def _invoke(argv: list[str], fast: bool) -> tuple[int | None, str, str, str | None]:
+    """``main(argv)`` in this process: exit code, stdout, stderr, escaped traceback."""
     from gpugap.cli import main
     from gpugap.report import reader
 
-    directory.mkdir(parents=True, exist_ok=True)
-    path, skipped = build(case, directory)
-    before = _digest(path)
-    files = sorted(p.name for p in directory.iterdir())
     out, err = io.StringIO(), io.StringIO()
     escaped = None
-    t0 = time.monotonic()
     fast_min_rows = reader.FAST_MIN_ROWS
-    reader.FAST_MIN_ROWS = 0 if case.fast else fast_min_rows
+    reader.FAST_MIN_ROWS = 0 if fast else fast_min_rows
     with warnings.catch_warnings():
         warnings.simplefilter("always")      # each case shows its own warnings
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = main(["analyze", str(path), "--json"])
+                code = main(argv)
             except BaseException:            # noqa: BLE001 - what the fuzzer looks for
                 code, escaped = None, traceback.format_exc()
             finally:
                 reader.FAST_MIN_ROWS = fast_min_rows
+    return code, out.getvalue(), err.getvalue(), escaped
+
+
+# Control characters no rendering of a report may hold: C0 but tab/newline, DEL, C1.
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def run_case(case: Case, directory: Path) -> dict:
+    """Build the case, run analyze on it in this process, and judge the outcome."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path, skipped = build(case, directory)
+    before = _digest(path)
+    files = sorted(p.name for p in directory.iterdir())
+    t0 = time.monotonic()
+    code, out, err, escaped = _invoke(["analyze", str(path), "--json"], case.fast)
+    problems = judge(code, out, err, escaped)
+    stderr = err
+    if case.rendered:
+        # The terminal (not a tty here: rich adds no escape sequence of its own), the
+        # HTML and the SVG: same exit code, no traceback, no raw control character.
+        outdir = directory.parent / f"{directory.name}-out"
+        shutil.rmtree(outdir, ignore_errors=True)
+        outdir.mkdir()
+        html, svg = outdir / "r.html", outdir / "r.svg"
+        code2, out2, err2, escaped2 = _invoke(
+            ["analyze", str(path), "--html", str(html), "--svg", str(svg)], case.fast)
+        stderr += err2
+        rendered = judge(code2, out2, err2, escaped2, max_stderr=MAX_STDERR_LINES + 2,
+                         json_out=False)
+        if code2 != code and escaped2 is None and escaped is None:
+            rendered.append(f"exit {code2} rendered, {code} with --json")
+        for name, text in (("stdout", out2),
+                           *((p.name, p.read_text(errors="replace")) for p in (html, svg)
+                             if p.is_file())):
+            if _RAW_CONTROL.search(text):
+                rendered.append(f"raw control character in the {name}")
+        if svg.is_file():
+            try:
+                ElementTree.parse(svg)
+            except ElementTree.ParseError as exc:
+                rendered.append(f"the SVG is not well-formed XML ({exc})")
+        if code2 == 0 and not (html.is_file() and svg.is_file()):
+            rendered.append("exit 0 without the --html/--svg files")
+        shutil.rmtree(outdir, ignore_errors=True)
+        problems += [f"rendered: {p}" for p in rendered]
+        escaped = escaped or escaped2
     seconds = time.monotonic() - t0
-    problems = judge(code, out.getvalue(), err.getvalue(), escaped)
     if _digest(path) != before:
         problems.append("the input was modified")
     if sorted(p.name for p in directory.iterdir()) != files:
@@ -451,10 +521,11 @@ def run_case(case: Case, directory: Path) -> dict:
     path.unlink()
     return {"index": case.index, "describe": case.describe(), "code": code,
             "seconds": round(seconds, 3), "problems": problems, "skipped": skipped,
-            "traceback": escaped, "stderr": err.getvalue()[-4000:]}
+            "traceback": escaped, "stderr": stderr[-4000:]}
 
 
-def judge(code, out: str, err: str, escaped: str | None) -> list[str]:
+def judge(code, out: str, err: str, escaped: str | None,
+          max_stderr: int = MAX_STDERR_LINES, json_out: bool = True) -> list[str]:
     problems = []
     if escaped is not None:
         problems.append("traceback: " + escaped.strip().splitlines()[-1])
@@ -463,11 +534,11 @@ def judge(code, out: str, err: str, escaped: str | None) -> list[str]:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if "Traceback" in err:
         problems.append("traceback on stderr")
-    if len(lines) > MAX_STDERR_LINES:
+    if len(lines) > max_stderr:
         problems.append(f"{len(lines)} stderr lines: {lines[:6]}")
     if code not in (0, None) and not any(ln.startswith("gpugap: error: ") for ln in lines):
         problems.append(f"exit {code} without a 'gpugap: error:' line: {lines[:3]}")
-    if code == 0 or out.strip():
+    if json_out and (code == 0 or out.strip()):
         try:
             doc = strict_loads(out)
         except ValueError as exc:
