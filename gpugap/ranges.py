@@ -73,8 +73,8 @@ def _launches_by_thread(trace: Trace) -> dict[int, list[tuple[np.ndarray, np.nda
     return out
 
 
-def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
-    """For each range: max(its end, end of the GPU work its thread launched inside it)."""
+def _projected_ends_of(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
+    """_projected_ends computed for *ranges* (any frame of NVTX ranges)."""
     ends = ranges["end"].to_numpy(dtype=np.int64).copy()
     if ranges.empty or not trace.has_gpu_activity:
         return ends
@@ -87,6 +87,30 @@ def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
             hi = np.searchsorted(launch, own_ends, side="right")
             ends[idx] = np.maximum(ends[idx], _slice_max(op_end, lo, hi, own_ends))
     return ends
+
+
+def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
+    """For each range: max(its end, end of the GPU work its thread launched inside it).
+
+    Computed once for every NVTX range of the trace and looked up for rows of it (as
+    user_ranges/select/reported_ranges return them), so that the windows of many
+    distinct ranges cost their instances, not a pass over the launches each."""
+    nv = trace.nvtx
+    index = ranges.index
+    if (ranges.empty or not isinstance(nv.index, pd.RangeIndex) or nv.index.start != 0
+            or nv.index.step != 1 or not pd.api.types.is_integer_dtype(index.dtype)):
+        return _projected_ends_of(trace, ranges)
+    pos = index.to_numpy()
+    if int(pos.min()) < 0 or int(pos.max()) >= len(nv):
+        return _projected_ends_of(trace, ranges)
+    # Rows of trace.nvtx itself (same index, same times and thread), else computed here.
+    for col in ("start", "end", "gtid"):
+        if not np.array_equal(nv[col].to_numpy()[pos], ranges[col].to_numpy()):
+            return _projected_ends_of(trace, ranges)
+    cached = trace.__dict__.get("_nvtx_projected_ends")
+    if cached is None or cached.size != len(nv):
+        cached = trace.__dict__["_nvtx_projected_ends"] = _projected_ends_of(trace, nv)
+    return cached[pos]
 
 
 # NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
@@ -157,9 +181,21 @@ def reported_ranges(trace: Trace, max_depth: int = 1, all_domains: bool = False
     if nv.empty:
         return []
     shallow = nv[nv["depth"] <= max_depth]
+    if shallow.empty:
+        return []
+    # Every row grouped by (domain, name) once: linear in the rows, not rows x names.
+    keys = pd.MultiIndex.from_arrays([nv["domain"].astype(object).to_numpy(),
+                                      nv["name"].astype(object).to_numpy()])
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    wanted = pd.unique(codes[(nv["depth"] <= max_depth).to_numpy()])
     out = []
-    for domain, name in shallow[["domain", "name"]].drop_duplicates().itertuples(index=False):
-        every = nv[(nv["name"] == name) & (nv["domain"] == domain)]
+    for code in wanted.tolist():
+        if code < 0:                    # a missing name or domain matches nothing
+            continue
+        domain, name = uniques[code]
+        every = nv.iloc[order[bounds[code]:bounds[code + 1]]]
         out.append((RangeKey(name=str(name), domain=str(domain)), every))
     out.sort(key=lambda item: int(item[1]["start"].min()))
     return out
