@@ -39,6 +39,10 @@ Metric names
     ``steady.idle_pct``           100 - busy
     ``steady.BUCKET_pct``         share of one bucket, e.g. ``steady.synchronization_pct``,
                                   ``steady.launch-bound_pct``, ``steady.input_pct``
+    ``steady.comm_compute_overlap_pct``  share of the steady state's communication time
+                                  hidden under compute (all devices)
+    ``steady.exposed_comm_ms``    exposed communication per iteration (the worst
+                                  device's; in a --range: the range's total)
     ============================  ====================================================
 
     In a ``--range`` scope the steady.* shares describe the range (iteration figures
@@ -90,6 +94,9 @@ DIRECTIONS: tuple[tuple[str, str, str], ...] = (
     ("steady.compute_pct", HIGHER, "more of each iteration is compute"),
     ("steady.graph_pct", HIGHER, "more of each iteration is CUDA-graph work"),
     ("steady.iterations", NONE, "describes the run, not its quality"),
+    ("steady.comm_compute_overlap_pct", HIGHER, "more communication hidden under compute"),
+    ("comm_compute_overlap_pct", HIGHER, "more communication hidden under compute"),
+    ("exposed_comm_ns", LOWER, "less communication the GPU waits on"),
     ("steady.*", LOWER, "less of each iteration idle or in exposed copies/communication"),
     # kernels, copies, memsets, *_time_ns, gpu_busy_ns describe the workload, not how
     # well it runs: no direction, so baselines do not gate them unless told to.
@@ -294,7 +301,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
                                   scopes={}, warnings=list(analysis.warnings))
         findings = [f for f in analysis.findings
                     if SEVERITY_RANK.get(f.severity, 0) >= floor]
-        values = {**analysis.metrics.to_dict(), **steady_values(analysis),
+        values = {**analysis.metrics.to_dict(), **steady_values(analysis, trace),
                   **finding_values(findings)}
         result.scopes[name] = Measurement(analysis.report, name, values, findings)
     if result is None:          # nothing asked: still say which report it was
@@ -306,7 +313,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
     return result
 
 
-def steady_values(analysis) -> dict[str, float | int | None]:
+def steady_values(analysis, trace) -> dict[str, float | int | None]:
     """steady.* metrics: the steady state of the report's devices (all of them: busy and
     bucket shares of their summed steady time; iteration times of the slowest device).
     In a --range scope they describe the range instead (its accounting, no iterations)."""
@@ -316,20 +323,30 @@ def steady_values(analysis) -> dict[str, float | int | None]:
     values: dict[str, float | int | None] = {name: None for name in STEADY_NAMES}
     if analysis.accounting is None:
         return values
+    from gpugap import metrics
+
     walls, buckets, medians, counts = 0, dict.fromkeys(IDS, 0), [], []
+    comm, hidden, exposed = 0, 0, []
     for device, dev in analysis.accounting.devices.items():
         windows = analysis.judged(device)
         wall = tl.total(windows)
         if wall <= 0:
             continue
         walls += wall
-        for b, v in dev.totals_in(windows).items():
+        totals = dev.totals_in(windows)
+        for b, v in totals.items():
             buckets[b] += v
         its = dev.phases.steady_iterations
+        m = metrics.compute(trace, windows, devices=[device])
+        comm += m.comm_time_ns
+        hidden += m.comm_time_ns - m.exposed_comm_ns
         if analysis.scope is None and len(its):
             lo, hi = dev.phases.iteration_windows(its)
             medians.append(float(np.median(hi - lo)))
             counts.append(len(its))
+            exposed.append(totals.get("communication", 0) / len(its))
+        else:
+            exposed.append(totals.get("communication", 0))
     if walls <= 0:
         return values
     busy = sum(buckets[b] for b in BUSY_IDS)
@@ -340,6 +357,9 @@ def steady_values(analysis) -> dict[str, float | int | None]:
     if medians:
         values["steady.iteration_ms"] = round(max(medians) / 1e6, 6)
         values["steady.iterations"] = int(min(counts))
+    if comm > 0:
+        values["steady.comm_compute_overlap_pct"] = round(100.0 * hidden / comm, 3)
+        values["steady.exposed_comm_ms"] = round(max(exposed) / 1e6, 6)
     return values
 
 
@@ -347,7 +367,8 @@ def _steady_names() -> tuple[str, ...]:
     from gpugap.accounting.buckets import IDS
 
     return ("steady.iteration_ms", "steady.iterations", "steady.gpu_busy_pct",
-            "steady.idle_pct", *(f"steady.{b}_pct" for b in IDS))
+            "steady.idle_pct", "steady.comm_compute_overlap_pct", "steady.exposed_comm_ms",
+            *(f"steady.{b}_pct" for b in IDS))
 
 
 STEADY_NAMES = _steady_names()

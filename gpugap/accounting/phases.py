@@ -201,7 +201,10 @@ def _op_codes(trace: Trace, work: DeviceWork, positions: np.ndarray) -> np.ndarr
     out[sel] = k_codes[row[sel]]
     sel = src == 1
     out[sel] = width + m_codes[row[sel]]
-    out[src == 2] = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
+    memset_code = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
+    out[src == 2] = memset_code
+    sel = src == 3                  # graph executions: one code per graph
+    out[sel] = memset_code + 1 + trace.graphs["graph_id"].to_numpy().astype(np.int64)[row[sel]]
     return out
 
 

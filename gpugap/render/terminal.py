@@ -70,6 +70,10 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
     if v.finding:
         body.append("\nfinding: ", style="bold")
         body.append_text(safe_rich(v.finding))
+    for item in v.also:
+        body.append("\nalso: ", style="bold yellow")
+        body.append_text(safe_rich(f"{item['headline']} [{item['finding']}]",
+                                   limit=MESSAGE_LIMIT))
     if v.fix:
         body.append("\nfix: ", style="bold green")
         body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))
@@ -129,6 +133,8 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
     body.append_text(safe_rich(f"where: {where}", "dim", limit=MESSAGE_LIMIT))
     if f.device is not None:
         body.append(f"; GPU {f.device}", style="dim")
+    if f.pid is not None:
+        body.append(f"; process {f.pid}", style="dim")
     if streams:
         body.append(f"; streams {streams}", style="dim")
     body.append(f"; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
