@@ -311,13 +311,16 @@ JIT_KERNEL = re.compile(r"^(?:void )?triton_")
 
 
 def jit_ops(trace: Trace, work: DeviceWork) -> np.ndarray:
-    """Per op of *work*: is it a kernel a JIT compiler generated?"""
-    out = np.zeros(len(work), dtype=bool)
-    kernels = trace.kernels
-    if len(kernels):
-        jit = host.name_mask(kernels["name"], JIT_KERNEL)
-        sel = work.source == 0
-        out[sel] = jit[work.row[sel]]
+    """Per op of *work*: is it a kernel a JIT compiler generated? (cached on *work*)"""
+    out = work.__dict__.get("_jit_ops")
+    if out is None:
+        out = np.zeros(len(work), dtype=bool)
+        kernels = trace.kernels
+        if len(kernels):
+            jit = host.name_mask(kernels["name"], JIT_KERNEL)
+            sel = work.source == 0
+            out[sel] = jit[work.row[sel]]
+        work.__dict__["_jit_ops"] = out
     return out
 
 

@@ -32,7 +32,7 @@ from gpugap import timeline as tl
 from gpugap.accounting.buckets import CODE
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 
 FIXES = {
     "after-compute": (
@@ -125,18 +125,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         exposed = dev.by_bucket.get("communication", tl.EMPTY)
         if not exposed[0].size:
             continue
-        whole = dev.window[1] - dev.window[0]
-        scope = None if context.scope is None else context.scope.get(device, tl.EMPTY)
         wait = _peer_wait(context, device, ops)
-        for phase in FINDING_PHASES:
-            span = context.phase_span(device, phase)
-            if scope is not None:
-                span = tl.intersect(span, scope)
-            wall = tl.total(span)
-            if wall <= 0:
-                continue
-            base = tl.total(scope) if scope is not None else (
-                wall if phase == "steady" else whole)
+        for phase, span, _, base in context.judged_phases(device):
             mine = tl.intersect(exposed, span)
             cost = tl.total(mine)
             if cost <= 0 or 100.0 * cost / base < config["min_share_pct"]:

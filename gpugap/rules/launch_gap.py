@@ -33,12 +33,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpugap import timeline as tl
 from gpugap.accounting.attribution import jit_ops
 from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 from gpugap.rules.evidence import dependency_calls, host_calls
 
 # Accounting bucket -> cause (cause ids kept from earlier versions: users' gates name them).
@@ -147,18 +146,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     other findings have taken their part (costs only shrink there)."""
     findings = []
     for device, dev in context.accounting.devices.items():
-        whole = dev.window[1] - dev.window[0]
-        scope = None if context.scope is None else context.scope.get(device, tl.EMPTY)
-        for phase in FINDING_PHASES:
-            span = context.phase_span(device, phase)
-            if scope is not None:
-                span = tl.intersect(span, scope)
-            wall = tl.total(span)
-            if wall <= 0:
-                continue
-            # The wall its share is of (as settling computes it).
-            base = (tl.total(scope) if scope is not None else
-                    wall if phase == "steady" else whole)
+        for phase, span, wall, base in context.judged_phases(device):
             totals = dev.totals_in(span)
             for bucket, cause in BUCKET_CAUSE.items():
                 ns = totals.get(bucket, 0)
