@@ -63,6 +63,7 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
     ("peer", "copy peer→peer", "#9467bd"),
     ("copy-other", "copy, other", "#8c564b"),
     ("memset", "memset", "#7f7f7f"),
+    ("graph", "CUDA graph replay", "#e377c2"),
     ("api-launch", "API: launch", "#72b7b2"),
     ("api-copy", "API: copy / memset", "#98df8a"),
     ("api-sync", "API: synchronize", "#ff9896"),
@@ -420,6 +421,13 @@ def _collect(trace: Trace, gpu_index, nvtx_lane, api_lane, parts: _Parts) -> Non
         parts.add(lanes_of(s), s["start"], s["end"], np.full(len(s), CATEGORY_INDEX["memset"]),
                   np.full(len(s), "memset", dtype=object), _memset_info(s), s["corr"],
                   s["bytes"], True)
+    g = trace.graphs
+    g = g[g["nodes"].to_numpy() == 0] if len(g) else g     # node-level: its kernels show
+    if len(g):
+        parts.add(lanes_of(g), g["start"], g["end"], np.full(len(g), CATEGORY_INDEX["graph"]),
+                  "CUDA graph " + g["graph_id"].astype(str),
+                  "graph exec " + g["graph_exec_id"].astype(str), g["corr"], np.zeros(len(g)),
+                  True)
     api = trace.api
     if len(api):
         launched = _launched_info(trace)

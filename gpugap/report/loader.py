@@ -353,6 +353,8 @@ class Loader:
         nodes = kernels.iloc[rows]
         # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
         node_id = nodes["graph_node"].to_numpy(dtype=np.float64)
+        node_id = np.where(np.isfinite(node_id) & (node_id >= 0) & (node_id < 2.0**62),
+                           node_id, 0.0)
         per = (pd.DataFrame({"pid": nodes["pid"].to_numpy(), "corr": nodes["corr"].to_numpy(),
                              "start": nodes["start"].to_numpy(), "end": nodes["end"].to_numpy(),
                              "device": nodes["device"].to_numpy(),
