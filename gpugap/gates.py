@@ -375,10 +375,11 @@ STEADY_NAMES = _steady_names()
 
 
 def reported_range_names(trace) -> list[str]:
-    """The NVTX ranges ``analyze`` lists (user ranges of depth <= 1), by name."""
+    """The user's NVTX ranges of depth <= 1, by name (all instances of a name together),
+    in order of first appearance."""
     from gpugap import ranges as nvtx_ranges
 
-    return list(dict.fromkeys(key.name for key, _ in nvtx_ranges.reported_ranges(trace)))
+    return nvtx_ranges.shallow_names(trace, max_depth=1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -527,17 +527,31 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
 
 
 def _range_windows(tl: Timeline, trace: Trace) -> list[dict[str, Any]]:
+    """One entry per row of the range table, in its order (the row's extent: from the
+    first of its windows to the last), for the range select box and the zoom links."""
     out = []
-    for r in tl.analysis.ranges:
-        label = f"{r.domain}:{r.name}" if r.domain else r.name
-        try:
-            win = nvtx_ranges.window(trace, label)
-        except UsageError:
-            continue
-        if win[0].size:
-            out.append({"label": label, "depth": r.depth, "count": r.count,
-                        "s": tl.rel(win[0].min()), "e": tl.rel(win[1].max())})
+    for row, r in enumerate(tl.analysis.ranges):
+        label = range_label(r)
+        if r.extent is not None:
+            lo, hi = r.extent
+        else:                    # an Analysis built elsewhere: the name's windows
+            try:
+                win = nvtx_ranges.window(trace, f"{r.domain}:{r.name}" if r.domain
+                                         else r.name)
+            except UsageError:
+                continue
+            if not win[0].size:
+                continue
+            lo, hi = int(win[0].min()), int(win[1].max())
+        out.append({"label": label, "depth": r.depth, "count": r.count,
+                    "row": row, "s": tl.rel(lo), "e": tl.rel(hi)})
     return out
+
+
+def range_label(r) -> str:
+    """'measured > iter > gemms' (domain-prefixed when it has one)."""
+    path = " > ".join(r.path or [r.name])
+    return f"{r.domain}:{path}" if r.domain else path
 
 
 # --- findings -> markers -----------------------------------------------------------
@@ -808,22 +822,29 @@ def _ranges_html(tl: Timeline, panel: int) -> str:
     a = tl.analysis
     if not a.ranges:
         return '<p class="muted">No NVTX ranges.</p>'
-    zoomable = {r["label"]: i for i, r in enumerate(tl.ranges)}
+    zoomable = {w["row"]: i for i, w in enumerate(tl.ranges)}    # table row -> entry
     head = ("<tr><th>range</th><th>count</th><th>span</th><th>GPU busy</th>"
             "<th>kernel overlap</th><th>copy/compute</th><th>concurrency</th></tr>")
+    several_domains = len({r.domain for r in a.ranges}) > 1
+    top = min(r.depth for r in a.ranges)
     rows = []
-    for r in a.ranges:
+    for row, r in enumerate(a.ranges):
         m = r.metrics
-        label = f"{r.domain}:{r.name}" if r.domain else r.name
+        label = f"{r.domain}:{r.name}" if several_domains and r.domain else r.name
         name = _esc(label)
-        if label in zoomable:
+        if row in zoomable:
             name = (f'<button type="button" class="range-link" data-panel="{panel}" '
-                    f'data-range="{zoomable[label]}" title="zoom to this range">{name}</button>')
-        rows.append(f'<tr><td style="padding-left:{0.4 + r.depth}em">{name}</td>'
+                    f'data-range="{zoomable[row]}" title="{_esc(range_label(r))}: zoom to '
+                    f'this range">{name}</button>')
+        rows.append(f'<tr><td style="padding-left:{0.4 + 1.2 * (r.depth - top)}em">{name}</td>'
                     f"<td>{r.count}</td><td>{_esc(fmt_ns(m.span_ns))}</td>"
                     f"<td>{_pct(m.gpu_busy_pct)}</td><td>{_pct(m.kernel_overlap_pct)}</td>"
                     f"<td>{_pct(m.copy_compute_overlap_pct)}</td>"
                     f"<td>{_num(m.concurrency)}</td></tr>")
+    if a.ranges_omitted:
+        rows.append(f'<tr><td colspan="7" class="muted">{a.ranges_omitted} more range '
+                    "paths not listed (the table keeps the ones with the most CPU time)"
+                    "</td></tr>")
     return (f'<table class="ranges"><thead>{head}</thead><tbody>{"".join(rows)}</tbody>'
             "</table>")
 

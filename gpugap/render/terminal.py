@@ -156,15 +156,22 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
 
 
 def ranges_table(analysis: Analysis) -> Table:
-    table = Table(title="NVTX ranges", title_justify="left")
+    """The range table: one row per path of nested ranges, as a tree (indented by depth,
+    relative to the shallowest row listed)."""
+    omitted = analysis.ranges_omitted
+    table = Table(title="NVTX ranges", title_justify="left",
+                  caption=(f"+{omitted} more range paths not listed (the table keeps the "
+                           "ones with the most CPU time)") if omitted else None,
+                  caption_justify="left")
     table.add_column("range", no_wrap=True, overflow="ellipsis", min_width=12, max_width=40)
     for col in ("count", "span", "busy", "k-overlap", "copy/comp", "conc."):
         table.add_column(col, justify="right", no_wrap=True)
     several_domains = len({r.domain for r in analysis.ranges}) > 1
+    top = min((r.depth for r in analysis.ranges), default=0)
     for r in analysis.ranges:
         m = r.metrics
-        name = ("  " * r.depth) + (f"{r.domain}:" if several_domains and r.domain else "") \
-            + r.name
+        name = ("  " * (r.depth - top)) + (f"{r.domain}:" if several_domains and r.domain
+                                           else "") + r.name
         table.add_row(safe_rich(name, limit=80), str(r.count), fmt_ns(m.span_ns),
                       pct(m.gpu_busy_pct), pct(m.kernel_overlap_pct),
                       pct(m.copy_compute_overlap_pct), _num(m.concurrency))
