@@ -134,13 +134,19 @@ def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
 
 
 def select(trace: Trace, name: str) -> pd.DataFrame:
-    """Instances of the range called *name* (or ``domain:name``); UsageError if none.
-    The program's ranges first; a library's (CUB, NCCL...) when only it has that name."""
+    """Instances of the range called *name* (or ``domain:name``; 'step N' for every
+    numbered 'step 7', as the range table shows them); UsageError if none. The
+    program's ranges first; a library's (CUB, NCCL...) when only it has that name."""
     for nv in (user_ranges(trace), trace.nvtx):
         match = nv[nv["name"] == name]
         if match.empty and ":" in name:
             domain, _, short = name.partition(":")
             match = nv[(nv["domain"] == domain) & (nv["name"] == short)]
+        if match.empty and name.endswith(" N"):        # numbered instances, folded
+            match = _folded_match(nv, name)
+            if match.empty and ":" in name:
+                domain, _, short = name.partition(":")
+                match = _folded_match(nv[nv["domain"] == domain], short)
         if not match.empty:
             return match
     nv = user_ranges(trace)
@@ -148,6 +154,36 @@ def select(trace: Trace, name: str) -> pd.DataFrame:
                              key=str)[:12]) or "none"
     raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} "
                      f"(ranges: {known}); pick one of those with --range")
+
+
+def folded_names(names: np.ndarray) -> np.ndarray:
+    """For each distinct name: itself, or 'step N' for a numbered one ('step 7') when
+    at least two numbered names share its stem ('step 7', 'step 8'): the instances of a
+    loop, shown as one row (the stem and numbering of gpugap.accounting.phases, which
+    names iterations the same way). A lone 'epoch 1' stays as it is."""
+    from gpugap.accounting.phases import base_name, shown_name
+
+    texts = [str(n) for n in names.tolist()]
+    bases = [base_name(n) for n in texts]
+    numbered = np.fromiter((b != n for b, n in zip(bases, texts, strict=True)), dtype=bool,
+                           count=len(texts))
+    out = np.array(texts, dtype=object)
+    if not numbered.any():
+        return out
+    where = np.flatnonzero(numbered)
+    stems = pd.Series([bases[i] for i in where.tolist()], dtype=object)
+    shared = stems.map(stems.value_counts()).to_numpy() >= 2
+    out[where[shared]] = [shown_name(b, True) for b in stems[shared].tolist()]
+    return out
+
+
+def _folded_match(nv: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Instances of 'step N' as the range table names it (folded_names)."""
+    names = nv["name"].astype(object)
+    distinct = pd.unique(names)
+    folded = folded_names(np.asarray(distinct, dtype=object))
+    wanted = set(distinct[(folded == name) & (folded != distinct)].tolist())
+    return nv[names.isin(wanted).to_numpy()] if wanted else nv.iloc[:0]
 
 
 def windows_of(trace: Trace, instances: pd.DataFrame) -> tl.Intervals:
@@ -243,6 +279,9 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
     start = nv["start"].to_numpy(dtype=np.int64)
     keep = depth <= max_depth
     name_code, names = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
+    # Numbered instances ('token 0' ... 'token 66') are one row, 'token N'.
+    fold_code, names = pd.factorize(folded_names(np.asarray(names, dtype=object)))
+    name_code = fold_code[name_code]
     domain_code, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
     width = np.int64(max(len(names), 1))
     offset = np.int64(len(domains) + 1)

@@ -40,8 +40,11 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     assert analysis["status"] == "no-cuda-activity"
     assert "CUDA was traced but the program made no kernel launches" in analysis["error"]
     names = [r["name"] for r in analysis["ranges"]]
-    assert names == ["outer_step", "inner_0", "inner_1", "inner_2", "pushpop_range",
-                     "default_domain_range", "startend_range"]
+    # inner_0..2 (a loop's instances) are one row, nested in outer_step.
+    assert names == ["outer_step", "inner N", "pushpop_range", "default_domain_range",
+                     "startend_range"]
+    assert [r["path"] for r in analysis["ranges"]][:2] == [["outer_step"],
+                                                          ["outer_step", "inner N"]]
     assert {r["domain"] for r in analysis["ranges"]} == {"gpugap", ""}
     inner = next(r for r in analysis["ranges"] if r["name"] == "pushpop_range")
     assert 45e6 < inner["cpu_ns"] < 500e6          # time.sleep(0.05) in the program

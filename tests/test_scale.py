@@ -86,9 +86,10 @@ def test_tiled_report_gives_the_same_answers_scaled(tiled):
     for key in ("kernels", "copies", "memsets", "kernel_time_ns", "copy_time_ns"):
         assert big.metrics.to_dict()[key] == TILES * small.metrics.to_dict()[key], key
     # Every NVTX range: N times the instances, same shares, N times the time.
-    by_name = {r.name: r for r in big.ranges}
+    by_path = {(r.domain, *r.path): r for r in big.ranges}
+    assert len(by_path) == len(big.ranges) == len(small.ranges)
     for r in small.ranges:
-        b = by_name[r.name]
+        b = by_path[(r.domain, *r.path)]
         assert b.count == TILES * r.count
         for key in ("gpu_busy_pct", "kernel_overlap_pct", "concurrency",
                     "copy_compute_overlap_pct"):
