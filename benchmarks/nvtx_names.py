@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     args = ap.parse_args(argv)
     trace = load(args.source)
-    print(f"source: {args.source.name} ({len(trace.kernels)} kernels); NVTX frames "
-          "hand-built (see --help)")
+    import gpugap
+
+    print(f"gpugap: {Path(gpugap.__file__).parent}; source: {args.source.name} "
+          f"({len(trace.kernels)} kernels); NVTX frames hand-built (see --help)")
     print(f"{'ranges':>10} {'1 name':>10} {'N names':>10} {'ratio':>7} {'rows':>6}")
     results = []
     for n in (parse_count(s) for s in args.sizes.split(",")):

@@ -163,15 +163,22 @@ def folded_names(names: np.ndarray) -> np.ndarray:
     names iterations the same way). A lone 'epoch 1' stays as it is."""
     from gpugap.accounting.phases import base_name, shown_name
 
-    texts = [str(n) for n in names.tolist()]
-    bases = [base_name(n) for n in texts]
-    numbered = np.fromiter((b != n for b, n in zip(bases, texts, strict=True)), dtype=bool,
-                           count=len(texts))
-    out = np.array(texts, dtype=object)
-    if not numbered.any():
+    out = np.asarray(names, dtype=object)
+    if pd.api.types.infer_dtype(out, skipna=False) != "string":
+        out = np.array([str(n) for n in out.tolist()], dtype=object)
+    else:
+        out = out.copy()
+    texts = out.tolist()
+    # Only a name with a digit last (or before a final newline) can be numbered: the
+    # regex runs on those only.
+    maybe = [i for i, n in enumerate(texts) if n[-1:].isdecimal() or n[-2:-1].isdecimal()]
+    bases = [base_name(texts[i]) for i in maybe]
+    where = np.array([i for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
+                     dtype=np.int64)
+    if not where.size:
         return out
-    where = np.flatnonzero(numbered)
-    stems = pd.Series([bases[i] for i in where.tolist()], dtype=object)
+    stems = pd.Series([b for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
+                      dtype=object)
     shared = stems.map(stems.value_counts()).to_numpy() >= 2
     out[where[shared]] = [shown_name(b, True) for b in stems[shared].tolist()]
     return out
