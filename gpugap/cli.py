@@ -152,7 +152,8 @@ def analyze(
     else:
         render(result, stdout, max_findings=max_findings, min_severity=severity)
     with status("Drawing the timeline") if outputs.wanted else nullcontext():
-        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False))
+        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False,
+                                                             soft_wrap=True))
     if result.status == "no-cuda-activity":
         raise NoCudaActivity(result.error or "no CUDA activity")
     return 0

@@ -147,13 +147,18 @@ def test_tiled_report_scales_exactly_inside_the_measured_range(tiled):
 
 # --- the fast paths equal the plain ones ------------------------------------------------
 
-def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None) -> dict:
+def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None, g=None) -> dict:
     """The metrics' raw sums, the plain way: clip, union, sweep (the original code)."""
     w = windows or (np.array([lo]), np.array([hi]))
     ks, ke, ki = metrics.intersect_each(k["start"], k["end"], w)
     cs, ce, ci = metrics.intersect_each(c["start"], c["end"], w)
     ms, me, _ = metrics.intersect_each(m["start"], m["end"], w)
-    busy = tl.total(tl.union(np.r_[ks, cs, ms], np.r_[ke, ce, me]))
+    empty = np.zeros(0, dtype=np.int64)
+    gs, ge, _ = metrics.intersect_each(g["start"], g["end"], w) if g else (empty, empty, None)
+    busy = tl.total(tl.union(np.r_[ks, cs, ms, gs], np.r_[ke, ce, me, ge]))
+    flag = np.asarray(k["flag"])[ki]
+    comm = tl.union(ks[flag == metrics.COMM], ke[flag == metrics.COMM])
+    compute = tl.union(np.r_[ks[flag != metrics.COMM], gs], np.r_[ke[flag != metrics.COMM], ge])
     streams = np.asarray(k["stream"])[ki]
     per = defaultdict(list)
     for st, s, e in zip(streams.tolist(), ks.tolist(), ke.tolist(), strict=True):
@@ -170,8 +175,12 @@ def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None) -> dict:
             "kernel_union": tl.total(kernel_union), "overlapped": overlapped,
             "copy_time": int((ce - cs).sum()),
             "copy_overlap": int(tl.overlap_each(cs, ce, kernel_union).sum()),
-            "kernels": int(np.unique(ki).size), "copies": int(np.unique(ci).size),
-            "memsets": int(ms.size)}
+            "kernels": int(np.unique(ki[flag != metrics.GRAPH]).size),
+            "graphs": int(np.unique(ki[flag == metrics.GRAPH]).size),
+            "graph_time": tl.total(tl.union(ks[flag == metrics.GRAPH], ke[flag == metrics.GRAPH])),
+            "comm_time": tl.total(comm),
+            "comm_hidden": int(tl.overlap_each(comm[0], comm[1], compute).sum()),
+            "copies": int(np.unique(ci).size), "memsets": int(ms.size)}
 
 
 def random_intervals(rng, n: int, span: int, streams: int = 1, longest: int = 50):
@@ -185,17 +194,20 @@ def test_batched_metrics_equal_the_plain_sweep(monkeypatch, seed):
     monkeypatch.setattr(metrics, "CHUNK", 7)          # many batches, pieces cut anywhere
     rng = np.random.default_rng(seed)
     k = random_intervals(rng, 300, 4000, streams=4)
+    # Kernels of every kind: compute, communication, graph executions (graph-level).
+    k["flag"] = rng.integers(0, 3, 300).astype(np.int8)
     c = random_intervals(rng, 30, 4000, longest=200)
     m = random_intervals(rng, 10, 4000)
+    g = random_intervals(rng, 8, 4000, longest=300)      # node-level replays: busy only
     lo, hi = int(min(k["start"].min(), c["start"].min(), m["start"].min())), \
         int(max(k["end"].max(), c["end"].max(), m["end"].max()))
-    got = metrics._device_metrics(k, c, m, None, (lo, hi))
-    want = naive_device_metrics(k, c, m, lo, hi)
+    got = metrics._device_metrics(k, c, m, None, (lo, hi), g)
+    want = naive_device_metrics(k, c, m, lo, hi, g=g)
     want["memsets"] = int((m["end"] > m["start"]).sum())
     assert got == want
     windows = tl.union(rng.integers(0, 4000, 12), rng.integers(0, 4000, 12) + 300)
-    got = metrics._device_metrics(k, c, m, windows, (lo, hi))
-    assert got == naive_device_metrics(k, c, m, lo, hi, windows)
+    got = metrics._device_metrics(k, c, m, windows, (lo, hi), g)
+    assert got == naive_device_metrics(k, c, m, lo, hi, windows, g=g)
 
 
 def test_union_helpers_equal_the_plain_ones():
