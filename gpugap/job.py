@@ -62,6 +62,11 @@ RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "P
 # straggler (the verdict's own 5%: gpugap.rules.base.WARN_PCT).
 STRAGGLER_PCT = 5.0
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+# The job's gateable metrics (gpugap check; directions in gpugap.gates.DIRECTIONS).
+JOB_METRICS = ("job.ranks", "job.failed_reports", "job.iteration_ms", "job.skew_pct",
+               "job.wait_ms_per_iteration", "job.wait_pct",
+               "job.worst_comm_compute_overlap_pct", "job.worst_exposed_comm_ms",
+               "job.worst_gpu_busy_pct")
 
 
 # ---------------------------------------------------------------------------------------
