@@ -26,9 +26,11 @@ Clocks
     (UTC ns, TARGET_INFO_SESSION_START_TIME) puts every report on one clock. Reports of
     one host share that clock exactly. Hosts' clocks differ (NTP keeps them within
     about a millisecond, too coarse for collectives of a few ms), so when the reports
-    come from several hosts, each rank is shifted so that the first collective they all
-    ran ends at the same time on every rank: a collective ends on every rank together,
-    once the last one has brought its data (``clock``, ``offsets_ns``).
+    come from several hosts, each rank is shifted by the median difference between its
+    collectives' end times and the first rank's: an all-reduce (most collectives of a
+    training step) ends on every rank together, once the last one has brought its data;
+    the median ignores those that do not (a broadcast's root may leave early)
+    (``clock``, ``offsets_ns``).
 
 Waiting for a peer
     Collectives are matched across ranks by their iteration (its NVTX label, or number)
@@ -335,6 +337,9 @@ class Job:
         return self.rank_numbers[summary.index]
 
     rank_numbers: dict[int, int] = field(default_factory=dict)   # index -> rank
+    # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
+    waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    iterations: list[str] = field(default_factory=list, repr=False)
 
     @property
     def straggler_summary(self) -> RankSummary | None:
@@ -407,16 +412,17 @@ def _clock(ok: list[RankSummary], rank: dict[int, int], align: str
         how = "session start times" + (" of one host" if len(hosts) == 1 else "")
     if align == "none" or (align == "auto" and len(hosts) <= 1):
         return base, how
-    common = set.intersection(*(set(s.collective_keys) for s in ok)) if ok else set()
+    common = sorted(set.intersection(*(set(s.collective_keys) for s in ok)) if ok else [])
     if not common:
         return base, how + "; not aligned (no collective common to every rank)"
-    first = min(common, key=lambda k: min(int(s.collective_end[s.collective_keys.index(k)])
-                                          + base[s.index] for s in ok))
-    ends = {s.index: int(s.collective_end[s.collective_keys.index(first)]) + base[s.index]
-            for s in ok}
-    target = max(ends.values())
-    return ({i: base[i] + target - e for i, e in ends.items()},
-            f"aligned on the end of collective {first} ({len(hosts)} hosts)")
+    ends = {}
+    for s in ok:
+        where = {k: i for i, k in enumerate(s.collective_keys)}
+        ends[s.index] = s.collective_end[[where[k] for k in common]] + base[s.index]
+    reference = ends[ok[0].index]
+    shifted = {i: base[i] + int(np.median(reference - e)) for i, e in ends.items()}
+    return shifted, (f"aligned on the ends of {len(common)} collectives ({len(hosts)} "
+                     "hosts: median difference of their end times)")
 
 
 def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
@@ -445,11 +451,15 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     iteration_of = np.array([k.rpartition("#")[0] for k in common], dtype=object)
     iterations = list(dict.fromkeys(iteration_of.tolist()))
     wait_per_it: dict[int, int | None] = {}
+    by_iteration: dict[int, np.ndarray] = {}
+    codes = {it: i for i, it in enumerate(iterations)}
+    group = np.array([codes[it] for it in iteration_of.tolist()], dtype=np.int64)
     for r, s in enumerate(ok):
         if not common:
             wait_per_it[rank[s.index]] = None
             continue
-        sums = np.array([waits[r][iteration_of == it].sum() for it in iterations])
+        sums = np.bincount(group, weights=waits[r], minlength=len(iterations)).astype(np.int64)
+        by_iteration[rank[s.index]] = sums
         wait_per_it[rank[s.index]] = int(np.median(sums))
     medians = {rank[s.index]: s.iteration_median_ns for s in ok
                if s.iteration_median_ns is not None}
@@ -527,7 +537,8 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
                            for i, o in offsets.items()},
                headline=head, kind=kind, straggler=straggler,
                wait_ns_per_iteration=wait_per_it, collectives_matched=len(common),
-               iterations_matched=len(iterations), metrics=metrics, rank_numbers=rank)
+               iterations_matched=len(iterations), metrics=metrics, rank_numbers=rank,
+               waits_by_iteration=by_iteration, iterations=iterations)
 
 
 def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None = None,
