@@ -114,9 +114,10 @@ class RankSummary:
 
     Times are ns; ``*_per_iteration`` are medians over the steady iterations of the
     report's device (the one that ran communication, else the first active one).
-    ``collective_keys``/``collective_start``/``collective_end``: the steady state's
-    communication kernels, keyed 'ITERATION#k' (the k-th in that iteration), their times
-    on the report's clock (add ``session_start_utc_ns`` for UTC).
+    ``collective_start``/``collective_end``: the steady state's communication kernels in
+    start order, on the report's clock (add ``session_start_utc_ns`` for UTC);
+    ``collective_iteration``: the iteration of each (index into ``iteration_labels``);
+    :attr:`collective_keys` names them 'ITERATION#k' (the k-th in that iteration).
     """
 
     report: str
@@ -137,7 +138,8 @@ class RankSummary:
     exposed_comm_ns_per_iteration: int | None = None
     comm_overlap_pct: float | None = None
     verdict: dict[str, Any] | None = None   # kind, rule, cause, headline, share_pct
-    collective_keys: list[str] = field(default_factory=list)
+    iteration_labels: list[str] = field(default_factory=list)
+    collective_iteration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     collective_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     collective_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
@@ -145,6 +147,18 @@ class RankSummary:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def collective_keys(self) -> list[str]:
+        """'step 12#3': the 4th communication kernel of iteration 'step 12'."""
+        it = self.collective_iteration
+        if not it.size:
+            return []
+        first = np.r_[0, np.flatnonzero(np.diff(it)) + 1]
+        ordinal = np.arange(it.size) - np.repeat(first, np.diff(np.r_[first, it.size]))
+        labels = self.iteration_labels
+        return [f"{labels[i]}#{k}" for i, k in zip(it.tolist(), ordinal.tolist(),
+                                                   strict=True)]
 
     def launcher_rank(self) -> tuple[int, str] | None:
         for name in RANK_VARIABLES:
@@ -209,18 +223,14 @@ def summarize(analysis, trace, *, index: int = 0, details: bool = False) -> Rank
         inside = (k >= 0) & (start < hi[np.maximum(k, 0)])
         start, end, k = start[inside], end[inside], k[inside]
         labels = dev.phases.iterations.labels
-        names = [labels[i] if labels else f"#{i}" for i in (np.asarray(steady)[k]).tolist()]
+        out.iteration_labels = [labels[i] if labels else f"#{i}" for i in steady]
+        out.collective_iteration = k.astype(np.int32)
     else:
         span = dev.phases.spans["steady"]
         inside = (start >= span[0]) & (start < span[1])
         start, end = start[inside], end[inside]
-        names = [""] * start.size
-    seen: dict[str, int] = {}
-    keys = []
-    for name in names:
-        seen[name] = seen.get(name, -1) + 1
-        keys.append(f"{name}#{seen[name]}")
-    out.collective_keys = keys
+        out.iteration_labels = [""]
+        out.collective_iteration = np.zeros(start.size, dtype=np.int32)
     out.collective_start = start.astype(np.int64)
     out.collective_end = end.astype(np.int64)
     return out
@@ -333,9 +343,6 @@ class Job:
     iterations_matched: int
     metrics: dict[str, float | int | None]
 
-    def rank_of(self, summary: RankSummary) -> int:
-        return self.rank_numbers[summary.index]
-
     rank_numbers: dict[int, int] = field(default_factory=dict)   # index -> rank
     # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
     waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
@@ -363,7 +370,7 @@ class Job:
                 "comm_compute_overlap_pct": _round(s.comm_overlap_pct),
                 "wait_ms_per_iteration": _ms(self.wait_ns_per_iteration.get(rank)),
                 "clock_offset_ns": self.offsets_ns.get(rank),
-                "collectives": len(s.collective_keys),
+                "collectives": int(s.collective_start.size),
                 "top_cause": None if s.verdict is None else {
                     "kind": s.verdict["kind"], "rule": s.verdict["rule"],
                     "cause": s.verdict["cause"], "headline": s.verdict["headline"]}})
@@ -401,8 +408,7 @@ def _ranks(ok: list[RankSummary]) -> tuple[dict[int, int], str]:
     return {s.index: i for i, s in enumerate(ok)}, "file order (the reports record no rank)"
 
 
-def _clock(ok: list[RankSummary], rank: dict[int, int], align: str
-           ) -> tuple[dict[int, int], str]:
+def _clock(ok: list[RankSummary], align: str) -> tuple[dict[int, int], str]:
     """Per rank, what to add to its report's times to put it on the job's clock."""
     base = {s.index: s.session_start_utc_ns or 0 for s in ok}
     hosts = {s.host for s in ok}
@@ -412,12 +418,13 @@ def _clock(ok: list[RankSummary], rank: dict[int, int], align: str
         how = "session start times" + (" of one host" if len(hosts) == 1 else "")
     if align == "none" or (align == "auto" and len(hosts) <= 1):
         return base, how
-    common = sorted(set.intersection(*(set(s.collective_keys) for s in ok)) if ok else [])
+    keys = {s.index: s.collective_keys for s in ok}
+    common = sorted(set.intersection(*(set(k) for k in keys.values())) if ok else [])
     if not common:
         return base, how + "; not aligned (no collective common to every rank)"
     ends = {}
     for s in ok:
-        where = {k: i for i, k in enumerate(s.collective_keys)}
+        where = {k: i for i, k in enumerate(keys[s.index])}
         ends[s.index] = s.collective_end[[where[k] for k in common]] + base[s.index]
     reference = ends[ok[0].index]
     shifted = {i: base[i] + int(np.median(reference - e)) for i, e in ends.items()}
@@ -438,13 +445,14 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     failed = sorted((s for s in summaries if s not in ok), key=lambda s: s.index)
     rank, source = _ranks(sorted(ok, key=lambda s: s.index))
     ok.sort(key=lambda s: rank[s.index])
-    offsets, clock = _clock(ok, rank, align)
+    offsets, clock = _clock(ok, align)
     # Collectives common to every rank, on the job's clock.
-    common = sorted(set.intersection(*(set(s.collective_keys) for s in ok)),
+    keys = {s.index: s.collective_keys for s in ok}
+    common = sorted(set.intersection(*(set(k) for k in keys.values())),
                     key=_natural) if len(ok) > 1 else []
     starts = np.zeros((len(ok), len(common)), dtype=np.int64)
     for r, s in enumerate(ok):
-        where = {k: i for i, k in enumerate(s.collective_keys)}
+        where = {k: i for i, k in enumerate(keys[s.index])}
         idx = np.array([where[k] for k in common], dtype=np.int64)
         starts[r] = s.collective_start[idx] + offsets[s.index] if idx.size else starts[r]
     waits = starts.max(axis=0, keepdims=True) - starts if common else starts
@@ -555,6 +563,7 @@ def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None 
 def summary_dict(summary: RankSummary) -> dict[str, Any]:
     """A summary as JSON-ready data (arrays as lists)."""
     out = asdict(summary)
+    out["collective_iteration"] = summary.collective_iteration.tolist()
     out["collective_start"] = summary.collective_start.tolist()
     out["collective_end"] = summary.collective_end.tolist()
     return out
