@@ -99,7 +99,8 @@ def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
         stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
         found = [p for p in found if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
         if not found:
-            raise UsageError(f"no report (.sqlite, .nsys-rep) in {item}")
+            raise UsageError(f"{item} is a directory without reports in it; pass a "
+                             ".nsys-rep or .sqlite file, or a directory that holds them")
         out += sorted(found, key=lambda p: _natural(p.name))
     return list(dict.fromkeys(out))
 
