@@ -48,6 +48,24 @@ Metric names
     In a ``--range`` scope the steady.* shares describe the range (iteration figures
     are null there).
 
+    The job (several reports, the ranks of one job: gpugap.job), gated once per check:
+
+    ====================================  ============================================
+    ``job.ranks``                         reports analyzed
+    ``job.failed_reports``                reports that could not be analyzed
+    ``job.iteration_ms``                  median iteration time of the slowest rank
+    ``job.skew_pct``                      spread of the ranks' median iteration times,
+                                          % of the fastest
+    ``job.wait_ms_per_iteration``         time the rank that waits most spends inside
+                                          collectives before the last rank starts them,
+                                          per iteration
+    ``job.wait_pct``                      that, as a share of an iteration
+    ``job.worst_comm_compute_overlap_pct``  the lowest rank's communication overlap
+    ``job.worst_exposed_comm_ms``         the highest rank's exposed communication per
+                                          iteration
+    ``job.worst_gpu_busy_pct``            the lowest rank's steady busy share
+    ====================================  ============================================
+
 Null metrics
     Some metrics have no value in a scope: ``copy_compute_overlap_pct`` without copies,
     ``kernel_overlap_pct`` and ``concurrency`` without kernels. A gate on a null metric
@@ -70,6 +88,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.errors import UsageError
+from gpugap.job import JOB_METRICS
 from gpugap.metrics import METRIC_NAMES
 
 MIN, MAX, BASELINE = "min", "max", "baseline"
@@ -98,6 +117,15 @@ DIRECTIONS: tuple[tuple[str, str, str], ...] = (
     ("comm_compute_overlap_pct", HIGHER, "more communication hidden under compute"),
     ("exposed_comm_ns", LOWER, "less communication the GPU waits on"),
     ("steady.*", LOWER, "less of each iteration idle or in exposed copies/communication"),
+    ("job.skew_pct", LOWER, "the ranks' iterations take the same time"),
+    ("job.wait_ms_per_iteration", LOWER, "ranks wait less for each other in collectives"),
+    ("job.wait_pct", LOWER, "ranks wait less for each other in collectives"),
+    ("job.iteration_ms", LOWER, "each iteration of the job takes less time"),
+    ("job.worst_comm_compute_overlap_pct", HIGHER, "every rank hides its communication"),
+    ("job.worst_exposed_comm_ms", LOWER, "no rank waits on exposed communication"),
+    ("job.worst_gpu_busy_pct", HIGHER, "every rank's GPU works more of each iteration"),
+    ("job.failed_reports", LOWER, "every report of the job can be analyzed"),
+    ("job.ranks", NONE, "describes the job, not its quality"),
     # kernels, copies, memsets, *_time_ns, gpu_busy_ns describe the workload, not how
     # well it runs: no direction, so baselines do not gate them unless told to.
     ("**", NONE, "describes the workload, not its quality"),
@@ -145,20 +173,22 @@ def finding_metric_names() -> list[str]:
 
 
 def metric_names() -> list[str]:
-    return [*METRIC_NAMES, *STEADY_NAMES, *finding_metric_names()]
+    return [*METRIC_NAMES, *STEADY_NAMES, *JOB_METRICS, *finding_metric_names()]
 
 
 def validate_metric(name: str, where: str = "gate") -> str:
     """*name* if it is a metric gpugap measures, else UsageError saying what exists."""
-    if name in METRIC_NAMES or name in STEADY_NAMES:
+    if name in METRIC_NAMES or name in STEADY_NAMES or name in JOB_METRICS:
         return name
     parts = name.split(".")
     if parts[0] != "findings":
-        close = difflib.get_close_matches(name, [*METRIC_NAMES, *STEADY_NAMES], n=1)
+        close = difflib.get_close_matches(name, [*METRIC_NAMES, *STEADY_NAMES,
+                                                 *JOB_METRICS], n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise UsageError(f"unknown metric '{name}' in {where}{hint}; metrics: "
                          f"{', '.join(METRIC_NAMES)}, steady.iteration_ms, "
-                         "steady.gpu_busy_pct, steady.BUCKET_pct, findings.count, "
+                         "steady.gpu_busy_pct, steady.BUCKET_pct, job.skew_pct, "
+                         "job.wait_ms_per_iteration, job.* (docs/ci.md), findings.count, "
                          "findings.cost_ms, findings.RULE[.CAUSE].count|cost_ms")
     if len(parts) not in (2, 3, 4) or parts[-1] not in FINDING_FIELDS:
         raise UsageError(f"bad findings metric '{name}' in {where}; write findings.count, "
@@ -372,6 +402,25 @@ def _steady_names() -> tuple[str, ...]:
 
 
 STEADY_NAMES = _steady_names()
+
+
+def job_measurements(job, *, thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                     min_severity: str = "info") -> Measurements:
+    """The job.* metrics of a gpugap.job.Job, as one measured report (the whole job):
+    what gates and baselines on a job hold. Reports that could not be analyzed are
+    warnings."""
+    label = f"job of {len(job.ranks) + len(job.failed)} reports"
+    values = dict(job.metrics)
+    gpus = sorted({s.gpu for s in job.ranks if s.gpu})
+    return Measurements(report=label, nsys_version=None, gpu=", ".join(gpus) or None,
+                        thresholds={k: dict(v) for k, v in (thresholds or {}).items()},
+                        min_severity=min_severity,
+                        scopes={None: Measurement(label, None, values, [])},
+                        warnings=[f"not analyzed: {s.report}: {s.error}" for s in job.failed])
+
+
+def is_job_metric(metric: str) -> bool:
+    return metric.startswith("job.")
 
 
 def reported_range_names(trace) -> list[str]:

@@ -78,6 +78,14 @@ class ReportInfo:
     of a CUDA 13 program): set whatever the launches say.
     ``cuda_version``: the CUDA version of the driver the report was captured with
     (TARGET_INFO_SYSTEM_ENV CudaDriverVersion, e.g. '13.0'), when recorded.
+    ``host``: the profiled machine's name (TARGET_INFO_SYSTEM_ENV Hostname), when recorded.
+    ``launcher_env``: the variables a distributed launcher sets (RANK, LOCAL_RANK,
+    WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...), read from the environment nsys
+    recorded (TARGET_INFO_SYSTEM_ENV DeviceEnvironment): nsys run by torchrun or srun sees
+    its rank's variables. Empty when none is there.
+    ``session_start_utc_ns``: when the session began (ns since the Unix epoch); the
+    report's timestamps count from it, so adding it puts reports on one clock
+    (gpugap.job).
     ``capture_start_ns``/``capture_end_ns``: ANALYSIS_DETAILS's window, when valid and
     consistent with the events (else None).
     """
@@ -95,6 +103,9 @@ class ReportInfo:
     gpu_data_lost: bool = False
     nsys_older_than_cuda: bool = False
     cuda_version: str | None = None
+    host: str | None = None
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    session_start_utc_ns: int | None = None
 
 
 @dataclass
