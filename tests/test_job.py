@@ -14,7 +14,6 @@ import sqlite3
 from functools import cache
 
 import numpy as np
-import pytest
 
 from gpugap.cli import main
 from gpugap.errors import EXIT_PARTIAL
@@ -128,7 +127,7 @@ def test_worker_processes_give_the_same_job():
 
 
 def test_dask_cluster_gives_the_same_job_byte_for_byte(capsys):
-    import distributed       # in the test extra: CI runs this job on Dask
+    import distributed  # in the test extra: CI runs this job on Dask
     code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), "--json", "--workers", "1")
     assert code == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
