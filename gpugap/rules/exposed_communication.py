@@ -167,9 +167,7 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
     late_ns = int(exposed_each[hit & late].sum())
     if waited >= 0.5 * total:
         cause = "waiting-for-peer"
-    elif late_ns >= 0.5 * total:
-        cause = "after-compute"
-    elif shared_ns >= 0.5 * total:
+    elif late_ns < 0.5 * total and shared_ns >= 0.5 * total:
         cause = "same-stream"
     else:
         cause = "after-compute"
@@ -182,7 +180,7 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
                 "comm_compute_overlap_pct": hidden_pct,
                 "collectives": collectives, "kernels": int(hit.sum()),
                 "waiting_for_peer_ns": waited, "on_compute_stream_ns": shared_ns,
-                "with_little_compute_after_ns": late_ns,
+                "after_most_compute_ns": late_ns,
                 "streams": sorted(set(stream[hit].tolist()))}
     top = max(collectives.items(), key=lambda kv: kv[1], default=("", 0))
     return Finding(
