@@ -29,16 +29,22 @@ from gpugap.verdict import Verdict, decide
 
 @dataclass
 class RangeMetrics:
+    """One row of the range table: the instances of one path of nested ranges (``path``:
+    names, outermost first, ending with ``name``; ``depth`` is its nesting level)."""
     name: str
     domain: str
     depth: int
     count: int
     cpu_ns: int
     metrics: Metrics
+    path: list[str] = field(default_factory=list)
+    # First start and last end of the row's windows (for zooming to it), not in the JSON.
+    extent: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "domain": self.domain, "depth": self.depth,
-                "count": self.count, "cpu_ns": self.cpu_ns, "metrics": self.metrics.to_dict()}
+                "path": list(self.path or [self.name]), "count": self.count,
+                "cpu_ns": self.cpu_ns, "metrics": self.metrics.to_dict()}
 
 
 @dataclass
@@ -52,6 +58,7 @@ class Analysis:
     devices: list[dict[str, Any]]
     ranges: list[RangeMetrics]
     findings: list[Finding]
+    ranges_omitted: int = 0          # paths left out of `ranges` (beyond its row limit)
     warnings: list[str] = field(default_factory=list)
     scope: str | None = None
     status: str = "ok"
@@ -80,6 +87,7 @@ class Analysis:
             "metrics": None if self.metrics is None else self.metrics.to_dict(),
             "devices": self.devices,
             "ranges": [r.to_dict() for r in self.ranges],
+            "ranges_omitted": self.ranges_omitted,
             "findings": [f.to_dict() for f in self.findings],
             "warnings": self.warnings, "thresholds": self.thresholds,
         }
@@ -118,13 +126,6 @@ def no_cuda_reason(trace: Trace) -> str:
                 "it?); capture again with a newer Nsight Systems")
     return (f"{path} has no CUDA activity: CUDA was traced but the program made no "
             "kernel launches, copies or memsets; check that it uses the GPU")
-
-
-def inside(times, instances: pd.DataFrame) -> np.ndarray:
-    """For each time: does it fall inside (the CPU time of) an instance of a range?"""
-    cpu = tl.union(instances["start"].to_numpy(dtype=np.int64),
-                   instances["end"].to_numpy(dtype=np.int64))
-    return tl.within(times, cpu)
 
 
 def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
@@ -171,12 +172,7 @@ class Analyzer:
             if require_gpu:
                 raise NoCudaActivity(reason)
             result.status, result.error = "no-cuda-activity", reason
-            result.ranges = [RangeMetrics(key.name, key.domain, int(inst["depth"].min()),
-                                          len(inst), int((inst["end"] - inst["start"]).sum()),
-                                          metrics.compute(trace,
-                                                          nvtx_ranges.windows_of(trace, inst)))
-                             for key, inst in nvtx_ranges.reported_ranges(
-                                 trace, all_domains=self.all_domains)]
+            self._range_table(result, instances)
             return result
         accounting = self.accounting
         result.accounting = accounting
@@ -191,6 +187,11 @@ class Analyzer:
         findings = rule_registry.finish(trace, self.selected, settle(
             rule_registry.detect(trace, context, self.selected, self.effective), context,
             scope))
+        for f in findings:
+            # Name the process of a finding's device when one process drove it.
+            dev = accounting.devices.get(f.device) if f.device is not None else None
+            if f.pid is None and dev is not None and dev.work.pids.size == 1:
+                f.pid = int(dev.work.pids[0])
         result.findings = findings
         result.verdict, per_device_verdict = decide(trace, accounting, findings, scope,
                                                     range_name)
@@ -208,17 +209,25 @@ class Analyzer:
                                    "verdict": per_device_verdict[int(device)].to_dict(),
                                    "accounting": dev.summary(),
                                    "metrics": per_device.to_dict()})
-        for key, inst in nvtx_ranges.reported_ranges(trace, all_domains=self.all_domains):
-            if instances is not None:
-                inst = inst[inside(inst["start"].to_numpy(), instances)]
-                if inst.empty:
-                    continue
+        self._range_table(result, instances)
+        return result
+
+    def _range_table(self, result: Analysis, instances: pd.DataFrame | None) -> None:
+        """The range table (gpugap.ranges.reported_ranges): metrics per path of nested
+        ranges; within --range, the instances that begin inside it."""
+        trace = self.trace
+        table = nvtx_ranges.reported_ranges(trace, all_domains=self.all_domains,
+                                            within=instances)
+        result.ranges_omitted = table.omitted
+        for row in table.rows:
+            inst = row.instances
             windows = nvtx_ranges.windows_of(trace, inst)
             result.ranges.append(RangeMetrics(
-                name=key.name, domain=key.domain, depth=int(inst["depth"].min()),
+                name=row.key.name, domain=row.key.domain, depth=row.depth,
                 count=len(inst), cpu_ns=int((inst["end"] - inst["start"]).sum()),
-                metrics=metrics.compute(trace, windows)))
-        return result
+                metrics=metrics.compute(trace, windows), path=list(row.path),
+                extent=((int(windows[0][0]), int(windows[1][-1])) if windows[0].size
+                        else None)))
 
 
 def analyze(trace: Trace, *, rules: list[str] | None = None,

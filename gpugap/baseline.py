@@ -65,7 +65,7 @@ DEFAULT_NOISE_K = 3.0       # a change within 3 standard deviations of the runs 
 # with Policy.metrics (config: [tool.gpugap.baseline] metrics) when the runs are stable.
 DEFAULT_METRICS = ("kernel_overlap_pct", "copy_compute_overlap_pct", "gpu_busy_pct",
                    "gpu_idle_pct", "concurrency", "steady.*", "findings.count",
-                   "findings.*.count")
+                   "findings.*.count", "job.*")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,11 @@ class Baseline:
     gpugap_version: str
     created_utc: str
     path: str | None = None
+
+    @property
+    def of_job(self) -> bool:
+        """Saved from a job (gpugap baseline save --job): it holds job.* metrics."""
+        return any(name.startswith("job.") for name in self.scopes.get(None, {}))
 
     def scope(self, scope: str | None) -> dict[str, Stats]:
         if scope in self.scopes:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 done, 1 a gate/expectation failed, 2 bad usage or unreadable input,
 3 nsys missing/failing, 4 no CUDA activity in the report, 5 the profiled program failed,
-6 no GPU where one is needed.
+6 no GPU where one is needed, 7 some reports of a job could not be analyzed (the others
+were).
 """
 
 from __future__ import annotations
@@ -84,9 +85,79 @@ def load_trace(report: Path, nsys: str | None):
         return load(report, nsys=nsys, status=status)
 
 
+WorkersOpt = Annotated[int | None, typer.Option(
+    "--workers", min=1, help="several reports: analyze them in this many worker processes "
+                             "(default: one per CPU)")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", help="several reports: analyze them on this Dask cluster "
+                        "(tcp://HOST:8786; needs gpugap[dist]); each worker reads its "
+                        "report", metavar="ADDRESS")]
+
+
+@contextmanager
+def job_progress(count: int):
+    """A progress bar per report on stderr (humans on a terminal only): yields the
+    callback gpugap.job calls as each report's summary arrives."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=stderr, transient=True) as bar:
+        task = bar.add_task("Analyzing reports", total=count)
+
+        def arrived(summary) -> None:
+            from gpugap.render.safe import safe_text
+
+            what = "ok" if summary.ok else f"{summary.status}: {summary.error}"
+            bar.console.print(safe_text(f"{summary.report}: {what}", 200), markup=False,
+                              highlight=False)
+            bar.advance(task)
+
+        yield arrived
+
+
+def analyze_job_reports(reports: list[Path], *, json_: bool, rules, thresholds,
+                        iteration, nsys, workers, scheduler, severity) -> int:
+    """`gpugap analyze R1 R2 ...`: the ranks of one job (gpugap.job)."""
+    from gpugap import __version__
+    from gpugap.errors import EXIT_PARTIAL, ReportError
+    from gpugap.job import combine, summarize_all
+    from gpugap.render.jsonout import dumps
+    from gpugap.render.terminal import render_job
+
+    with job_progress(len(reports)) as progress:
+        summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
+                                  progress=progress, nsys=nsys, rules=rules,
+                                  thresholds=thresholds, iteration=iteration, details=json_)
+    job = combine(summaries)
+    if json_:
+        floor = SEVERITIES.index(severity)
+        documents = []
+        for s in summaries:
+            if s.analysis is None:
+                documents.append({"report": s.report, "status": s.status, "error": s.error})
+                continue
+            s.analysis["findings"] = [f for f in s.analysis["findings"]
+                                      if SEVERITIES.index(f["severity"]) >= floor]
+            documents.append(s.analysis)
+        sys.stdout.write(dumps({"gpugap_version": __version__, "reports": documents,
+                                "job": job.to_dict()}) + "\n")
+        sys.stdout.flush()
+    else:
+        render_job(job, stdout)
+    if not job.ranks:
+        raise ReportError(f"none of the {len(reports)} reports could be analyzed: "
+                          + "; ".join(f"{s.report}: {s.error}" for s in job.failed[:3]))
+    return EXIT_PARTIAL if job.failed else 0
+
+
 @app.command()
 def analyze(
-    report: Annotated[Path, typer.Argument(help="a .nsys-rep or its .sqlite export")],
+    reports: Annotated[list[Path], typer.Argument(
+        help="a .nsys-rep or its .sqlite export; several (or a directory, or a glob) "
+             "for the ranks of one job", metavar="REPORT...")],
     json_: JsonOpt = False,
     rule: RuleOpt = None,
     range_: RangeOpt = None,
@@ -112,9 +183,35 @@ def analyze(
     all_domains: Annotated[bool, typer.Option(
         "--all-domains", help="list the NVTX ranges of libraries (CUB, NCCL, cuBLAS...) "
                               "beside the program's")] = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> int:
     """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
-    time goes, and every finding with its cause, cost and fix."""
+    time goes, and every finding with its cause, cost and fix. Several reports (the
+    ranks of one job): each analyzed, then the job's verdict (the straggler and what
+    waiting for it costs the others), one row per rank."""
+    from gpugap.job import expand_reports
+
+    found = expand_reports(reports)
+    if len(found) > 1:
+        for name, value in (("--html", html), ("--svg", svg), ("--png", png),
+                            ("--range", range_)):
+            if value:
+                raise UsageError(f"{name} takes one report, not the {len(found)} of a job")
+        from gpugap.config import load_config
+
+        if config is not None and no_config:
+            raise UsageError("--config and --no-config contradict each other; give one")
+        cfg = load_config(config, discover=not no_config)
+        severity = min_severity or cfg.min_severity
+        if severity not in SEVERITIES:
+            raise UsageError(f"bad --min-severity '{min_severity}'; use one of "
+                             f"{', '.join(SEVERITIES)}")
+        return analyze_job_reports(
+            found, json_=json_, rules=rule, iteration=iteration, nsys=nsys, workers=workers,
+            thresholds=cfg.merged_thresholds(parse_thresholds(set_, min_gap_us)),
+            scheduler=scheduler, severity=severity)
+    report = found[0]
     from gpugap.report.prefetch import start as prefetch
 
     prefetch(report)   # read the big tables in the background while the imports below run
@@ -152,7 +249,8 @@ def analyze(
     else:
         render(result, stdout, max_findings=max_findings, min_severity=severity)
     with status("Drawing the timeline") if outputs.wanted else nullcontext():
-        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False))
+        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False,
+                                                             soft_wrap=True))
     if result.status == "no-cuda-activity":
         raise NoCudaActivity(result.error or "no CUDA activity")
     return 0

@@ -13,6 +13,7 @@ EXIT_NSYS = 3            # nsys missing, too old, or failing
 EXIT_NO_CUDA = 4         # the report holds no CUDA GPU activity to analyze
 EXIT_PROGRAM = 5         # the profiled program failed (gpugap run)
 EXIT_NO_GPU = 6          # no GPU / CUDA driver where one is needed (gpugap run)
+EXIT_PARTIAL = 7         # some reports of a job could not be analyzed (the others were)
 
 
 class GpugapError(Exception):

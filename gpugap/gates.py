@@ -39,10 +39,32 @@ Metric names
     ``steady.idle_pct``           100 - busy
     ``steady.BUCKET_pct``         share of one bucket, e.g. ``steady.synchronization_pct``,
                                   ``steady.launch-bound_pct``, ``steady.input_pct``
+    ``steady.comm_compute_overlap_pct``  share of the steady state's communication time
+                                  hidden under compute (all devices)
+    ``steady.exposed_comm_ms``    exposed communication per iteration (the worst
+                                  device's; in a --range: the range's total)
     ============================  ====================================================
 
     In a ``--range`` scope the steady.* shares describe the range (iteration figures
     are null there).
+
+    The job (several reports, the ranks of one job: gpugap.job), gated once per check:
+
+    ====================================  ============================================
+    ``job.ranks``                         reports analyzed
+    ``job.failed_reports``                reports that could not be analyzed
+    ``job.iteration_ms``                  median iteration time of the slowest rank
+    ``job.skew_pct``                      spread of the ranks' median iteration times,
+                                          % of the fastest
+    ``job.wait_ms_per_iteration``         time the rank that waits most spends inside
+                                          collectives before the last rank starts them,
+                                          per iteration
+    ``job.wait_pct``                      that, as a share of an iteration
+    ``job.worst_comm_compute_overlap_pct``  the lowest rank's communication overlap
+    ``job.worst_exposed_comm_ms``         the highest rank's exposed communication per
+                                          iteration
+    ``job.worst_gpu_busy_pct``            the lowest rank's steady busy share
+    ====================================  ============================================
 
 Null metrics
     Some metrics have no value in a scope: ``copy_compute_overlap_pct`` without copies,
@@ -66,6 +88,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.errors import UsageError
+from gpugap.job import JOB_METRICS
 from gpugap.metrics import METRIC_NAMES
 
 MIN, MAX, BASELINE = "min", "max", "baseline"
@@ -92,7 +115,19 @@ DIRECTIONS: tuple[tuple[str, str, str], ...] = (
     ("steady.compute_pct", HIGHER, "more of each iteration is compute"),
     ("steady.graph_pct", HIGHER, "more of each iteration is CUDA-graph work"),
     ("steady.iterations", NONE, "describes the run, not its quality"),
+    ("steady.comm_compute_overlap_pct", HIGHER, "more communication hidden under compute"),
+    ("comm_compute_overlap_pct", HIGHER, "more communication hidden under compute"),
+    ("exposed_comm_ns", LOWER, "less communication the GPU waits on"),
     ("steady.*", LOWER, "less of each iteration idle or in exposed copies/communication"),
+    ("job.skew_pct", LOWER, "the ranks' iterations take the same time"),
+    ("job.wait_ms_per_iteration", LOWER, "ranks wait less for each other in collectives"),
+    ("job.wait_pct", LOWER, "ranks wait less for each other in collectives"),
+    ("job.iteration_ms", LOWER, "each iteration of the job takes less time"),
+    ("job.worst_comm_compute_overlap_pct", HIGHER, "every rank hides its communication"),
+    ("job.worst_exposed_comm_ms", LOWER, "no rank waits on exposed communication"),
+    ("job.worst_gpu_busy_pct", HIGHER, "every rank's GPU works more of each iteration"),
+    ("job.failed_reports", LOWER, "every report of the job can be analyzed"),
+    ("job.ranks", NONE, "describes the job, not its quality"),
     # kernels, copies, memsets, *_time_ns, gpu_busy_ns describe the workload, not how
     # well it runs: no direction, so baselines do not gate them unless told to.
     ("**", NONE, "describes the workload, not its quality"),
@@ -140,20 +175,22 @@ def finding_metric_names() -> list[str]:
 
 
 def metric_names() -> list[str]:
-    return [*METRIC_NAMES, *STEADY_NAMES, *finding_metric_names()]
+    return [*METRIC_NAMES, *STEADY_NAMES, *JOB_METRICS, *finding_metric_names()]
 
 
 def validate_metric(name: str, where: str = "gate") -> str:
     """*name* if it is a metric gpugap measures, else UsageError saying what exists."""
-    if name in METRIC_NAMES or name in STEADY_NAMES:
+    if name in METRIC_NAMES or name in STEADY_NAMES or name in JOB_METRICS:
         return name
     parts = name.split(".")
     if parts[0] != "findings":
-        close = difflib.get_close_matches(name, [*METRIC_NAMES, *STEADY_NAMES], n=1)
+        close = difflib.get_close_matches(name, [*METRIC_NAMES, *STEADY_NAMES,
+                                                 *JOB_METRICS], n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise UsageError(f"unknown metric '{name}' in {where}{hint}; metrics: "
                          f"{', '.join(METRIC_NAMES)}, steady.iteration_ms, "
-                         "steady.gpu_busy_pct, steady.BUCKET_pct, findings.count, "
+                         "steady.gpu_busy_pct, steady.BUCKET_pct, job.skew_pct, "
+                         "job.wait_ms_per_iteration, job.* (docs/ci.md), findings.count, "
                          "findings.cost_ms, findings.RULE[.CAUSE].count|cost_ms")
     if len(parts) not in (2, 3, 4) or parts[-1] not in FINDING_FIELDS:
         raise UsageError(f"bad findings metric '{name}' in {where}; write findings.count, "
@@ -301,7 +338,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
                                   scopes={}, warnings=list(analysis.warnings))
         findings = [f for f in analysis.findings
                     if SEVERITY_RANK.get(f.severity, 0) >= floor]
-        values = {**analysis.metrics.to_dict(), **steady_values(analysis),
+        values = {**analysis.metrics.to_dict(), **steady_values(analysis, trace),
                   **finding_values(findings)}
         result.scopes[name] = Measurement(analysis.report, name, values, findings)
     if result is None:          # nothing asked: still say which report it was
@@ -324,7 +361,7 @@ def lost_gpu_data(info) -> str | None:
     return "most of its kernel launch calls have no kernel in the report"
 
 
-def steady_values(analysis) -> dict[str, float | int | None]:
+def steady_values(analysis, trace) -> dict[str, float | int | None]:
     """steady.* metrics: the steady state of the report's devices (all of them: busy and
     bucket shares of their summed steady time; iteration times of the slowest device).
     In a --range scope they describe the range instead (its accounting, no iterations)."""
@@ -334,20 +371,30 @@ def steady_values(analysis) -> dict[str, float | int | None]:
     values: dict[str, float | int | None] = {name: None for name in STEADY_NAMES}
     if analysis.accounting is None:
         return values
+    from gpugap import metrics
+
     walls, buckets, medians, counts = 0, dict.fromkeys(IDS, 0), [], []
+    comm, hidden, exposed = 0, 0, []
     for device, dev in analysis.accounting.devices.items():
         windows = analysis.judged(device)
         wall = tl.total(windows)
         if wall <= 0:
             continue
         walls += wall
-        for b, v in dev.totals_in(windows).items():
+        totals = dev.totals_in(windows)
+        for b, v in totals.items():
             buckets[b] += v
         its = dev.phases.steady_iterations
+        m = metrics.compute(trace, windows, devices=[device])
+        comm += m.comm_time_ns
+        hidden += m.comm_time_ns - m.exposed_comm_ns
         if analysis.scope is None and len(its):
             lo, hi = dev.phases.iteration_windows(its)
             medians.append(float(np.median(hi - lo)))
             counts.append(len(its))
+            exposed.append(totals.get("communication", 0) / len(its))
+        else:
+            exposed.append(totals.get("communication", 0))
     if walls <= 0:
         return values
     busy = sum(buckets[b] for b in BUSY_IDS)
@@ -358,6 +405,9 @@ def steady_values(analysis) -> dict[str, float | int | None]:
     if medians:
         values["steady.iteration_ms"] = round(max(medians) / 1e6, 6)
         values["steady.iterations"] = int(min(counts))
+    if comm > 0:
+        values["steady.comm_compute_overlap_pct"] = round(100.0 * hidden / comm, 3)
+        values["steady.exposed_comm_ms"] = round(max(exposed) / 1e6, 6)
     return values
 
 
@@ -365,17 +415,38 @@ def _steady_names() -> tuple[str, ...]:
     from gpugap.accounting.buckets import IDS
 
     return ("steady.iteration_ms", "steady.iterations", "steady.gpu_busy_pct",
-            "steady.idle_pct", *(f"steady.{b}_pct" for b in IDS))
+            "steady.idle_pct", "steady.comm_compute_overlap_pct", "steady.exposed_comm_ms",
+            *(f"steady.{b}_pct" for b in IDS))
 
 
 STEADY_NAMES = _steady_names()
 
 
+def job_measurements(job, *, thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                     min_severity: str = "info") -> Measurements:
+    """The job.* metrics of a gpugap.job.Job, as one measured report (the whole job):
+    what gates and baselines on a job hold. Reports that could not be analyzed are
+    warnings."""
+    label = f"job of {len(job.ranks) + len(job.failed)} reports"
+    values = dict(job.metrics)
+    gpus = sorted({s.gpu for s in job.ranks if s.gpu})
+    return Measurements(report=label, nsys_version=None, gpu=", ".join(gpus) or None,
+                        thresholds={k: dict(v) for k, v in (thresholds or {}).items()},
+                        min_severity=min_severity,
+                        scopes={None: Measurement(label, None, values, [])},
+                        warnings=[f"not analyzed: {s.report}: {s.error}" for s in job.failed])
+
+
+def is_job_metric(metric: str) -> bool:
+    return metric.startswith("job.")
+
+
 def reported_range_names(trace) -> list[str]:
-    """The NVTX ranges ``analyze`` lists (user ranges of depth <= 1), by name."""
+    """The user's NVTX ranges of depth <= 1, by name (all instances of a name together),
+    in order of first appearance."""
     from gpugap import ranges as nvtx_ranges
 
-    return list(dict.fromkeys(key.name for key, _ in nvtx_ranges.reported_ranges(trace)))
+    return nvtx_ranges.shallow_names(trace, max_depth=1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,16 @@ Definitions (all over a *scope*: a set of time windows on one or more devices):
   stream of the same device was also running.
 - ``copy_compute_overlap_pct``: share of memcpy time during which a kernel ran on the
   same device; None when the scope has no copies.
+- ``graph_time_ns``/``graphs``: CUDA graph executions (graph-level tracing: one row per
+  replay, its nodes unlisted) count as kernels in every figure above (busy, kernel time,
+  overlap, concurrency), and are also counted apart. With node-level tracing the
+  graph's kernels are listed as kernels; the span from a replay's first node to its
+  last adds to busy time only (the graph was running between its nodes).
+- ``comm_time_ns``: time during which a communication kernel (NCCL, NVSHMEM) ran on the
+  device (union per device, summed over devices).
+- ``comm_compute_overlap_pct``: share of that time during which compute (any other
+  kernel or graph execution) ran on the same device: the communication hidden under
+  compute; None without communication. ``exposed_comm_ns`` = comm_time_ns x (1 - that).
 """
 
 from __future__ import annotations
@@ -40,6 +50,11 @@ class Metrics:
     kernels: int
     copies: int
     memsets: int
+    graph_time_ns: int = 0
+    graphs: int = 0
+    comm_time_ns: int = 0
+    comm_compute_overlap_pct: float | None = None
+    exposed_comm_ns: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -195,14 +210,15 @@ def _window_pieces(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.
 class _Sorted:
     """Intervals in start order (sorted once if needed) with their running max of ends."""
 
-    def __init__(self, starts: np.ndarray, ends: np.ndarray, extra: np.ndarray | None = None
-                 ) -> None:
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, extra: np.ndarray | None = None,
+                 flag: np.ndarray | None = None) -> None:
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
         self.order = None if tl.is_sorted(starts) else np.argsort(starts, kind="stable")
         take = (lambda a: a) if self.order is None else (lambda a: a[self.order])
         self.start, self.end = take(starts), take(ends)
         self.extra = None if extra is None else take(extra)
+        self.flag = None if flag is None else take(flag)
         self.reach = (np.maximum.accumulate(self.end) if self.end.size
                       else self.end)
         self.size = self.start.size
@@ -223,19 +239,28 @@ def _batches(counts: np.ndarray, limit: int) -> list[tuple[int, int]]:
     return out
 
 
+# Kinds of kernel-like work (the flag of each "kernel" piece).
+COMPUTE, COMM, GRAPH = 0, 1, 2
+
+
 def _device_metrics(kernels: dict, copies: dict, memsets: dict,
-                    windows: tl.Intervals | None, span: tuple[int, int]) -> dict:
+                    windows: tl.Intervals | None, span: tuple[int, int],
+                    graph_spans: dict | None = None) -> dict:
     """Raw sums for one device over its windows (pieces clipped to the windows; windows
     None: the device's whole span [span), where nothing needs clipping). Each argument
-    holds start/end arrays (kernels also stream).
+    holds start/end arrays (kernels also stream, and flag: COMPUTE, COMM or GRAPH, a
+    graph-level graph execution); *graph_spans*: node-level replays, busy only.
 
     Everything is a sum over time, so the work goes window by window in batches of about
     CHUNK pieces: unions, per-stream unions and overlaps within a batch never meet those
     of another (windows are disjoint). Without windows, the span is cut into windows at
     kernel starts, which changes no sum."""
-    k = _Sorted(kernels["start"], kernels["end"], np.asarray(kernels["stream"]))
+    k = _Sorted(kernels["start"], kernels["end"], np.asarray(kernels["stream"]),
+                np.asarray(kernels["flag"], dtype=np.int8))
     c = _Sorted(copies["start"], copies["end"])
     m = _Sorted(memsets["start"], memsets["end"])
+    z = np.zeros(0, dtype=np.int64)
+    g = _Sorted(*((graph_spans["start"], graph_spans["end"]) if graph_spans else (z, z)))
     if windows is None:
         lo, hi = span
         cuts = np.unique(k.start[CHUNK::CHUNK]) if k.size > CHUNK else np.zeros(0, np.int64)
@@ -246,17 +271,31 @@ def _device_metrics(kernels: dict, copies: dict, memsets: dict,
         ws, we = windows
         memset_pieces = None
     sums = {"busy": 0, "kernel_time": 0, "kernel_union": 0, "overlapped": 0,
-            "copy_time": 0, "copy_overlap": 0, "memsets": 0}
+            "copy_time": 0, "copy_overlap": 0, "memsets": 0, "graph_time": 0,
+            "comm_time": 0, "comm_hidden": 0}
     seen_k = np.zeros(k.size, dtype=bool)
     seen_c = np.zeros(c.size, dtype=bool)
     klo, khi = _candidates(k.start, k.reach, ws, we)
     clo, chi = _candidates(c.start, c.reach, ws, we)
     mlo, mhi = _candidates(m.start, m.reach, ws, we)
-    for a, b in _batches((khi - klo) + (chi - clo) + (mhi - mlo), CHUNK):
+    glo, ghi = _candidates(g.start, g.reach, ws, we)
+    for a, b in _batches((khi - klo) + (chi - clo) + (mhi - mlo) + (ghi - glo), CHUNK):
         w = slice(a, b)
         ks, ke, ki = _window_pieces(k.start, k.end, klo[w], khi[w], ws[w], we[w])
         cs, ce, ci = _window_pieces(c.start, c.end, clo[w], chi[w], ws[w], we[w])
         ms, me, _ = _window_pieces(m.start, m.end, mlo[w], mhi[w], ws[w], we[w])
+        gs, ge, _ = _window_pieces(g.start, g.end, glo[w], ghi[w], ws[w], we[w])
+        flag = k.flag[ki]
+        is_graph = flag == GRAPH
+        if is_graph.any():
+            sums["graph_time"] += tl.total(tl.union(ks[is_graph], ke[is_graph]))
+        is_comm = flag == COMM
+        if is_comm.any():
+            comm = tl.union(ks[is_comm], ke[is_comm])
+            sums["comm_time"] += tl.total(comm)
+            # Compute over the pieces that are not communication (sorted already).
+            compute = tl.union(np.r_[ks[~is_comm], gs], np.r_[ke[~is_comm], ge])
+            sums["comm_hidden"] += int(tl.overlap_each(comm[0], comm[1], compute).sum())
         seen_k[ki] = True
         seen_c[ci] = True
         sums["memsets"] += ms.size
@@ -279,10 +318,11 @@ def _device_metrics(kernels: dict, copies: dict, memsets: dict,
         if cs.size:
             sums["copy_overlap"] += int(tl.overlap_each(cs, ce, kernel_union).sum())
         del ki
-        others = tl.union(np.r_[cs, ms], np.r_[ce, me])
+        others = tl.union(np.r_[cs, ms, gs], np.r_[ce, me, ge])
         sums["busy"] += union_len + tl.total(others) - int(
             tl.overlap_each(others[0], others[1], kernel_union).sum())
-    sums["kernels"] = int(seen_k.sum())
+    sums["kernels"] = int((seen_k & (k.flag != GRAPH)).sum())
+    sums["graphs"] = int((seen_k & (k.flag == GRAPH)).sum())
     sums["copies"] = int(seen_c.sum())
     if memset_pieces is not None:
         sums["memsets"] = memset_pieces
@@ -302,6 +342,40 @@ def _arrays(frame: pd.DataFrame, device: int, only_device: bool, stream: bool = 
     return out
 
 
+def kernel_flags(trace: Trace) -> np.ndarray:
+    """COMPUTE or COMM for each kernel (cached on the trace)."""
+    cached = trace.__dict__.get("_kernel_flags")
+    if cached is None:
+        from gpugap.accounting.host import name_mask
+        from gpugap.accounting.work import COMMUNICATION
+
+        k = trace.kernels
+        cached = (name_mask(k["name"], COMMUNICATION).astype(np.int8) if len(k)
+                  else np.zeros(0, np.int8))
+        trace.__dict__["_kernel_flags"] = cached
+    return cached
+
+
+def _kernel_like(trace: Trace, device: int, one: bool) -> tuple[dict, dict | None]:
+    """The device's kernels and graph-level graph executions as one set of kernel-like
+    pieces (start, end, stream, flag), and its node-level replays' spans (or None)."""
+    kern = _arrays(trace.kernels, device, one, stream=True)
+    flags = kernel_flags(trace)
+    kern["flag"] = flags if one else flags[trace.kernels["device"].to_numpy() == device]
+    graphs = trace.graphs
+    if not len(graphs):
+        return kern, None
+    g = _arrays(graphs, device, False, stream=True)
+    nodes = graphs["nodes"].to_numpy()[graphs["device"].to_numpy() == device] \
+        if "nodes" in graphs else np.zeros(g["start"].size, dtype=np.int64)
+    level = nodes == 0
+    for col in ("start", "end", "stream"):
+        kern[col] = np.r_[kern[col], g[col][level]]
+    kern["flag"] = np.r_[kern["flag"], np.full(int(level.sum()), GRAPH, dtype=np.int8)]
+    spans = {"start": g["start"][~level], "end": g["end"][~level]} if (~level).any() else None
+    return kern, spans
+
+
 def compute(trace: Trace, windows: tl.Intervals | None = None,
               devices: list[int] | None = None) -> Metrics:
     """Metrics over *windows* (a union; default: each device's own active span)."""
@@ -309,7 +383,8 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
     all_devices = active_devices(trace)
     devices = all_devices if devices is None else [d for d in devices if d in all_devices]
     sums = {"busy": 0, "kernel_time": 0, "kernel_union": 0, "overlapped": 0,
-            "copy_time": 0, "copy_overlap": 0, "kernels": 0, "copies": 0, "memsets": 0}
+            "copy_time": 0, "copy_overlap": 0, "kernels": 0, "copies": 0, "memsets": 0,
+            "graph_time": 0, "graphs": 0, "comm_time": 0, "comm_hidden": 0}
     if not devices:
         # No GPU activity in scope: only the span is known.
         return Metrics(span_ns=0 if windows is None else tl.total(windows), gpu_busy_ns=0,
@@ -323,10 +398,10 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
         lo, hi = ix.device_span(device)
         w = ((np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
              if windows is None else windows)
-        part = _device_metrics(_arrays(trace.kernels, device, one, stream=True),
-                               _arrays(trace.memcpys, device, one),
+        kern, graph_spans = _kernel_like(trace, device, one)
+        part = _device_metrics(kern, _arrays(trace.memcpys, device, one),
                                _arrays(trace.memsets, device, one),
-                               None if windows is None else w, (lo, hi))
+                               None if windows is None else w, (lo, hi), graph_spans)
         for k in sums:
             sums[k] += part[k]
         span_total += tl.total(w)
@@ -350,4 +425,8 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
         copy_time_ns=int(sums["copy_time"]),
         copy_compute_overlap_pct=_pct(sums["copy_overlap"], sums["copy_time"]),
         kernels=sums["kernels"], copies=sums["copies"], memsets=sums["memsets"],
+        graph_time_ns=int(sums["graph_time"]), graphs=sums["graphs"],
+        comm_time_ns=int(sums["comm_time"]),
+        comm_compute_overlap_pct=_pct(sums["comm_hidden"], sums["comm_time"]),
+        exposed_comm_ns=int(sums["comm_time"] - sums["comm_hidden"]),
     )

@@ -137,10 +137,12 @@ def require_gpu() -> None:
 
 def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
             env: dict[str, str] | None = None, echo: bool = False,
-            timeout: float | None = None, step: Step | None = None) -> ProfiledRun:
+            timeout: float | None = None, step: Step | None = None,
+            graph_trace: str = "graph") -> ProfiledRun:
     """Profile *program* under nsys into out_base.nsys-rep, export out_base.sqlite, and
     analyze it. Failures of nsys raise; a failing program is recorded, not raised."""
-    run = ProfiledRun(label=label, command=profile_command(nsys, out_base, program))
+    run = ProfiledRun(label=label, command=profile_command(nsys, out_base, program,
+                                                           graph_trace=graph_trace))
     run.command = [c for c in run.command if c != "--export=sqlite"]
     run.log = out_base.with_suffix(".log")
     started = time.perf_counter()

@@ -8,6 +8,14 @@ whose cost is closest to the median) with the CUDA calls behind it, the fix, and
 iteration time without it. Otherwise the device is healthy (busy at least 90% of the
 time: compute-bound, look inside the kernels next) or its idle time is spread over
 causes none of which matters on its own.
+
+With iterations, the steady state's problems are of two kinds. Recurring ones cost time
+in most iterations (median cost per iteration > 0): they are ranked by that median and
+their share is of the median iteration, since they set the speed of every step.
+Occasional ones hit a few iterations (a recompilation, a checkpoint, a GC pause): they
+are ranked by their total and become the verdict only when no recurring problem
+reaches 5% of an iteration; otherwise, when they cost more in total than the recurring
+verdict, they are named beside it (``also``).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ class Verdict:
     wall_ns: int = 0
     iteration: dict[str, Any] | None = None
     breakdown: dict[str, float] = field(default_factory=dict)   # bucket -> % of the scope
+    also: list[dict[str, Any]] = field(default_factory=list)    # occasional, costlier
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,13 +162,30 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     mine = [f for f in findings if f.device == dev.device and f.cost_ns > 0
             and (phase is None or f.phase == phase)]
     explained = {b for f in mine if f.claim is not None for b in f.claim.buckets}
-    candidates: list[tuple[int, Finding | None, str | None]] = [(f.cost_ns, f, None)
-                                                                 for f in mine]
-    for b, v in totals.items():
-        if b not in WORK_IDS and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT:
-            candidates.append((v, None, b))
-    top_cost, top, bucket = max(candidates, key=lambda c: c[0], default=(0, None, None))
-    share = _pct(top_cost, wall)
+    unexplained = [(v, b) for b, v in totals.items() if b not in WORK_IDS
+                   and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
+    steady = _representative(dev, None) if scope is None else None
+    occasional: list[Finding] = []
+    if steady is not None and steady["count"] >= 3:
+        # Recurring problems by their median cost per iteration, as a share of the
+        # median iteration; occasional ones apart (module doc).
+        median_it = max(steady["median_ns"], 1)
+        recurring = [f for f in mine if _recurring(f)]
+        occasional = sorted((f for f in mine if not _recurring(f)), key=lambda f: -f.cost_ns)
+        candidates = [(float(np.median(f.iteration_costs)), f, None) for f in recurring]
+        candidates += [(v / steady["count"], None, b) for v, b in unexplained]
+        top_score, top, bucket = max(candidates, key=lambda c: c[0],
+                                     default=(0.0, None, None))
+        share = _pct(top_score, median_it)
+        top_cost = top.cost_ns if top is not None else int(top_score * steady["count"])
+        if share < WARN_PCT and occasional and _pct(occasional[0].cost_ns, wall) >= WARN_PCT:
+            top, bucket = occasional.pop(0), None
+            top_cost, share = top.cost_ns, _pct(top.cost_ns, wall)
+    else:
+        candidates = [(f.cost_ns, f, None) for f in mine] + [(v, None, b)
+                                                             for v, b in unexplained]
+        top_cost, top, bucket = max(candidates, key=lambda c: c[0], default=(0, None, None))
+        share = _pct(top_cost, wall)
     busy_pct = _pct(busy, wall)
     iteration = _representative(dev, top) if scope is None else None
     per = "each iteration" if iteration else f"the {label}"
@@ -178,6 +204,17 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
         return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
                        iteration=_representative(dev, None) if scope is None else None,
                        breakdown=breakdown)
+    also = [{"finding": f.id, "headline": _occasional_headline(f, wall)}
+            for f in occasional if f.cost_ns > top_cost and _pct(f.cost_ns, wall) >= WARN_PCT]
+    if top is not None and not _recurring(top) and iteration is not None:
+        # An occasional problem as the verdict: where it struck, not a typical iteration.
+        iteration = _representative(dev, None)
+        head = _occasional_headline(top, wall)
+        return Verdict("bottleneck", dev.device, label, head, share_pct=share,
+                       severity=top.severity, finding=top.id, rule=top.rule, cause=top.cause,
+                       bucket=top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1
+                       else None, fix=top.fix, busy_pct=busy_pct, wall_ns=wall,
+                       iteration=iteration, breakdown=breakdown, also=also)
     if top is not None:
         fix = top.fix
         severity = top.severity
@@ -200,7 +237,27 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                    finding=None if top is None else top.id,
                    rule=None if top is None else top.rule, cause=cause, bucket=bucket,
                    fix=fix, busy_pct=busy_pct, wall_ns=wall, iteration=iteration,
-                   breakdown=breakdown)
+                   breakdown=breakdown, also=also)
+
+
+def _recurring(f: Finding) -> bool:
+    """Does *f* cost time in most steady iterations (median cost per iteration > 0)?"""
+    costs = getattr(f, "iteration_costs", None)
+    return costs is not None and len(costs) > 0 and float(np.median(costs)) > 0
+
+
+def _occasional_headline(f: Finding, wall: int) -> str:
+    """'Recompilation: 2.62 s in 1 of 98 iterations (90.6% of the steady state)'."""
+    costs = getattr(f, "iteration_costs", None)
+    where = ""
+    if costs is not None and len(costs):
+        hit = int((np.asarray(costs) > 0).sum())
+        where = f" in {hit} of {len(costs)} iterations"
+    title = _title(f, None)
+    if f.rule == "launch-gap" and f.cause == "compilation" and f.phase == "steady":
+        title = "Recompilation inside the steady state"
+    return (f"{title}: {fmt_ns(f.cost_ns)}{where} on GPU {f.device} "
+            f"({_pct(f.cost_ns, wall):.1f}% of the steady state)")
 
 
 def _title(f: Finding | None, bucket: str | None) -> str:
@@ -227,7 +284,13 @@ def _title(f: Finding | None, bucket: str | None) -> str:
                                                               "legacy default stream",
              ("serialized-streams", "explicit-sync"): "Streams serialized by synchronisation",
              ("serialized-streams", "unknown"): "Streams serialized for no visible reason",
-             ("small-grid", "undersized-grid"): "Grids too small for the GPU"}
+             ("small-grid", "undersized-grid"): "Grids too small for the GPU",
+             ("exposed-communication", "after-compute"): "Exposed communication "
+                                                         "(collectives after compute)",
+             ("exposed-communication", "same-stream"): "Exposed communication (on the "
+                                                       "compute stream)",
+             ("exposed-communication", "waiting-for-peer"): "Waiting for a late rank "
+                                                            "inside collectives"}
     return names.get((f.rule, f.cause), f"{f.rule} [{f.cause}]")
 
 

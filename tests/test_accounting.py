@@ -22,7 +22,7 @@ from gpugap.report import load
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 NAMES = ["train-workers0", "decode", "sync-item", "alloc-nocache", "eval-pageable",
-         "pipeline", "small-eager"]
+         "pipeline", "small-eager", "small-compile", "small-graph", "ddp-manual"]
 WINDOW_NS = 150_000
 
 
@@ -91,6 +91,9 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             mine = mine[np.argsort(work.api_start[mine], kind="stable")]
             k = int(np.flatnonzero(mine == nxt)[0])
             is_input = k == 0 or work.bucket[mine[k - 1]] not in h2d
+        # The next op a kernel Triton generated (torch.compile)?
+        is_jit = bool(nxt >= 0 and work.source[nxt] == 0 and str(
+            trace.kernels["name"].iloc[work.row[nxt]]).startswith("triton_"))
         # The thread's state: the highest-priority category of the calls covering a ns.
         rows = np.flatnonzero(api["gtid"].to_numpy() == gtid)
         s_all, e_all = api["start"].to_numpy()[rows], api["end"].to_numpy()[rows]
@@ -131,6 +134,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         load_spans = [(a0, z0) for a0, z0, c in segments if c == hostmod.MODULE]
         load_from = load_spans[0][0] if load_spans else None
         load_to = load_spans[-1][1] if load_spans else None
+        compile_to = load_to if is_jit and load_to is not None else gap_start
         host_before, initial = 0, -1
         for a0, z0, c in segments:
             if a0 >= first:
@@ -138,7 +142,8 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             z0 = min(z0, first)
             if c < hostmod.LAUNCH:
                 initial = c
-            elif not (load_from is not None and a0 >= load_from and z0 <= load_to):
+            elif not (load_from is not None and a0 >= load_from and z0 <= load_to) \
+                    and not z0 <= compile_to:
                 host_before += z0 - a0
         state = np.full(seg.size, hostmod.OUTSIDE, dtype=np.int64)
         for a0, z0, c in zip(s_all.tolist(), e_all.tolist(), c_all.tolist(), strict=True):
@@ -151,7 +156,8 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         idx = np.maximum.accumulate(np.where(blocking, np.arange(seg.size), -1))
         last_block = np.where(idx >= 0, state[np.maximum(idx, 0)], initial)
         # The k-th eligible host nanosecond of the gap is aftermath while k < lead.
-        eligible = ~blocking & ~loading & (not is_input)
+        compiling = seg < compile_to
+        eligible = ~blocking & ~loading & ~compiling & (not is_input)
         host_rank = host_before + np.cumsum(eligible) - 1
         in_lead = eligible & (host_rank < lead)
         host_bucket = [CODE["module-load"], CODE["synchronization"], CODE["allocation"],
@@ -164,6 +170,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         fill = np.where(in_lead & (last_block >= 0),
                         np.array(host_bucket)[np.maximum(last_block, 0)], fill)
         fill = np.where(blocking, np.array(host_bucket)[np.minimum(state, 3)], fill)
+        fill = np.where(compiling, CODE["compilation"], fill)
         labels = np.where(labels < 0, fill, labels)
         out[ra:rz] = labels
     assert (out >= 0).all()

@@ -36,7 +36,8 @@ BOTTLENECKS = {
     "alloc-nocache": ("launch-gap", "allocation", 25),      # caching allocator off
     "eval-pageable": ("blocking-memcpy", "pageable-async", 60),   # .cpu() per batch
 }
-HEALTHY = ["train-workers", "sync-free", "alloc-cache", "eval-pinned", "gemm", "pipeline"]
+HEALTHY = ["train-workers", "sync-free", "alloc-cache", "eval-pinned", "gemm", "pipeline",
+           "small-graph", "ddp-overlap"]
 
 
 @pytest.mark.parametrize("name", sorted(BOTTLENECKS))
@@ -94,7 +95,8 @@ def test_start_up_is_one_time_and_never_the_verdict():
     assert startup > 0.3 * (acc["window_ns"][1] - acc["window_ns"][0])
 
 
-@pytest.mark.parametrize("name", sorted(BOTTLENECKS) + HEALTHY)
+@pytest.mark.parametrize("name", sorted(BOTTLENECKS) + HEALTHY
+                         + ["ddp-manual", "small-compile", "small-graph-node"])
 def test_costs_never_exceed_their_scope(name):
     a = analysis(name)
     for d in a.devices:

@@ -40,8 +40,11 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     assert analysis["status"] == "no-cuda-activity"
     assert "CUDA was traced but the program made no kernel launches" in analysis["error"]
     names = [r["name"] for r in analysis["ranges"]]
-    assert names == ["outer_step", "inner_0", "inner_1", "inner_2", "pushpop_range",
-                     "default_domain_range", "startend_range"]
+    # inner_0..2 (a loop's instances) are one row, nested in outer_step.
+    assert names == ["outer_step", "inner N", "pushpop_range", "default_domain_range",
+                     "startend_range"]
+    assert [r["path"] for r in analysis["ranges"]][:2] == [["outer_step"],
+                                                          ["outer_step", "inner N"]]
     assert {r["domain"] for r in analysis["ranges"]} == {"gpugap", ""}
     inner = next(r for r in analysis["ranges"] if r["name"] == "pushpop_range")
     assert 45e6 < inner["cpu_ns"] < 500e6          # time.sleep(0.05) in the program
@@ -52,9 +55,28 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     assert manifest["nsys"]["version"] == nsys_mod.find_nsys().version
     assert manifest["program"] == [sys.executable, str(NVTX_PROGRAM)]
     assert "--sample=none" in manifest["command"]
+    # CUDA graphs traced per graph by default, and the run says why.
+    assert "--cuda-graph-trace=graph" in manifest["command"]
+    assert manifest["cuda_graph_trace"]["mode"] == "graph"
+    said = " ".join(err.split())
+    assert "CUDA graphs traced per graph (--cuda-graph-trace=graph)" in said
+    assert "least overhead" in said
     # The same report, analyzed again, gives the same ranges.
     code, again, _ = gpugap(capsys, "analyze", str(out / "cpu_only_nvtx.sqlite"), "--json")
     assert code == EXIT_NO_CUDA and [r["name"] for r in json.loads(again)["ranges"]] == names
+
+
+def test_node_level_graph_tracing_on_request(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, _, err = gpugap(capsys, "profile", "--out", str(out), "--cuda-graph-trace", "node",
+                          "--json", sys.executable, "-c", "print('hi')")
+    assert code == EXIT_NO_CUDA, err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "--cuda-graph-trace=node" in manifest["command"]
+    assert "kernel inside a CUDA graph is traced" in " ".join(err.split())
+    code, _, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"),
+                          "--cuda-graph-trace", "nodes", sys.executable, "-c", "1")
+    assert code == EXIT_USAGE and "--cuda-graph-trace must be graph or node" in err
 
 
 def test_failing_program_keeps_its_exit_code_and_output(capsys, tmp_path):

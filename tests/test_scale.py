@@ -86,9 +86,10 @@ def test_tiled_report_gives_the_same_answers_scaled(tiled):
     for key in ("kernels", "copies", "memsets", "kernel_time_ns", "copy_time_ns"):
         assert big.metrics.to_dict()[key] == TILES * small.metrics.to_dict()[key], key
     # Every NVTX range: N times the instances, same shares, N times the time.
-    by_name = {r.name: r for r in big.ranges}
+    by_path = {(r.domain, *r.path): r for r in big.ranges}
+    assert len(by_path) == len(big.ranges) == len(small.ranges)
     for r in small.ranges:
-        b = by_name[r.name]
+        b = by_path[(r.domain, *r.path)]
         assert b.count == TILES * r.count
         for key in ("gpu_busy_pct", "kernel_overlap_pct", "concurrency",
                     "copy_compute_overlap_pct"):
@@ -146,13 +147,18 @@ def test_tiled_report_scales_exactly_inside_the_measured_range(tiled):
 
 # --- the fast paths equal the plain ones ------------------------------------------------
 
-def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None) -> dict:
+def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None, g=None) -> dict:
     """The metrics' raw sums, the plain way: clip, union, sweep (the original code)."""
     w = windows or (np.array([lo]), np.array([hi]))
     ks, ke, ki = metrics.intersect_each(k["start"], k["end"], w)
     cs, ce, ci = metrics.intersect_each(c["start"], c["end"], w)
     ms, me, _ = metrics.intersect_each(m["start"], m["end"], w)
-    busy = tl.total(tl.union(np.r_[ks, cs, ms], np.r_[ke, ce, me]))
+    empty = np.zeros(0, dtype=np.int64)
+    gs, ge, _ = metrics.intersect_each(g["start"], g["end"], w) if g else (empty, empty, None)
+    busy = tl.total(tl.union(np.r_[ks, cs, ms, gs], np.r_[ke, ce, me, ge]))
+    flag = np.asarray(k["flag"])[ki]
+    comm = tl.union(ks[flag == metrics.COMM], ke[flag == metrics.COMM])
+    compute = tl.union(np.r_[ks[flag != metrics.COMM], gs], np.r_[ke[flag != metrics.COMM], ge])
     streams = np.asarray(k["stream"])[ki]
     per = defaultdict(list)
     for st, s, e in zip(streams.tolist(), ks.tolist(), ke.tolist(), strict=True):
@@ -169,8 +175,12 @@ def naive_device_metrics(k, c, m, lo: int, hi: int, windows=None) -> dict:
             "kernel_union": tl.total(kernel_union), "overlapped": overlapped,
             "copy_time": int((ce - cs).sum()),
             "copy_overlap": int(tl.overlap_each(cs, ce, kernel_union).sum()),
-            "kernels": int(np.unique(ki).size), "copies": int(np.unique(ci).size),
-            "memsets": int(ms.size)}
+            "kernels": int(np.unique(ki[flag != metrics.GRAPH]).size),
+            "graphs": int(np.unique(ki[flag == metrics.GRAPH]).size),
+            "graph_time": tl.total(tl.union(ks[flag == metrics.GRAPH], ke[flag == metrics.GRAPH])),
+            "comm_time": tl.total(comm),
+            "comm_hidden": int(tl.overlap_each(comm[0], comm[1], compute).sum()),
+            "copies": int(np.unique(ci).size), "memsets": int(ms.size)}
 
 
 def random_intervals(rng, n: int, span: int, streams: int = 1, longest: int = 50):
@@ -184,17 +194,20 @@ def test_batched_metrics_equal_the_plain_sweep(monkeypatch, seed):
     monkeypatch.setattr(metrics, "CHUNK", 7)          # many batches, pieces cut anywhere
     rng = np.random.default_rng(seed)
     k = random_intervals(rng, 300, 4000, streams=4)
+    # Kernels of every kind: compute, communication, graph executions (graph-level).
+    k["flag"] = rng.integers(0, 3, 300).astype(np.int8)
     c = random_intervals(rng, 30, 4000, longest=200)
     m = random_intervals(rng, 10, 4000)
+    g = random_intervals(rng, 8, 4000, longest=300)      # node-level replays: busy only
     lo, hi = int(min(k["start"].min(), c["start"].min(), m["start"].min())), \
         int(max(k["end"].max(), c["end"].max(), m["end"].max()))
-    got = metrics._device_metrics(k, c, m, None, (lo, hi))
-    want = naive_device_metrics(k, c, m, lo, hi)
+    got = metrics._device_metrics(k, c, m, None, (lo, hi), g)
+    want = naive_device_metrics(k, c, m, lo, hi, g=g)
     want["memsets"] = int((m["end"] > m["start"]).sum())
     assert got == want
     windows = tl.union(rng.integers(0, 4000, 12), rng.integers(0, 4000, 12) + 300)
-    got = metrics._device_metrics(k, c, m, windows, (lo, hi))
-    assert got == naive_device_metrics(k, c, m, lo, hi, windows)
+    got = metrics._device_metrics(k, c, m, windows, (lo, hi), g)
+    assert got == naive_device_metrics(k, c, m, lo, hi, windows, g=g)
 
 
 def test_union_helpers_equal_the_plain_ones():
@@ -409,84 +422,3 @@ def test_top_calls_by_code_equal_by_name():
         ns = rng.choice([1, 2, 3, 5, 10], codes.size)
         n = int(rng.integers(1, 6))
         assert _top_coded(codes, texts, ns, n) == by_name(texts[codes].tolist(), ns.tolist(), n)
-
-
-# --- NVTX ranges: grouping and windows linear in the number of distinct names ---------
-
-def _with_distinct_ranges(tmp_path, n: int, distinct: bool) -> Path:
-    """Hand-built: moe-experts-bad with *n* more top-level NVTX ranges after its last one,
-    each with its own name (distinct) or all called 'same'."""
-    import shutil
-    import sqlite3
-
-    path = tmp_path / f"handbuilt_ranges_{n}_{'distinct' if distinct else 'same'}.sqlite"
-    shutil.copy(report_path("moe-experts-bad"), path)
-    with sqlite3.connect(path) as conn:
-        t0, gtid = conn.execute('SELECT max(coalesce("end", start)) + 1000, max(globalTid) '
-                                "FROM NVTX_EVENTS WHERE eventType = 59").fetchone()
-        name = "'r' || i" if distinct else "'same'"
-        conn.execute(f"""WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k
-                                                 WHERE i + 1 < {n})
-            INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId)
-            SELECT {t0} + i * 2000, {t0} + i * 2000 + 1000, 59, {name}, {gtid}, 0 FROM k""")
-    conn.close()
-    return path
-
-
-def _naive_reported_ranges(trace, max_depth=1):
-    """What gpugap.ranges.reported_ranges did: one pass over every row per name."""
-    from gpugap.ranges import user_ranges
-
-    nv = user_ranges(trace)
-    shallow = nv[nv["depth"] <= max_depth]
-    out = [((str(name), str(domain)), nv[(nv["name"] == name) & (nv["domain"] == domain)])
-           for domain, name in shallow[["domain", "name"]].drop_duplicates().itertuples(
-               index=False)]
-    out.sort(key=lambda item: int(item[1]["start"].min()))
-    return out
-
-
-def test_reported_ranges_and_windows_equal_the_naive_ones(tmp_path):
-    from gpugap import ranges
-
-    paths = [*sorted((ROOT / "tests" / "data" / "captures").glob("*.sqlite")),
-             report_path("h2d-copy-bad"), _with_distinct_ranges(tmp_path, 300, True)]
-    for path in paths:
-        trace = load(path)
-        for depth in (0, 1, 5):
-            got = ranges.reported_ranges(trace, depth)
-            want = _naive_reported_ranges(trace, depth)
-            assert [(k.name, k.domain) for k, _ in got] == [k for k, _ in want], path.name
-            for (_, a), (_, b) in zip(got, want, strict=True):
-                assert a.equals(b), path.name
-        # Windows looked up from the trace's projected ends equal those computed for
-        # the instances alone (and a frame that is not the trace's rows is computed).
-        for _, inst in ranges.reported_ranges(trace):
-            got = ranges.windows_of(trace, inst)
-            alone = inst.reset_index(drop=True)
-            want = tl.union(alone["start"].to_numpy(dtype=np.int64),
-                            ranges._projected_ends_of(trace, alone))
-            assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True)), \
-                path.name
-            assert all(np.array_equal(x, y) for x, y in
-                       zip(ranges.windows_of(trace, alone), want, strict=True)), path.name
-
-
-def test_many_distinct_ranges_are_grouped_once(tmp_path, monkeypatch):
-    """20k distinct top-level NVTX range names took 84 s of CPU in analyze (1.6 s with
-    one name): grouping made a pass over every NVTX row per name, and each range's
-    window a pass over the launches. Now the rows are grouped in one pass and the
-    launches projected onto every range once per trace (29 s: what is left is per
-    range metrics). Counted here: one projection for 2000 ranges' windows."""
-    from gpugap import ranges
-
-    trace = load(_with_distinct_ranges(tmp_path, 2000, True))
-    calls = []
-    real = ranges._projected_ends_of
-    monkeypatch.setattr(ranges, "_projected_ends_of",
-                        lambda t, r: calls.append(len(r)) or real(t, r))
-    found = ranges.reported_ranges(trace)
-    assert len(found) == 2000 + 5 and [k.name for k, _ in found[-2:]] == ["r1998", "r1999"]
-    for _, inst in found:
-        ranges.windows_of(trace, inst)
-    assert calls == [len(trace.nvtx)]

@@ -46,6 +46,8 @@ _NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
 def base_name(name: str) -> str:
     """'step 12' -> 'step'; 'iter_3' -> 'iter'; 'ProfilerStep#5' -> 'ProfilerStep'.
     A value after '=' is a parameter, not an instance number: 'grid=1024' stays."""
+    if not (name[-1:].isdecimal() or name[-2:-1].isdecimal()):   # cheap test first: a
+        return name                     # number ends the name (or precedes a final newline)
     m = _NUMBERED.match(name)
     return m.group(1) if m and "=" not in m.group(2) and not m.group(1).endswith("=") \
         else name
@@ -159,6 +161,9 @@ def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.D
                              f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
     times = work.api_start[work.launch_order]
     rows = []
+    if wanted is None:      # groups too small to repeat, left out before the loop over groups
+        size = frame.groupby(["gtid", "domain", "base", "depth"], sort=False)["start"]
+        frame = frame[size.transform("size").to_numpy() >= MIN_ITERATIONS]
     for key, g in frame.groupby(["gtid", "domain", "base", "depth"], sort=False):
         if len(g) < (1 if wanted else MIN_ITERATIONS):
             continue
@@ -201,7 +206,10 @@ def _op_codes(trace: Trace, work: DeviceWork, positions: np.ndarray) -> np.ndarr
     out[sel] = k_codes[row[sel]]
     sel = src == 1
     out[sel] = width + m_codes[row[sel]]
-    out[src == 2] = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
+    memset_code = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
+    out[src == 2] = memset_code
+    sel = src == 3                  # graph executions: one code per graph
+    out[sel] = memset_code + 1 + trace.graphs["graph_id"].to_numpy().astype(np.int64)[row[sel]]
     return out
 
 

@@ -1,7 +1,9 @@
 """A device's GPU work as arrays: every operation with its busy bucket and its launch.
 
 Kernels are compute unless they are communication (NCCL, NVSHMEM); copies go to a bucket
-by direction and host memory kind; memsets to ``memset``.
+by direction and host memory kind; memsets to ``memset``; CUDA graph executions
+(graph-level tracing) and the kernels a graph ran (node-level tracing: they carry a graph
+node id) to ``graph``, so both tracing modes account a graph replay the same way.
 """
 
 from __future__ import annotations
@@ -13,22 +15,37 @@ import numpy as np
 import pandas as pd
 
 from gpugap.accounting.buckets import CODE
-from gpugap.report.trace import Trace
+from gpugap.report.trace import OP_KINDS, Trace, graph_label
 
 # Kernels that move data between GPUs rather than compute (NCCL's device kernels are
 # ncclKernel_*/ncclDevKernel_*; NVSHMEM's start with nvshmem).
 COMMUNICATION = re.compile(r"^(?:void )?(?:nccl|nvshmem)", re.IGNORECASE)
 
-SOURCES = ("kernel", "memcpy", "memset")
+SOURCES = OP_KINDS
 
 
-def kernel_buckets(names: pd.Series) -> np.ndarray:
-    """compute or communication for each kernel (per distinct name)."""
+def kernel_buckets(names: pd.Series, graph_node: pd.Series | None = None) -> np.ndarray:
+    """compute or communication for each kernel (per distinct name); graph for the
+    compute kernels that a CUDA graph ran (node-level tracing)."""
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype(str).astype("category")
     lut = np.array([CODE["communication"] if COMMUNICATION.search(str(c)) else CODE["compute"]
                     for c in names.cat.categories] + [CODE["compute"]], dtype=np.int8)
-    return lut[names.cat.codes.to_numpy()]
+    out = lut[names.cat.codes.to_numpy()]
+    if graph_node is not None:
+        in_graph = graph_node_mask(graph_node)
+        out[in_graph & (out == CODE["compute"])] = CODE["graph"]
+    return out
+
+
+def graph_node_mask(graph_node: pd.Series) -> np.ndarray:
+    """Kernels launched as nodes of a CUDA graph (a graph node id, node-level tracing)."""
+    values = graph_node.array
+    if isinstance(values, pd.arrays.SparseArray):      # few graph kernels: stored sparse
+        out = np.zeros(len(values), dtype=bool)
+        out[values.sp_index.indices] = ~np.isnan(values.sp_values)
+        return out
+    return ~np.isnan(graph_node.to_numpy(dtype=np.float64))
 
 
 def copy_buckets(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -44,16 +61,18 @@ def copy_buckets(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarr
 
 
 def op_buckets(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bucket codes of trace.kernels, trace.memcpys, trace.memsets rows (cached)."""
+    """Bucket codes of the rows of trace.kernels, memcpys, memsets, graphs (cached)."""
     cached = trace.__dict__.get("_op_buckets")
     if cached is None:
         k, m, s = trace.kernels, trace.memcpys, trace.memsets
-        cached = (kernel_buckets(k["name"]) if len(k) else np.zeros(0, np.int8),
+        cached = (kernel_buckets(k["name"], k["graph_node"]) if len(k)
+                  else np.zeros(0, np.int8),
                   copy_buckets(m["kind"].astype(str).to_numpy(),
                                m["src_kind"].astype(str).to_numpy(),
                                m["dst_kind"].astype(str).to_numpy()) if len(m)
                   else np.zeros(0, np.int8),
-                  np.full(len(s), CODE["memset"], dtype=np.int8))
+                  np.full(len(s), CODE["memset"], dtype=np.int8),
+                  np.full(len(trace.graphs), CODE["graph"], dtype=np.int8))
         trace.__dict__["_op_buckets"] = cached
     return cached
 
@@ -73,7 +92,7 @@ class DeviceWork:
         self.start = start          # int64
         self.end = end              # int64 (>= start)
         self.bucket = bucket        # int8 bucket code
-        self.source = source        # int8: 0 kernel, 1 memcpy, 2 memset
+        self.source = source        # int8: index in OP_KINDS (kernel, memcpy, memset, graph)
         self.row = row              # row in its frame
         self.pids = pids            # the processes that launched them (distinct)
         self._api_start: np.ndarray | None = None
@@ -139,12 +158,18 @@ class DeviceWork:
         return np.where(k > 0, reach[np.maximum(k - 1, 0)] if reach.size else -1, -1)
 
     def names(self, trace: Trace, at: np.ndarray) -> list[str]:
-        cols = ("name", "kind", None)
         out = []
         for s, r in zip(self.source[at].tolist(), self.row[at].tolist(), strict=True):
-            col = cols[s]
-            out.append("memset" if col is None else str(self.frames[s][col].iloc[r]))
+            frame = self.frames[s]
+            out.append(str(frame["name"].iloc[r]) if s == 0 else
+                       str(frame["kind"].iloc[r]) if s == 1 else "memset" if s == 2
+                       else graph_label(frame["graph_id"].iloc[r]))
         return out
+
+    def in_graph(self, at) -> np.ndarray:
+        """Whether the ops at *at* are CUDA graph work (an execution, or a kernel that a
+        graph ran)."""
+        return self.bucket[np.asarray(at, dtype=np.int64)] == CODE["graph"]
 
 
 def device_work(trace: Trace, device: int) -> DeviceWork:
@@ -155,7 +180,7 @@ def device_work(trace: Trace, device: int) -> DeviceWork:
     ix = trace.op_index.merged(device)
     buckets = op_buckets(trace)
     bucket = np.empty(len(ix), dtype=np.int8)
-    for k in range(3):
+    for k in range(len(ix.frames)):
         sel = ix.source == k
         if sel.any():
             bucket[sel] = buckets[k][ix.row[sel]]

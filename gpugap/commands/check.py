@@ -20,8 +20,11 @@ from gpugap.cli import (
     NoConfigOpt,
     NsysOpt,
     RangeOpt,
+    SchedulerOpt,
     SetOpt,
+    WorkersOpt,
     app,
+    job_progress,
     load_trace,
     parse_thresholds,
     status,
@@ -125,11 +128,14 @@ def check(
     set_: SetOpt = None,
     nsys: NsysOpt = None,
     force: ForceOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> int:
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
     against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
-    table of pyproject.toml (see docs/ci.md). A report that lost GPU data fails too,
-    unless --allow-lost-gpu-data."""
+    table of pyproject.toml (see docs/ci.md). Gates on job.* metrics (and a baseline
+    saved with --job) hold the REPORTs together, as the ranks of one job. A report that
+    lost GPU data fails too, unless --allow-lost-gpu-data."""
     from gpugap.baseline import load as load_baseline
     from gpugap.gates import Check, evaluate, parse_gate
     from gpugap.render.github import check_annotations, in_github_actions
@@ -154,20 +160,43 @@ def check(
         raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
                          "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
                          "gpugap.toml (see docs/ci.md)")
+    from gpugap.job import expand_reports
+
+    reports = expand_reports(reports)
     inputs = [*reports, cfg.path, baseline_file]
     check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force)
     known = load_baseline(baseline_file) if baseline_file is not None else None
     policy = cfg.policy()
+    job_gates = [g for g in gates if g.metric.startswith("job.")]
+    report_gates = [g for g in gates if not g.metric.startswith("job.")]
+    job_baseline = known is not None and known.of_job
 
     checked = []
-    for report in reports:
-        trace = load_trace(report, nsys)
-        with status(f"Checking {report.name}"):
-            checked.append(evaluate(
-                trace, gates, range_name=cfg.range, thresholds=cfg.thresholds,
-                min_severity=cfg.min_severity, allow_missing=cfg.allow_missing,
-                baseline=known, policy=policy,
-                allow_lost_gpu_data=cfg.allow_lost_gpu_data))
+    if report_gates or (known is not None and not job_baseline):
+        for report in reports:
+            trace = load_trace(report, nsys)
+            with status(f"Checking {report.name}"):
+                checked.append(evaluate(
+                    trace, report_gates, range_name=cfg.range, thresholds=cfg.thresholds,
+                    min_severity=cfg.min_severity, allow_missing=cfg.allow_missing,
+                    baseline=None if job_baseline else known, policy=policy,
+                    allow_lost_gpu_data=cfg.allow_lost_gpu_data))
+    failed_reports = 0
+    if job_gates or job_baseline:
+        from gpugap.gates import job_measurements
+        from gpugap.job import analyze_job
+
+        if cfg.range is not None or any(g.range for g in job_gates):
+            raise UsageError("job.* gates cover the whole job's steady state; they take "
+                             "no --range")
+        with job_progress(len(reports)) as progress:
+            job = analyze_job(reports, workers=workers, scheduler=scheduler,
+                              progress=progress, nsys=nsys, thresholds=cfg.thresholds)
+        failed_reports = len(job.failed)
+        checked.append(evaluate(
+            job_measurements(job, thresholds=cfg.thresholds, min_severity=cfg.min_severity),
+            job_gates, allow_missing=cfg.allow_missing,
+            baseline=known if job_baseline else None, policy=policy))
     result = Check(checked, config=None if cfg.path is None else str(cfg.path),
                    baseline=None if baseline_file is None else str(baseline_file))
 
@@ -182,7 +211,11 @@ def check(
         # Workflow commands work on either stream; keep a --json stdout parseable.
         for line in check_annotations(result):
             (stderr if json_ else stdout).out(line, highlight=False)
-    return 0 if result.passed else 1
+    if not result.passed:
+        return 1
+    from gpugap.errors import EXIT_PARTIAL
+
+    return EXIT_PARTIAL if failed_reports else 0
 
 
 def render_check(result) -> None:
@@ -242,20 +275,40 @@ def baseline_save(
     set_: SetOpt = None,
     nsys: NsysOpt = None,
     force: ForceOpt = False,
+    job: Annotated[bool, typer.Option(
+        "--job", help="the REPORTs are the ranks of one job: store the job's metrics "
+                      "(job.*) for gpugap check --baseline")] = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> int:
-    """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline."""
+    """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
+    --job, the job.* metrics of the REPORTs taken together as the ranks of one job."""
     from gpugap import baseline as baselines
-    from gpugap.gates import measure, reported_range_names
+    from gpugap.gates import job_measurements, measure, reported_range_names
+    from gpugap.job import analyze_job, expand_reports
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
     output = output or cfg.baseline_file
     if output is None:
         raise UsageError("where should the baseline go? give -o FILE "
                          "(or file in [tool.gpugap.baseline])")
+    reports = expand_reports(reports)
     check_outputs([("-o", output)], [*reports, cfg.path], force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
     runs = []
-    for report in reports:
+    if job:
+        if wanted:
+            raise UsageError("a job baseline covers the whole job's steady state; "
+                             "--range does not apply")
+        with job_progress(len(reports)) as progress:
+            combined = analyze_job(reports, workers=workers, scheduler=scheduler,
+                                   progress=progress, nsys=nsys, thresholds=cfg.thresholds)
+        if combined.failed:
+            raise UsageError("a job baseline needs every report: "
+                             + "; ".join(f"{s.report}: {s.error}" for s in combined.failed[:3]))
+        runs.append(job_measurements(combined, thresholds=cfg.thresholds,
+                                     min_severity=cfg.min_severity))
+    for report in [] if job else reports:
         trace = load_trace(report, nsys)
         with status(f"Measuring {report.name}"):
             runs.append(measure(trace, ranges=[*reported_range_names(trace), *wanted],

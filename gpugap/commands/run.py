@@ -17,6 +17,9 @@ OutOpt = Annotated[Path | None, typer.Option("--out", help="output directory (de
 ForceOpt = Annotated[bool, typer.Option("--force", help="overwrite existing output")]
 TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="seconds a program may "
                                                   "run under the profiler")]
+GraphTraceOpt = Annotated[str, typer.Option(
+    "--cuda-graph-trace", help="how nsys traces CUDA graphs: graph (default: one operation "
+    "per replay, least overhead) or node (every kernel inside, with overhead)")]
 
 
 @contextmanager
@@ -97,12 +100,13 @@ def run_command(
     force: ForceOpt = False,
     json_: JsonOpt = False,
     timeout: TimeoutOpt = None,
+    graph_trace: GraphTraceOpt = "graph",
 ) -> int:
     """Profile scenarios under nsys and check each against its expected diagnosis; or
     profile any program given after -- (same as gpugap profile)."""
     names = list(names or [])
     if _after_double_dash():
-        return _profile_program(names, out, nsys, force, json_, timeout)
+        return _profile_program(names, out, nsys, force, json_, timeout, graph_trace)
     if variant not in ("bad", "good", "all"):
         raise UsageError(f"--variant must be bad, good or all, not '{variant}'")
     return _run_scenarios(_resolve(names, run_all), variant, out, nsys, force, json_, timeout)
@@ -117,9 +121,10 @@ def profile_command(
     force: ForceOpt = False,
     json_: JsonOpt = False,
     timeout: TimeoutOpt = None,
+    graph_trace: GraphTraceOpt = "graph",
 ) -> int:
     """Profile any program with gpugap's nsys settings and analyze it."""
-    return _profile_program(list(program), out, nsys, force, json_, timeout)
+    return _profile_program(list(program), out, nsys, force, json_, timeout, graph_trace)
 
 
 def _after_double_dash() -> bool:
@@ -130,8 +135,9 @@ def _after_double_dash() -> bool:
 
 
 def _profile_program(program: list[str], out: Path | None, nsys_path: str | None,
-                     force: bool, json_: bool, timeout: float | None) -> int:
-    from gpugap.nsys import find_nsys
+                     force: bool, json_: bool, timeout: float | None,
+                     graph_trace: str = "graph") -> int:
+    from gpugap.nsys import GRAPH_TRACE_MODES, find_nsys
     from gpugap.render.jsonout import dumps
     from gpugap.render.terminal import render
     from gpugap.runner import (
@@ -151,14 +157,20 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
         name = Path(program[1]).stem          # python train.py -> train
     target = out or default_out(Path("reports"), name)
     refuse_inputs([target / name], program)
+    if graph_trace not in GRAPH_TRACE_MODES:
+        raise UsageError(f"--cuda-graph-trace must be graph or node, not '{graph_trace}'")
     tool = find_nsys(nsys_path)
     target = ensure_empty_dir(target, force)
+    stderr.print(f"gpugap: CUDA graphs traced per {graph_trace} (--cuda-graph-trace="
+                 f"{graph_trace}): {GRAPH_TRACE_MODES[graph_trace]}", markup=False,
+                 soft_wrap=True)
     with progress() as step:
         step(f"profiling {' '.join(program)} with nsys {tool.version}")
         run = profile(tool, target / name, program, label=" ".join(program), echo=not json_,
-                      timeout=timeout, step=step)
-    manifest = environment_manifest(tool) | {"command": run.command,
-                                             "program": program}
+                      timeout=timeout, step=step, graph_trace=graph_trace)
+    manifest = environment_manifest(tool) | {
+        "command": run.command, "program": program,
+        "cuda_graph_trace": {"mode": graph_trace, "why": GRAPH_TRACE_MODES[graph_trace]}}
     write_json(target / "manifest.json", manifest)
     if json_:
         stdout.out(dumps({"run": run.to_dict(), "out": str(target),

@@ -64,6 +64,7 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
     ("peer", "copy peer→peer", "#9467bd"),
     ("copy-other", "copy, other", "#8c564b"),
     ("memset", "memset", "#7f7f7f"),
+    ("graph", "CUDA graph replay", "#e377c2"),
     ("api-launch", "API: launch", "#72b7b2"),
     ("api-copy", "API: copy / memset", "#98df8a"),
     ("api-sync", "API: synchronize", "#ff9896"),
@@ -421,6 +422,13 @@ def _collect(trace: Trace, gpu_index, nvtx_lane, api_lane, parts: _Parts) -> Non
         parts.add(lanes_of(s), s["start"], s["end"], np.full(len(s), CATEGORY_INDEX["memset"]),
                   np.full(len(s), "memset", dtype=object), _memset_info(s), s["corr"],
                   s["bytes"], True)
+    g = trace.graphs
+    g = g[g["nodes"].to_numpy() == 0] if len(g) else g     # node-level: its kernels show
+    if len(g):
+        parts.add(lanes_of(g), g["start"], g["end"], np.full(len(g), CATEGORY_INDEX["graph"]),
+                  "CUDA graph " + g["graph_id"].astype(str),
+                  "graph exec " + g["graph_exec_id"].astype(str), g["corr"], np.zeros(len(g)),
+                  True)
     api = trace.api
     if len(api):
         launched = _launched_info(trace)
@@ -520,17 +528,31 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
 
 
 def _range_windows(tl: Timeline, trace: Trace) -> list[dict[str, Any]]:
+    """One entry per row of the range table, in its order (the row's extent: from the
+    first of its windows to the last), for the range select box and the zoom links."""
     out = []
-    for r in tl.analysis.ranges:
-        label = f"{r.domain}:{r.name}" if r.domain else r.name
-        try:
-            win = nvtx_ranges.window(trace, label)
-        except UsageError:
-            continue
-        if win[0].size:
-            out.append({"label": label, "depth": r.depth, "count": r.count,
-                        "s": tl.rel(win[0].min()), "e": tl.rel(win[1].max())})
+    for row, r in enumerate(tl.analysis.ranges):
+        label = range_label(r)
+        if r.extent is not None:
+            lo, hi = r.extent
+        else:                    # an Analysis built elsewhere: the name's windows
+            try:
+                win = nvtx_ranges.window(trace, f"{r.domain}:{r.name}" if r.domain
+                                         else r.name)
+            except UsageError:
+                continue
+            if not win[0].size:
+                continue
+            lo, hi = int(win[0].min()), int(win[1].max())
+        out.append({"label": label, "depth": r.depth, "count": r.count,
+                    "row": row, "s": tl.rel(lo), "e": tl.rel(hi)})
     return out
+
+
+def range_label(r) -> str:
+    """'measured > iter > gemms' (domain-prefixed when it has one)."""
+    path = " > ".join(r.path or [r.name])
+    return f"{r.domain}:{path}" if r.domain else path
 
 
 # --- findings -> markers -----------------------------------------------------------
@@ -813,22 +835,29 @@ def _ranges_html(tl: Timeline, panel: int) -> str:
     a = tl.analysis
     if not a.ranges:
         return '<p class="muted">No NVTX ranges.</p>'
-    zoomable = {r["label"]: i for i, r in enumerate(tl.ranges)}
+    zoomable = {w["row"]: i for i, w in enumerate(tl.ranges)}    # table row -> entry
     head = ("<tr><th>range</th><th>count</th><th>span</th><th>GPU busy</th>"
             "<th>kernel overlap</th><th>copy/compute</th><th>concurrency</th></tr>")
+    several_domains = len({r.domain for r in a.ranges}) > 1
+    top = min(r.depth for r in a.ranges)
     rows = []
-    for r in a.ranges:
+    for row, r in enumerate(a.ranges):
         m = r.metrics
-        label = f"{r.domain}:{r.name}" if r.domain else r.name
+        label = f"{r.domain}:{r.name}" if several_domains and r.domain else r.name
         name = _esc(label)
-        if label in zoomable:
+        if row in zoomable:
             name = (f'<button type="button" class="range-link" data-panel="{panel}" '
-                    f'data-range="{zoomable[label]}" title="zoom to this range">{name}</button>')
-        rows.append(f'<tr><td style="padding-left:{0.4 + r.depth}em">{name}</td>'
+                    f'data-range="{zoomable[row]}" title="{_esc(range_label(r))}: zoom to '
+                    f'this range">{name}</button>')
+        rows.append(f'<tr><td style="padding-left:{0.4 + 1.2 * (r.depth - top)}em">{name}</td>'
                     f"<td>{r.count}</td><td>{_esc(fmt_ns(m.span_ns))}</td>"
                     f"<td>{_pct(m.gpu_busy_pct)}</td><td>{_pct(m.kernel_overlap_pct)}</td>"
                     f"<td>{_pct(m.copy_compute_overlap_pct)}</td>"
                     f"<td>{_num(m.concurrency)}</td></tr>")
+    if a.ranges_omitted:
+        rows.append(f'<tr><td colspan="7" class="muted">{a.ranges_omitted} more range '
+                    "paths not listed (the table keeps the ones with the most CPU time)"
+                    "</td></tr>")
     return (f'<table class="ranges"><thead>{head}</thead><tbody>{"".join(rows)}</tbody>'
             "</table>")
 

@@ -8,6 +8,8 @@ parsed as rich markup.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -23,6 +25,7 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 KIND_STYLE = {"bottleneck": "bold red", "healthy": "bold green", "spread": "bold yellow",
               "no-gpu-work": "dim"}
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+RANKS_SHOWN = 8          # ranks whose own verdict a job's terminal view spells out
 
 
 def pct(value: float | None) -> str:
@@ -70,6 +73,10 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
     if v.finding:
         body.append("\nfinding: ", style="bold")
         body.append_text(safe_rich(v.finding))
+    for item in v.also:
+        body.append("\nalso: ", style="bold yellow")
+        body.append_text(safe_rich(f"{item['headline']} [{item['finding']}]",
+                                   limit=MESSAGE_LIMIT))
     if v.fix:
         body.append("\nfix: ", style="bold green")
         body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))
@@ -129,6 +136,8 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
     body.append_text(safe_rich(f"where: {where}", "dim", limit=MESSAGE_LIMIT))
     if f.device is not None:
         body.append(f"; GPU {f.device}", style="dim")
+    if f.pid is not None:
+        body.append(f"; process {f.pid}", style="dim")
     if streams:
         body.append(f"; streams {streams}", style="dim")
     body.append(f"; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
@@ -150,15 +159,22 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
 
 
 def ranges_table(analysis: Analysis) -> Table:
-    table = Table(title="NVTX ranges", title_justify="left")
+    """The range table: one row per path of nested ranges, as a tree (indented by depth,
+    relative to the shallowest row listed)."""
+    omitted = analysis.ranges_omitted
+    table = Table(title="NVTX ranges", title_justify="left",
+                  caption=(f"+{omitted} more range paths not listed (the table keeps the "
+                           "ones with the most CPU time)") if omitted else None,
+                  caption_justify="left")
     table.add_column("range", no_wrap=True, overflow="ellipsis", min_width=12, max_width=40)
     for col in ("count", "span", "busy", "k-overlap", "copy/comp", "conc."):
         table.add_column(col, justify="right", no_wrap=True)
     several_domains = len({r.domain for r in analysis.ranges}) > 1
+    top = min((r.depth for r in analysis.ranges), default=0)
     for r in analysis.ranges:
         m = r.metrics
-        name = ("  " * r.depth) + (f"{r.domain}:" if several_domains and r.domain else "") \
-            + r.name
+        name = ("  " * (r.depth - top)) + (f"{r.domain}:" if several_domains and r.domain
+                                           else "") + r.name
         table.add_row(safe_rich(name, limit=80), str(r.count), fmt_ns(m.span_ns),
                       pct(m.gpu_busy_pct), pct(m.kernel_overlap_pct),
                       pct(m.copy_compute_overlap_pct), _num(m.concurrency))
@@ -256,3 +272,51 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         console.print(ranges_table(analysis))
     for w in analysis.warnings:
         console.print(safe_rich(f"warning: {w}", "yellow", limit=MESSAGE_LIMIT))
+
+
+def _ms_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render_job(job, console: Console) -> None:
+    """The terminal view of a gpugap.job.Job: the job's verdict, one row per rank, the
+    reports that could not be analyzed, where the ranks and the clock come from."""
+    style = {"straggler": "bold red", "balanced": "bold green"}.get(job.kind, "bold")
+    body = safe_rich(job.headline, limit=MESSAGE_LIMIT)
+    console.print(Panel(body, title=Text(f"JOB {job.kind.upper()}  {len(job.ranks)} ranks",
+                                         style=style), title_align="left"))
+    table = Table(title="Ranks (ms per steady iteration, medians)", title_justify="left")
+    for name in ("rank", "iter", "p90", "busy", "comm", "exposed", "overlap", "waits"):
+        table.add_column(name, justify="right", no_wrap=True)
+    rows = job.table()
+    for row in rows:
+        mark = "*" if row["rank"] == job.straggler else ""
+        table.add_row(f"{row['rank']}{mark}",
+                      _ms_text(row["iteration_median_ms"]), _ms_text(row["iteration_p90_ms"]),
+                      pct(row["gpu_busy_pct"]), _ms_text(row["comm_ms_per_iteration"]),
+                      _ms_text(row["exposed_comm_ms_per_iteration"]),
+                      pct(row["comm_compute_overlap_pct"]),
+                      _ms_text(row["wait_ms_per_iteration"]))
+    console.print(table)
+    if job.straggler is not None:
+        console.print(Text("* the straggler; waits: time inside collectives before the "
+                           "last rank started them", style="dim"), soft_wrap=True)
+    # Each rank's own verdict: the straggler's first, then the rest (a few).
+    shown = sorted(rows, key=lambda r: (r["rank"] != job.straggler, r["rank"]))[:RANKS_SHOWN]
+    for row in shown:
+        cause = row["top_cause"] or {}
+        name = safe_text(Path(row["report"]).name, 80)
+        console.print(Text.assemble((f"rank {row['rank']}", "bold"), f" ({name}): ",
+                                    safe_text(cause.get("headline") or "no verdict",
+                                              MESSAGE_LIMIT)), soft_wrap=True)
+    if len(rows) > len(shown):
+        console.print(f"... and {len(rows) - len(shown)} more ranks (--json lists all)")
+    m = job.metrics
+    console.print(Text(f"ranks from {job.rank_source}; clock: {job.clock}; "
+                       f"{job.collectives_matched} collectives matched over "
+                       f"{job.iterations_matched} iterations; skew "
+                       f"{pct(m['job.skew_pct'])}", style="dim"), soft_wrap=True)
+    for s in job.failed:
+        console.print(Text.assemble(("not analyzed: ", "bold red"),
+                                    safe_text(f"{s.report}: {s.error}", MESSAGE_LIMIT)),
+                      soft_wrap=True)

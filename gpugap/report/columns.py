@@ -21,6 +21,9 @@ KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPYS = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSETS = "CUPTI_ACTIVITY_KIND_MEMSET"
 SYNCS = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+# One row per CUDA graph execution (graph-level tracing, nsys's default): its nodes are
+# not listed, the graph runs as one unit on its stream.
+GRAPHS = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 
 _GPU = {"start": "int", "end": "int", "deviceId": "int", "contextId": "int",
@@ -39,6 +42,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int"},
     MEMSETS: _GPU | {"bytes": "int", "memKind": "int"},
     SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int"},
+    GRAPHS: _GPU | {"graphId": "int", "graphExecId": "int"},
     "CUPTI_ACTIVITY_KIND_RUNTIME": {"start": "int", "end": "int", "eventClass": "int",
                                     "globalTid": "int", "correlationId": "int",
                                     "nameId": "int"},
@@ -76,7 +80,8 @@ SCHEMA: dict[str, dict[str, str]] = {
 # Without these a table is skipped (as if absent), with a warning.
 REQUIRED: dict[str, tuple[str, ...]] = {
     KERNELS: ("start", "end"), MEMCPYS: ("start", "end"), MEMSETS: ("start", "end"),
-    SYNCS: ("start", "end"), "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end"),
+    SYNCS: ("start", "end"), GRAPHS: ("start", "end"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end"),
     "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end"), "OSRT_API": ("start", "end", "nameId"),
     "NVTX_EVENTS": ("start", "eventType"), "StringIds": ("id", "value"),
     "ThreadNames": ("nameId", "globalTid"), "ANALYSIS_DETAILS": ("startTime", "stopTime"),
@@ -206,6 +211,14 @@ def memset_read(db: Database) -> Read | None:
     t = MEMSETS
     return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
                             Col("mem_id", column(db, t, "memKind"), fill=-1, dtype="int32")])
+
+
+def graph_read(db: Database) -> Read | None:
+    t = GRAPHS
+    return gpu_read(db, t, [
+        Col("graph_id", column(db, t, "graphId", default="0"), fill=ID_FILL, dtype="int32"),
+        Col("graph_exec_id", column(db, t, "graphExecId", default="0"), fill=ID_FILL,
+            dtype="int32")])
 
 
 def sync_read(db: Database) -> Read | None:

@@ -273,6 +273,16 @@ class Database:
             return {}
         return {k: v for k, v in self._pairs("TARGET_INFO_SYSTEM_ENV") if v is not None}
 
+    @cached_property
+    def session_start_utc_ns(self) -> int | None:
+        """TARGET_INFO_SESSION_START_TIME.utcEpochNs: when the session began, in ns since
+        the Unix epoch (the report's own timestamps count from there)."""
+        if not self.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+            return None
+        rows = self._execute('SELECT "utcEpochNs" FROM TARGET_INFO_SESSION_START_TIME')
+        values = [v for v in (as_int(r[0], 0) for r in rows) if v is not None]
+        return values[0] if values else None
+
     def enum(self, table: str) -> dict[int, str]:
         """id -> name of an ENUM_* table ({} if the table is missing). Rows whose id is
         not an integer are skipped (counted); a NULL or BLOB name becomes '<id>'."""

@@ -56,6 +56,9 @@ MEMCPY_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream":
                   "src_kind": "str", "dst_kind": "str"}
 MEMSET_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
                   "corr": "int64", "pid": "int64", "bytes": "int64", "mem_kind": "str"}
+GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
+                 "corr": "int64", "pid": "int64", "graph_id": "int64",
+                 "graph_exec_id": "int64", "nodes": "int64"}
 API_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "pid": "int64",
                "tid": "int64", "corr": "int64", "name": "str", "driver": "bool",
                "per_thread": "bool"}
@@ -86,7 +89,8 @@ DEVICE_TEXT = {"name": ("name",), "bus": ("busLocation",), "uuid": ("uuid",),
                "chip": ("chipName",)}
 
 WHAT = {reads.KERNELS: "kernels", reads.MEMCPYS: "memory copies",
-        reads.MEMSETS: "memsets", reads.SYNCS: "synchronizations"}
+        reads.MEMSETS: "memsets", reads.SYNCS: "synchronizations",
+        reads.GRAPHS: "CUDA graph executions"}
 
 
 class Loader:
@@ -328,6 +332,42 @@ class Loader:
             self._bytes(frame, "memsets")
             frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
         return frame
+
+    def graphs(self, kernels: pd.DataFrame) -> pd.DataFrame:
+        """Graph executions: the GRAPH_TRACE rows (graph-level tracing, ``nodes`` 0), or
+        else, when kernels carry graph node ids (node-level tracing), one execution per
+        cudaGraphLaunch (its correlation id, in its process) from its first node's start
+        to its last node's end, with its node count."""
+        frame = self.gpu_frame(reads.graph_read(self.db), GRAPH_COLUMNS)
+        if len(frame):
+            for c in ("graph_id", "graph_exec_id"):
+                frame[c] = V.fix_ids(frame[c].to_numpy(), V.MAX_ID, "CUDA graph executions",
+                                     c, self.problems)
+            frame["nodes"] = np.zeros(len(frame), dtype=np.int8)
+            return frame
+        node = kernels["graph_node"]
+        rows = (node.array.sp_index.indices if isinstance(node.array, pd.arrays.SparseArray)
+                else np.flatnonzero(~np.isnan(node.to_numpy(dtype=np.float64))))
+        if not rows.size:
+            return frame
+        nodes = kernels.iloc[rows]
+        # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
+        node_id = nodes["graph_node"].to_numpy(dtype=np.float64)
+        node_id = np.where(np.isfinite(node_id) & (node_id >= 0) & (node_id < 2.0**62),
+                           node_id, 0.0)
+        per = (pd.DataFrame({"pid": nodes["pid"].to_numpy(), "corr": nodes["corr"].to_numpy(),
+                             "start": nodes["start"].to_numpy(), "end": nodes["end"].to_numpy(),
+                             "device": nodes["device"].to_numpy(),
+                             "stream": nodes["stream"].to_numpy(),
+                             "graph_id": (node_id // 2**32).astype(np.int64)})
+               .groupby(["pid", "corr"], sort=False)
+               .agg(start=("start", "min"), end=("end", "max"), device=("device", "first"),
+                    stream=("stream", "first"), graph_id=("graph_id", "first"),
+                    nodes=("start", "size"))
+               .reset_index().sort_values("start", kind="stable", ignore_index=True))
+        per["context"] = 0
+        per["graph_exec_id"] = 0
+        return per[list(GRAPH_COLUMNS) + ["context"]]
 
     def api(self) -> pd.DataFrame:
         parts = [read.run(self.db) for read in reads.api_reads(self.db)]
@@ -813,14 +853,16 @@ def load_database(db: Database, shown_path: str) -> Trace:
     kernels = attach_launches(loader.kernels(), api, launched)
     memcpys = attach_launches(loader.memcpys(), api, launched)
     memsets = attach_launches(loader.memsets(), api, launched)
+    graphs = attach_launches(loader.graphs(kernels), api, launched)
     syncs = loader.syncs()
     if loader._limit is None:
         loader.limit(np.zeros(0, dtype=np.int64))
     capture_start, capture_end = loader.capture if loader.capture_trusted else (None, None)
-    ends = [int(f["end"].max()) for f in (kernels, memcpys, memsets, api) if len(f)]
+    ends = [int(f["end"].max()) for f in (kernels, memcpys, memsets, graphs, api) if len(f)]
     end_of_time = capture_end or (max(ends) if ends else 0)
-    devices = loader.known_devices(loader.devices(), [kernels, memcpys, memsets, syncs])
-    has_gpu = bool(len(kernels) or len(memcpys) or len(memsets))
+    devices = loader.known_devices(loader.devices(),
+                                   [kernels, memcpys, memsets, graphs, syncs])
+    has_gpu = bool(len(kernels) or len(memcpys) or len(memsets) or len(graphs))
     if loader.emptied and not has_gpu:
         lines = problems.lines()
         raise ReportError(f"{shown_path} is too broken to analyze: every row of "
@@ -852,9 +894,13 @@ def load_database(db: Database, shown_path: str) -> Trace:
         capture_start_ns=capture_start, capture_end_ns=capture_end,
         cuda_traced=cuda_traced, tables=db.tables,
         cuda_version=None if cuda is None else f"{cuda[0]}.{cuda[1]}",
+        host=db.system_env.get("Hostname"),
+        launcher_env=V.launcher_env(db.system_env.get("DeviceEnvironment")),
+        session_start_utc_ns=db.session_start_utc_ns,
         gpu_data_lost=bool(lost or (needed is not None and launches < MIN_LAUNCHES)),
         nsys_older_than_cuda=needed is not None)
-    trace = Trace(info=info, kernels=kernels, memcpys=memcpys, memsets=memsets, api=api,
+    trace = Trace(info=info, kernels=kernels, memcpys=memcpys, memsets=memsets,
+                  graphs=graphs, api=api,
                   syncs=syncs, nvtx=loader.nvtx(end_of_time),
                   streams=loader.streams(), devices=devices,
                   threads=loader.threads(), osrt_source=OsrtSource(db.path, loader._limit))

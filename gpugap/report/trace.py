@@ -14,6 +14,13 @@ Frames and their columns (all present even when the report lacks the table, then
 - ``memcpys``: start, end, device, stream, corr, pid, bytes, kind (e.g. "Host-to-Device"),
   src_kind, dst_kind (e.g. "Pageable", "Pinned", "Device"), + launch columns
 - ``memsets``: start, end, device, stream, corr, pid, bytes, mem_kind, + launch columns
+- ``graphs``: start, end, device, stream, corr, pid, graph_id, graph_exec_id, nodes, +
+  launch columns: one row per CUDA graph execution, launched by the cudaGraphLaunch
+  with its correlation id. Graph-level tracing (nsys's default) lists executions only
+  (``nodes`` 0); node-level tracing (``--cuda-graph-trace=node``) lists the graph's
+  kernels instead, each with its ``graph_node`` and the cudaGraphLaunch's correlation
+  id: the loader then builds each execution from its nodes (first start to last end,
+  ``nodes`` = how many), so both modes show the same executions.
 - launch columns (from the CUDA API call with the same correlation id in the same
   process): api_start, api_end, gtid, api_name (NaN/None when no call matched)
 - ``api``: start, end, gtid, pid, tid, corr, name (version suffix stripped, e.g.
@@ -71,6 +78,14 @@ class ReportInfo:
     of a CUDA 13 program): set whatever the launches say.
     ``cuda_version``: the CUDA version of the driver the report was captured with
     (TARGET_INFO_SYSTEM_ENV CudaDriverVersion, e.g. '13.0'), when recorded.
+    ``host``: the profiled machine's name (TARGET_INFO_SYSTEM_ENV Hostname), when recorded.
+    ``launcher_env``: the variables a distributed launcher sets (RANK, LOCAL_RANK,
+    WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...), read from the environment nsys
+    recorded (TARGET_INFO_SYSTEM_ENV DeviceEnvironment): nsys run by torchrun or srun sees
+    its rank's variables. Empty when none is there.
+    ``session_start_utc_ns``: when the session began (ns since the Unix epoch); the
+    report's timestamps count from it, so adding it puts reports on one clock
+    (gpugap.job).
     ``capture_start_ns``/``capture_end_ns``: ANALYSIS_DETAILS's window, when valid and
     consistent with the events (else None).
     """
@@ -88,6 +103,9 @@ class ReportInfo:
     gpu_data_lost: bool = False
     nsys_older_than_cuda: bool = False
     cuda_version: str | None = None
+    host: str | None = None
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    session_start_utc_ns: int | None = None
 
 
 @dataclass
@@ -102,6 +120,7 @@ class Trace:
     streams: pd.DataFrame
     devices: pd.DataFrame
     threads: pd.DataFrame
+    graphs: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_COLUMNS))
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
     osrt_source: object | None = field(default=None, repr=False, compare=False)
 
@@ -132,17 +151,20 @@ class Trace:
 
     @property
     def has_gpu_activity(self) -> bool:
-        return bool(len(self.kernels) or len(self.memcpys) or len(self.memsets))
+        return bool(len(self.kernels) or len(self.memcpys) or len(self.memsets)
+                    or len(self.graphs))
 
     @cached_property
     def op_index(self) -> OpIndex:
-        """Kernels, copies and memsets as one sequence of GPU ops (see OpIndex)."""
-        return OpIndex((self.kernels, self.memcpys, self.memsets))
+        """Kernels, copies, memsets and CUDA graph executions as one sequence of GPU
+        ops (see OpIndex)."""
+        return OpIndex((self.kernels, self.memcpys, self.memsets, self.graphs))
 
     @cached_property
     def gpu_ops(self) -> pd.DataFrame:
-        """Kernels, copies and memsets in one frame (kind: kernel/memcpy/memset), sorted
-        by start: the GPU's activity for idle/busy and gap math."""
+        """Kernels, copies, memsets and graph executions in one frame (kind: kernel/
+        memcpy/memset/graph), sorted by start: the GPU's activity for idle/busy and gap
+        math."""
         cols = ["start", "end", "device", "stream", "pid", "corr", "api_start", "api_end",
                 "gtid"]
         if not self.has_gpu_activity:
@@ -152,8 +174,7 @@ class Trace:
         ops = self.op_index.merged()
         data = {c: ops.column(c) for c in cols}
         data["kind"] = pd.Categorical.from_codes(
-            ops.source.astype(np.int8), categories=["kernel", "memcpy", "memset"],
-            validate=False)
+            ops.source.astype(np.int8), categories=list(OP_KINDS), validate=False)
         data["name"] = ops.names()
         return pd.DataFrame(data, copy=False)
 
@@ -190,6 +211,17 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 
 
 OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
+GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
+                 "corr": "int64", "pid": "int64", "graph_id": "int64",
+                 "graph_exec_id": "int64", "nodes": "int64", "api_start": "float64",
+                 "api_end": "float64", "gtid": "float64", "api_name": "str"}
+# The kinds of GPU op, in OpIndex's source order.
+OP_KINDS = ("kernel", "memcpy", "memset", "graph")
+
+
+def graph_label(graph_id) -> str:
+    """How a CUDA graph execution is named where a kernel would show its name."""
+    return f"CUDA graph {int(graph_id)}"
 
 
 def _sorted(a: np.ndarray) -> bool:
@@ -197,12 +229,12 @@ def _sorted(a: np.ndarray) -> bool:
 
 
 class OpIndex:
-    """Kernels, copies and memsets as one sequence of GPU ops, in start order (ties:
-    kernels, then copies, then memsets, each in its frame's order). Holds no per-op
+    """Kernels, copies, memsets and graph executions as one sequence of GPU ops, in
+    start order (ties: in that order of kinds, each in its frame's order). Holds no per-op
     arrays: ``merged`` builds them (for one device) when needed, and the caller lets
     them go, so a report of millions of kernels does not keep a second copy of them."""
 
-    def __init__(self, frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
+    def __init__(self, frames: tuple[pd.DataFrame, ...]) -> None:
         self.frames = frames
 
     @cached_property
@@ -287,10 +319,11 @@ class OpIndex:
 
 @dataclass
 class MergedOps:
-    """GPU ops in start order: ``source`` (0 kernel, 1 memcpy, 2 memset) and ``row``
-    (its position in that frame) lead back to the full rows."""
+    """GPU ops in start order: ``source`` (index in OP_KINDS: 0 kernel, 1 memcpy,
+    2 memset, 3 graph) and ``row`` (its position in that frame) lead back to the full
+    rows."""
 
-    frames: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+    frames: tuple[pd.DataFrame, ...]
     start: np.ndarray
     end: np.ndarray
     source: np.ndarray
@@ -301,21 +334,29 @@ class MergedOps:
 
     def column(self, name: str, at: np.ndarray | None = None) -> np.ndarray:
         """Column *name* of the frames, in op order (or at op positions *at* only)."""
-        parts = [f[name].to_numpy() for f in self.frames]
+        # A kind without the column (graph executions have no bytes) reads as NaN.
+        parts = [f[name].to_numpy() if name in f else None for f in self.frames]
         src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])
-        dtype = np.result_type(*parts)
+        dtype = np.result_type(*[p for p in parts if p is not None])
+        if any(p is None and (src == k).any() for k, p in enumerate(parts)):
+            dtype = np.result_type(dtype, np.float64) if dtype.kind in "iufb" else dtype
         out = np.empty(src.size, dtype=dtype)
         for k, part in enumerate(parts):
             sel = src == k
             if sel.any():
-                out[sel] = part[row[sel]]
+                out[sel] = np.nan if part is None else part[row[sel]]
         return out
 
     def names(self, at: np.ndarray | None = None) -> pd.Categorical:
-        """Kernel names, copy kinds ('Host-to-Device'...) and 'memset', as op names."""
-        kernels, memcpys, memsets = self.frames
+        """Kernel names, copy kinds ('Host-to-Device'...), 'memset' and 'CUDA graph N',
+        as op names."""
+        kernels, memcpys, memsets, *rest = self.frames
         values = [_as_categorical(kernels["name"]), _as_categorical(memcpys["kind"]),
                   pd.Categorical(["memset"] * len(memsets))]
+        if rest:
+            ids, codes = np.unique(rest[0]["graph_id"].to_numpy(), return_inverse=True)
+            values.append(pd.Categorical.from_codes(
+                codes.reshape(-1), [graph_label(g) for g in ids.tolist()], validate=False))
         cats = sorted(set().union(*(set(v.categories) for v in values)))
         index = {c: i for i, c in enumerate(cats)}
         src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])

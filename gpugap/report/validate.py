@@ -207,3 +207,25 @@ def nsys_too_old(nsys: tuple[int, ...] | None, cuda: tuple[int, int] | None
     needed = FIRST_NSYS_FOR_CUDA.get(min(cuda[0], known)) if cuda[0] >= min(
         FIRST_NSYS_FOR_CUDA) else None
     return needed if needed is not None and nsys[:2] < needed else None
+
+
+# The variables distributed launchers set for each rank (torchrun, Slurm, Open MPI, MPICH /
+# PMI, PMIx, MVAPICH), kept from the environment nsys recorded.
+LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                      "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS",
+                      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                      "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def launcher_env(environment: str | None) -> dict[str, str]:
+    """The launcher variables of DeviceEnvironment ('A=1;B=2;...'), in LAUNCHER_VARIABLES
+    order; values that are not small integers are dropped."""
+    if not environment:
+        return {}
+    found: dict[str, str] = {}
+    for item in environment.split(";"):
+        name, eq, value = item.partition("=")
+        value = value.strip()
+        if eq and name.strip() in LAUNCHER_VARIABLES and value.isdigit() and len(value) < 10:
+            found.setdefault(name.strip(), value)
+    return {k: found[k] for k in LAUNCHER_VARIABLES if k in found}

@@ -17,6 +17,7 @@ RULE_MODULES = (
     "small_grid",
     "warmup_latency",
     "copy_compute_serialized",
+    "exposed_communication",
 )
 
 

@@ -88,6 +88,25 @@ class Context:
             out[on] = self.phase_of(int(d), times[on])
         return out
 
+    def judged_phases(self, device: int):
+        """Per FINDING_PHASES phase of *device* that has time in scope: (phase, its
+        windows within the scope, their length, the wall a finding's share is of, as
+        settling computes it: the --range, the steady state, or for one-time costs the
+        device's whole window)."""
+        from gpugap import timeline as tl
+
+        dev = self.accounting.devices[int(device)]
+        whole = dev.window[1] - dev.window[0]
+        scope = None if self.scope is None else self.scope.get(int(device), tl.EMPTY)
+        for phase in FINDING_PHASES:
+            span = self.phase_span(device, phase)
+            if scope is not None:
+                span = tl.intersect(span, scope)
+            wall = tl.total(span)
+            if wall > 0:
+                yield phase, span, wall, (tl.total(scope) if scope is not None else
+                                          wall if phase == "steady" else whole)
+
     def phase_span(self, device: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
         """The windows of a FINDING_PHASES phase on *device*, as a union."""
         dev = self.accounting.devices[int(device)]

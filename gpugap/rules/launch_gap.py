@@ -33,10 +33,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpugap import timeline as tl
+from gpugap.accounting.attribution import jit_ops
+from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
 from gpugap.rules.evidence import dependency_calls, host_calls
 
 # Accounting bucket -> cause (cause ids kept from earlier versions: users' gates name them).
@@ -52,6 +53,17 @@ FIXES = {
         "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
         "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
         "batch small operations together, or raise the batch size."),
+    "launch-bound-compiled": (
+        "The kernels are already compiled (torch.compile's Triton kernels) and still "
+        "arrive one at a time: compile with mode='reduce-overhead' (or 'max-autotune') so "
+        "the step replays as a CUDA graph, keep the graph from breaking (no .item(), "
+        "no data-dependent Python control flow in the compiled region), or raise the "
+        "batch size."),
+    "launch-bound-graph": (
+        "The work already runs as a CUDA graph; the GPU waits between replays: queue "
+        "replays back to back (read results and synchronise every N steps, not every "
+        "step), capture more of the step into the graph (loss, optimizer step, input "
+        "copies into static buffers), or capture several steps in one graph."),
     "sync-wait": (
         "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
         "tensors and call .item() every N steps; use torch.where or masks instead of "
@@ -134,18 +146,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     other findings have taken their part (costs only shrink there)."""
     findings = []
     for device, dev in context.accounting.devices.items():
-        whole = dev.window[1] - dev.window[0]
-        scope = None if context.scope is None else context.scope.get(device, tl.EMPTY)
-        for phase in FINDING_PHASES:
-            span = context.phase_span(device, phase)
-            if scope is not None:
-                span = tl.intersect(span, scope)
-            wall = tl.total(span)
-            if wall <= 0:
-                continue
-            # The wall its share is of (as settling computes it).
-            base = (tl.total(scope) if scope is not None else
-                    wall if phase == "steady" else whole)
+        for phase, span, wall, base in context.judged_phases(device):
             totals = dev.totals_in(span)
             for bucket, cause in BUCKET_CAUSE.items():
                 ns = totals.get(bucket, 0)
@@ -159,6 +160,23 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
     """The finding of one bucket in one phase; its examples' host calls and its message
     are completed by finish() for the findings settling keeps."""
     held, per_gap = dev.per_gap(bucket, span)
+    fix, evidence = FIXES[cause], {"bucket": bucket, "gap_count": int(held.size)}
+    if cause == "launch-bound" and held.size:
+        # Never prescribe CUDA graphs to work that already runs in one.
+        nxt = dev.gaps.next_op[held]
+        in_graph = np.zeros(held.size, dtype=bool)
+        in_graph[nxt >= 0] = dev.work.in_graph(nxt[nxt >= 0])
+        total = max(float(per_gap.sum()), 1.0)
+        graph_pct = 100.0 * float(per_gap[in_graph].sum()) / total
+        jit = np.zeros(held.size, dtype=bool)
+        jit[nxt >= 0] = jit_ops(trace, dev.work)[nxt[nxt >= 0]]
+        jit_pct = 100.0 * float(per_gap[jit].sum()) / total
+        evidence |= {"before_cuda_graph_work_pct": round(graph_pct, 1),
+                     "before_jit_kernels_pct": round(jit_pct, 1)}
+        if graph_pct >= 50.0:
+            fix = FIXES["launch-bound-graph"]
+        elif jit_pct >= 50.0:
+            fix = FIXES["launch-bound-compiled"]
     top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
     worst, worst_ns = held[top], per_gap[top]
     gaps = dev.gaps
@@ -168,9 +186,8 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
     return Finding(
         rule=RULE.id, cause=cause, severity="info", start_ns=first, end_ns=last,
         cost_ns=int(ns), message="",
-        fix=FIXES[cause], device=dev.device, count=int(held.size), at_ns=at, phase=phase,
-        ranges=ranges_of(trace, gaps.end[held], weights=per_gap),
-        evidence={"bucket": bucket, "gap_count": int(held.size)},
+        fix=fix, device=dev.device, count=int(held.size), at_ns=at, phase=phase,
+        ranges=ranges_of(trace, gaps.end[held], weights=per_gap), evidence=evidence,
         claim=Claim(dev.device, span, (bucket,)),
         min_share_pct=float(config["min_share_pct"]),
         pending=(dev, worst, worst_ns, float(config["min_gap_us"])))
@@ -208,9 +225,9 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
             if nxt >= 0:
                 launched = work.gather("api_start", [nxt])[0]
                 source, row = int(work.source[nxt]), int(work.row[nxt])
-                frame = (trace.kernels, trace.memcpys, trace.memsets)[source]
+                frame = work.frames[source]
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
-                                "kind": ("kernel", "memcpy", "memset")[source],
+                                "kind": SOURCES[source],
                                 "stream": int(frame["stream"].iloc[row]),
                                 "correlation_id": int(frame["corr"].iloc[row]),
                                 "launched_ns": None if np.isnan(launched) else int(launched)}
@@ -240,7 +257,12 @@ def _message(f: Finding, examples: list[dict], min_gap_us: float) -> str:
         longest += (" The launching thread had put "
                     + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
                     + " into streams before it.")
-    return (f"GPU {f.device} sat idle {fmt_ns(f.cost_ns)} ({where}) over {f.count} "
+    lead = ""
+    if f.cause == "compilation" and f.phase == "steady":
+        # Compiling after the loop has settled: new shapes or guards made it recompile.
+        lead = ("Recompilation inside the steady state (a new input shape, dtype or guard "
+                "failure made the JIT compile again). ")
+    return (lead + f"GPU {f.device} sat idle {fmt_ns(f.cost_ns)} ({where}) over {f.count} "
             f"gap{'s' if f.count != 1 else ''}: {why}." + longest)
 
 

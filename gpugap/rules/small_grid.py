@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap import timeline as tl
+from gpugap.metrics import COMM, kernel_flags
 from gpugap.occupancy import sm_counts
 from gpugap.report.trace import Trace
 from gpugap.rules._common import folded_label_codes, split_label
@@ -91,6 +92,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
     sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
+    comm = kernel_flags(trace) == COMM
     idle_ns, own_ns = _idle_sm_ns(trace, sms_all)
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
     # each chunk contributes partial sums per group and per launch configuration, all
@@ -106,9 +108,10 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
         launch = cols["api_start"][part]
         at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
-        # Kernels outside the scope weigh nothing and are never small.
+        # Kernels outside the scope weigh nothing and are never small; communication
+        # kernels (NCCL) are small by design: they move data, not fill SMs.
         dur = np.where(context.in_scope(cols["device"][part], at), end - start, 0)
-        small = (blocks < config["max_sm_fraction"] * sms) & (dur > 0)
+        small = (blocks < config["max_sm_fraction"] * sms) & (dur > 0) & ~comm[part]
         device = cols["device"][part]
         # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
         # instances folded), so a setup phase does not dilute a measured range.

@@ -1,0 +1,222 @@
+"""exposed-communication: collectives the GPU waited on with no compute to hide them.
+
+Communication kernels (NCCL, NVSHMEM) that run while compute runs on the same device cost
+nothing; the accounting puts the rest, communication with nothing else running, in its
+``communication`` bucket. This rule reports that bucket per device and phase (or
+``--range``) when it holds at least ``min_share_pct`` of the scope, with its cause:
+
+- ``waiting-for-peer``: most of the exposed time passed before the last peer started the
+  same collective (collectives matched in order across the devices of the report): this
+  device arrived early and waited inside the collective for a late rank.
+- ``after-compute``: most of the exposed collectives ran once at least
+  ``after_compute_pct`` of their iteration's compute was done: they were issued after
+  the compute they could have hidden under (all-reduce after the whole backward pass:
+  DDP's overlap not in use, or a manual all_reduce loop).
+- ``same-stream``: they ran in the middle of the compute, but on a stream that also runs
+  the compute, so they could only run between compute kernels.
+- otherwise ``after-compute`` too: compute followed, on other streams, yet waited for
+  the collectives (it needs their result).
+
+Collective names and counts come from NCCL's own NVTX ranges (``ncclAllReduce``...) when
+the report has them, else from the kernels' names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from gpugap import timeline as tl
+from gpugap.accounting.buckets import CODE
+from gpugap.report.trace import Trace
+from gpugap.rules._common import ranges_of
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+
+FIXES = {
+    "after-compute": (
+        "Overlap communication with the backward pass: wrap the model in "
+        "DistributedDataParallel (its bucketed all-reduce starts as soon as a bucket of "
+        "gradients is ready; tune bucket_cap_mb) or FSDP. Reducing gradients by hand, "
+        "launch each all_reduce(async_op=True) from a gradient hook "
+        "(register_post_accumulate_grad_hook) during backward, not in a loop after it, "
+        "and wait on the handles before the optimizer step."),
+    "after-compute-tail": (
+        "Most communication already runs under compute; what is left are the last "
+        "collectives of the step, issued when backward is over: make the last gradient "
+        "buckets smaller (DDP bucket_cap_mb, or a smaller first bucket), start the "
+        "optimizer on buckets already reduced, or overlap the tail with the next step's "
+        "forward (FSDP's prefetching)."),
+    "same-stream": (
+        "Run collectives on their own stream so compute can proceed beside them (NCCL's "
+        "default in PyTorch: don't force them onto the compute stream), ordered with "
+        "events rather than by sharing one stream."),
+    "waiting-for-peer": (
+        "Another rank is late: this one waits inside the collective. Analyze the late "
+        "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
+        "and balance the work: even batches, data loading in workers, no extra host work "
+        "on one rank (logging, checkpointing) inside the step."),
+}
+
+WHY = {
+    "after-compute": "the collectives were issued after the compute they could have hidden "
+                     "under",
+    "same-stream": "the collectives share a stream with the compute, so they run between "
+                   "compute kernels, never beside them",
+    "waiting-for-peer": "this device started its collectives before a peer did and waited "
+                        "inside them for the late rank",
+}
+
+
+def _comm_ops(dev) -> np.ndarray:
+    """Positions of the device's communication ops (start order)."""
+    return np.flatnonzero(dev.work.bucket == CODE["communication"])
+
+
+def _peer_wait(context: Context, device: int, ops: np.ndarray) -> np.ndarray | None:
+    """Per communication op of *device*: how long after its start the last peer started
+    the same collective (the k-th communication op of every device with as many),
+    or None when the report has no peer to compare with."""
+    starts = {}
+    for d, dev in context.accounting.devices.items():
+        mine = _comm_ops(dev)
+        if mine.size == ops.size and ops.size:
+            starts[d] = dev.work.start[mine]
+    if len(starts) < 2 or device not in starts:
+        return None
+    latest = np.max(np.vstack(list(starts.values())), axis=0)
+    return latest - starts[device]
+
+
+def _collectives(trace: Trace, work, ops: np.ndarray) -> dict[str, int]:
+    """Collective -> how many of *ops* it launched: the NCCL NVTX range (ncclAllReduce,
+    ncclBroadcast...) of the launching process around each op's launch call, when the
+    report has them; else the kernels' own names."""
+    nv = trace.nvtx
+    launched = work.gather("api_start", ops)
+    pid = work.gather("pid", ops).astype(np.int64)
+    if len(nv) and ops.size:
+        name = nv["name"].astype(str)
+        nccl = (name.str.startswith("nccl") & ~name.str.contains("Comm|Group")).to_numpy()
+        ranges = nv[nccl]
+        label = np.full(ops.size, None, dtype=object)
+        for p in np.unique(pid).tolist():
+            r = ranges[ranges["pid"].to_numpy() == p].sort_values("start", kind="stable")
+            if not len(r):
+                continue
+            mine = np.flatnonzero((pid == p) & ~np.isnan(launched))
+            k = np.searchsorted(r["start"].to_numpy(), launched[mine], side="right") - 1
+            inside = (k >= 0) & (launched[mine] <= r["end"].to_numpy()[np.maximum(k, 0)])
+            label[mine[inside]] = r["name"].astype(str).to_numpy()[k[inside]]
+        if any(v is not None for v in label.tolist()):
+            counts = pd.Series([v for v in label.tolist() if v is not None]).value_counts()
+            return {str(k): int(v) for k, v in counts.items()}
+    names = work.names(trace, ops)
+    return {str(n): int(c) for n, c in pd.Series(names).value_counts().items()}
+
+
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
+    findings = []
+    for device, dev in context.accounting.devices.items():
+        ops = _comm_ops(dev)
+        if not ops.size:
+            continue
+        exposed = dev.by_bucket.get("communication", tl.EMPTY)
+        if not exposed[0].size:
+            continue
+        wait = _peer_wait(context, device, ops)
+        for phase, span, _, base in context.judged_phases(device):
+            mine = tl.intersect(exposed, span)
+            cost = tl.total(mine)
+            if cost <= 0 or 100.0 * cost / base < config["min_share_pct"]:
+                continue
+            findings.append(_finding(trace, config, context, dev, phase, span, mine, ops,
+                                     wait, cost))
+    return findings
+
+
+def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) -> Finding:
+    work = dev.work
+    start, end = work.start[ops], work.end[ops]
+    exposed_each = tl.overlap_each(start, end, mine)
+    hit = exposed_each > 0
+    total = max(int(exposed_each.sum()), 1)
+    # Waiting for a peer: the exposed time before the last peer started the collective.
+    waited = 0
+    if wait is not None:
+        before = (start[hit], start[hit] + np.maximum(wait[hit], 0))
+        waited = int(tl.overlap_each(*before, mine).sum())
+    # Same stream as the compute: exposed collectives on streams that also run compute.
+    stream = work.gather("stream", ops).astype(np.int64)
+    compute_streams = np.unique(work.gather(
+        "stream", np.flatnonzero(work.bucket == CODE["compute"])).astype(np.int64))
+    shared = np.isin(stream, compute_streams)
+    shared_ns = int(exposed_each[shared].sum())
+    # How much of its iteration's (or phase's) compute was done when each began.
+    if phase == "steady" and len(dev.phases.steady_iterations):
+        lo, hi = dev.phases.iteration_windows(dev.phases.steady_iterations)
+    else:
+        lo, hi = span
+    compute = dev.by_bucket.get("compute", tl.EMPTY)
+    k = np.clip(np.searchsorted(lo, start, side="right") - 1, 0, max(lo.size - 1, 0))
+    first = np.minimum(lo[k], start)
+    done = tl.overlap_each(first, start, compute)
+    whole_it = np.maximum(tl.overlap_each(lo, hi, compute)[k], 1)
+    late = 100.0 * done / whole_it >= config["after_compute_pct"]
+    late_ns = int(exposed_each[hit & late].sum())
+    if waited >= 0.5 * total:
+        cause = "waiting-for-peer"
+    elif late_ns < 0.5 * total and shared_ns >= 0.5 * total:
+        cause = "same-stream"
+    else:
+        cause = "after-compute"
+    collectives = _collectives(trace, work, ops[hit])
+    comm_ns = int(tl.overlap_each(start, end, span).sum())
+    union = tl.total(tl.intersect(tl.union(start, end), span))
+    hidden_pct = round(100.0 * (1 - cost / union), 1) if union > 0 else None
+    at = int(start[hit][0]) if hit.any() else int(span[0][0])
+    evidence = {"exposed_ns": cost, "comm_time_ns": union, "comm_kernel_ns": comm_ns,
+                "comm_compute_overlap_pct": hidden_pct,
+                "collectives": collectives, "kernels": int(hit.sum()),
+                "waiting_for_peer_ns": waited, "on_compute_stream_ns": shared_ns,
+                "after_most_compute_ns": late_ns,
+                "streams": sorted(set(stream[hit].tolist()))}
+    top = max(collectives.items(), key=lambda kv: kv[1], default=("", 0))
+    return Finding(
+        rule=RULE.id, cause=cause, severity="info", start_ns=int(mine[0][0]),
+        end_ns=int(mine[1][-1]), cost_ns=int(cost), at_ns=at, phase=phase,
+        message=(f"Communication on GPU {dev.device} ran exposed for {fmt_ns(cost)}: "
+                 f"{int(hit.sum())} communication kernels (e.g. {top[0]} x{top[1]}) ran "
+                 f"with no compute beside them; only {hidden_pct}% of the communication "
+                 f"time was hidden under compute. Why: {WHY[cause]}"
+                 + (f" (waited {fmt_ns(waited)} for the last peer)." if waited else ".")),
+        fix=FIXES["after-compute-tail" if cause == "after-compute" and hidden_pct is not None
+                  and hidden_pct >= 50 else cause],
+        device=dev.device, count=int(hit.sum()),
+        streams=sorted(set(stream[hit].tolist())),
+        ranges=ranges_of(trace, start[hit], weights=exposed_each[hit].astype(np.float64)),
+        evidence=evidence, claim=Claim(dev.device, span, ("communication",)),
+        min_share_pct=float(config["min_share_pct"]))
+
+
+RULE = Rule(
+    id="exposed-communication",
+    title="Communication not hidden under compute",
+    thresholds={
+        "min_share_pct": Threshold(2, "%", "report exposed communication holding at least "
+                                   "this share of its scope (steady state, --range, or "
+                                   "the whole timeline for one-time costs)"),
+        "after_compute_pct": Threshold(80, "%", "a collective that starts once this share "
+                                       "of its iteration's compute is done was issued "
+                                       "after the compute (cause after-compute)"),
+    },
+    rationale=("A collective that runs beside compute costs nothing; one the GPU waits on "
+               "adds its whole length to every step, and grows with the model and the "
+               "number of ranks."),
+    fix=FIXES["after-compute"],
+    causes={"after-compute": "collectives issued after the compute they could hide under",
+            "same-stream": "communication serialized with compute on one stream",
+            "waiting-for-peer": "a collective lasting far longer than needed: a peer is late"},
+    detect=detect,
+)
