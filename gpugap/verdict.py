@@ -166,17 +166,20 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                    and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
     steady = _representative(dev, None) if scope is None else None
     occasional: list[Finding] = []
-    if steady is not None and steady["count"] >= 3:
+    if steady is not None and steady["count"] >= 3 and steady["median_ns"] > 0:
         # Recurring problems by their median cost per iteration, as a share of the
-        # median iteration; occasional ones apart (module doc).
-        median_it = max(steady["median_ns"], 1)
+        # median iteration; occasional ones apart (module doc). Iterations of no length
+        # (launch times a broken report garbled) are no measure: the wall is.
+        median_it = steady["median_ns"]
         recurring = [f for f in mine if _recurring(f)]
         occasional = sorted((f for f in mine if not _recurring(f)), key=lambda f: -f.cost_ns)
         candidates = [(float(np.median(f.iteration_costs)), f, None) for f in recurring]
         candidates += [(v / steady["count"], None, b) for v, b in unexplained]
         top_score, top, bucket = max(candidates, key=lambda c: c[0],
                                      default=(0.0, None, None))
-        share = _pct(top_score, median_it)
+        # A bucket's mean per iteration can exceed the median iteration (its time falls
+        # between iterations, or in a few long ones): a share of an iteration is <= 100%.
+        share = min(_pct(top_score, median_it), 100.0)
         top_cost = top.cost_ns if top is not None else int(top_score * steady["count"])
         if share < WARN_PCT and occasional and _pct(occasional[0].cost_ns, wall) >= WARN_PCT:
             top, bucket = occasional.pop(0), None

@@ -20,9 +20,10 @@ from tests.conftest import DATA, load_report, report_path
 REAL = ["moe-experts-bad", "default-stream-bad", "h2d-copy-bad", "cublas-warmup-good"]
 
 
-def derived(tmp_path, name: str, statements: list[str], source: str = "default-stream-bad"):
+def derived(tmp_path, name: str, statements: list[str], source="default-stream-bad"):
+    """A copy of a real report (a scenario's name, or a path) with *statements* run on it."""
     path = tmp_path / f"handbuilt_{name}.sqlite"
-    shutil.copy(report_path(source), path)
+    shutil.copy(report_path(source) if isinstance(source, str) else source, path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for sql in statements:
@@ -252,6 +253,22 @@ def test_kernels_whose_launch_call_was_dropped_count_nothing_between(capsys, tmp
     legacy = [t["legacy_ops_launched_between"] for t in transitions
               if "legacy_ops_launched_between" in t]
     assert legacy and min(legacy) >= 0
+
+
+def test_garbled_launch_times_give_no_share_over_100_pct(capsys, tmp_path):
+    """Fuzz case 1070 of seed 14: one launch call in seven starts at 2^31+5 ns (inside
+    the capture, so a valid, if seconds long, call). The iterations mapped from those
+    launches have a median length of 0 ns, and the verdict divided a bucket's time per
+    iteration by it: 'copy D2H pinned: 919547.1% of each iteration'."""
+    from tests.test_fuzz import check_document
+
+    path = derived(tmp_path, "garbled_launch_times", [
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 2147483653 WHERE rowid % 7 = 3"],
+        source=DATA / "captures" / "eval-pinned.sqlite")
+    code, doc, _ = analyze_json(capsys, path)
+    assert code == 0 and check_document(doc) == []
+    verdicts = [doc["verdict"], *(d["verdict"] for d in doc["devices"])]
+    assert all(0 <= (v.get("share_pct") or 0) <= 100 for v in verdicts)
 
 
 def test_capture_window_contradicting_the_events_is_ignored(tmp_path):
