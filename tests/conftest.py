@@ -3,6 +3,7 @@ manifest.txt and capture.sh), loaded once per session."""
 
 from __future__ import annotations
 
+import signal
 from functools import cache
 from pathlib import Path
 
@@ -41,3 +42,24 @@ def trace_of():
 @pytest.fixture
 def analysis_of():
     return analyze_report
+
+
+@pytest.fixture
+def outside_ci(monkeypatch, tmp_path):
+    """Run in an empty directory, as if not under GitHub Actions (no step summary)."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def no_hang():
+    """A test that blocks (a FIFO opened for reading or writing) fails instead."""
+    def expired(signum, frame):
+        raise TimeoutError("gpugap hung")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,27 +20,10 @@ from gpugap.errors import EXIT_USAGE
 from gpugap.render.safe import ELLIPSIS, one_line, safe_rich, safe_text
 from tests.conftest import report_path
 
+pytestmark = pytest.mark.usefixtures("outside_ci", "no_hang")
+
 REPORT = report_path("h2d-copy-good")
 GATE = ("--max", "kernels=1000000")
-
-
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch, tmp_path):
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def no_hang():
-    def expired(signum, frame):
-        raise TimeoutError("gpugap hung")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def gpugap(capsys, *argv) -> tuple[int, str, str]:

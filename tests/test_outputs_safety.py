@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 
@@ -17,25 +16,7 @@ from gpugap.cli import main
 from gpugap.errors import EXIT_USAGE
 from tests.conftest import report_path
 
-
-@pytest.fixture(autouse=True)
-def outside_ci(monkeypatch, tmp_path):
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def no_hang():
-    """A test that blocks (a FIFO opened for reading or writing) fails instead."""
-    def expired(signum, frame):
-        raise TimeoutError("gpugap hung")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("outside_ci", "no_hang")
 
 
 def digest(path: Path) -> str:
