@@ -11,7 +11,7 @@ listed --reports times, alternating rank 0 and rank 1: as many reports as a job 
 many ranks (their ranks repeat, so the job numbers them in file order).
 
 Each configuration runs in a fresh Python process (so that its memory is its own):
-``gpugap.job.analyze_job`` with W local worker processes (W=1: in the process itself),
+``gpugap.analysis.job.analyze_job`` with W local worker processes (W=1: in the process itself),
 and on a dask.distributed LocalCluster of W single-threaded worker processes (started
 before the clock starts: a real cluster is already up). It prints the wall time, the
 speed-up against one worker measured in this run, the peak RSS of the combining process
@@ -42,8 +42,8 @@ RANKS = ROOT / "tests" / "data" / "captures" / "ranks"
 CHILD = r"""
 import json, pickle, resource, sys, time
 import gpugap.analysis  # imports done before the clock starts (forked workers share them)
-from gpugap.job import combine, summarize_all
-from gpugap.render.jsonout import dumps
+from gpugap.analysis.job import combine, summarize_all
+from gpugap.jsonout import dumps
 paths, workers, mode = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 scheduler, cluster = None, None
 if mode == "dask":

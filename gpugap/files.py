@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpugap.errors import ReportError, UsageError
+from gpugap.errors import ReportError, UsageError, option
 
 CONFIG_MAX_BYTES = 1 << 20          # 1 MiB: a gpugap.toml / pyproject.toml
 BASELINE_MAX_BYTES = 64 << 20       # 64 MiB: a baseline of many runs and NVTX ranges
@@ -120,19 +120,19 @@ def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
     """
     inputs = list(inputs)
     seen: dict[Path, str] = {}
-    for option, path in outputs:
+    for flag, path in outputs:
         if path is None:
             continue
         path = Path(path)
         source = is_input(path, inputs)
         if source is not None:
-            raise UsageError(f"{option} {path} would overwrite the input {source}; write "
+            raise UsageError(f"{flag} {path} would overwrite the input {source}; write "
                              "the output to another file")
         real = Path(os.path.realpath(path))
         if real in seen:
-            raise UsageError(f"{path} is given for both {seen[real]} and {option}; pick "
+            raise UsageError(f"{path} is given for both {seen[real]} and {flag}; pick "
                              "one file per output")
-        seen[real] = option
+        seen[real] = flag
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -153,7 +153,7 @@ def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
                 raise UsageError(f"{path} is {kind_of(st.st_mode)}; give {option} a "
                                  "regular file name")
             if not force:
-                raise UsageError(f"{path} exists; pass --force to overwrite")
+                raise UsageError(f"{path} exists; pass {option('force')} to overwrite")
         parent = path.parent
         if not parent.is_dir():
             raise UsageError(f"cannot write {path}: directory {parent} does not exist")
@@ -167,7 +167,7 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if not force and os.path.lexists(path):
-        raise UsageError(f"{path} exists; pass --force to overwrite")
+        raise UsageError(f"{path} exists; pass {option('force')} to overwrite")
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
                                    suffix=".tmp")
@@ -201,13 +201,13 @@ def _link_new(tmp: str, path: Path) -> None:
         os.link(tmp, path, follow_symlinks=False)
         return
     except FileExistsError:
-        raise UsageError(f"{path} exists; pass --force to overwrite") from None
+        raise UsageError(f"{path} exists; pass {option('force')} to overwrite") from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
                              errno.EMLINK):
             raise
     if os.path.lexists(path):
-        raise UsageError(f"{path} exists; pass --force to overwrite")
+        raise UsageError(f"{path} exists; pass {option('force')} to overwrite")
     os.replace(tmp, path)
 
 

@@ -1,5 +1,9 @@
 """The canned scenario suite: one module per classic GPU-timeline puzzle.
 
+The folder is scenarios/ at the top of the repository; it installs as gpugap.scenarios
+(pyproject.toml's package-dir), so run one with ``python -m gpugap.scenarios.<module>``
+or, from a checkout with gpugap installed, ``python scenarios/<module>.py``.
+
 Importing this package (and listing or checking scenarios) needs neither a GPU nor torch
 nor cuda-python; only running one does.
 """
@@ -8,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from scenarios._base import MEASURED_RANGE, NVTX_DOMAIN, Bound, Expect, Scenario, Variant
+from gpugap.scenarios._base import MEASURED_RANGE, NVTX_DOMAIN, Bound, Expect, Scenario, Variant
 
 MODULES = (
     "h2d_copy",
@@ -21,7 +25,7 @@ MODULES = (
 
 
 def all_scenarios() -> list[Scenario]:
-    return [importlib.import_module(f"scenarios.{m}").SCENARIO for m in MODULES]
+    return [importlib.import_module(f"{__name__}.{m}").SCENARIO for m in MODULES]
 
 
 def get(name: str) -> Scenario:

@@ -100,9 +100,9 @@ def _coerce(default: Any, text: str) -> Any:
 
 def main(scenario: Scenario, run: Callable[[str, dict[str, Any]], dict[str, Any]],
          argv: list[str] | None = None) -> int:
-    """``python -m scenarios.<module> --variant bad [--param value ...] [--result FILE]``."""
+    """``python -m gpugap.scenarios.<module> --variant bad [--param value ...] [--result FILE]``."""
     parser = argparse.ArgumentParser(
-        prog=f"python -m scenarios.{scenario.module}",
+        prog=f"python -m gpugap.scenarios.{scenario.module}",
         description=f"{scenario.title} (seed {scenario.seed}). Look for: {scenario.look_for}",
     )
     parser.add_argument("--variant", choices=sorted(scenario.variants), required=True)

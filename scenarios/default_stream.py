@@ -14,7 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scenarios._base import MEASURED_RANGE, Bound, Expect, Scenario, Variant, main, nvtx_range
+from gpugap.scenarios._base import (
+    MEASURED_RANGE,
+    Bound,
+    Expect,
+    Scenario,
+    Variant,
+    main,
+    nvtx_range,
+)
 
 SCENARIO = Scenario(
     name="default-stream",
@@ -47,8 +55,7 @@ SCENARIO = Scenario(
 def run(variant: str, p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from cuda.core import LEGACY_DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM, StreamOptions
-
-    from scenarios._cudakernels import Kernels
+    from gpugap.scenarios._cudakernels import Kernels
 
     with nvtx_range("setup"):
         k = Kernels()

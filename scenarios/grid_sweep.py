@@ -14,7 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scenarios._base import MEASURED_RANGE, Bound, Expect, Scenario, Variant, main, nvtx_range
+from gpugap.scenarios._base import (
+    MEASURED_RANGE,
+    Bound,
+    Expect,
+    Scenario,
+    Variant,
+    main,
+    nvtx_range,
+)
 
 SCENARIO = Scenario(
     name="grid-sweep",
@@ -45,8 +53,7 @@ SCENARIO = Scenario(
 
 def run(variant: str, p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
-
-    from scenarios._cudakernels import Kernels
+    from gpugap.scenarios._cudakernels import Kernels
 
     grids = p["bad_grids"] if variant == "bad" else p["good_grids"]
     with nvtx_range("setup"):

@@ -13,7 +13,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scenarios._base import MEASURED_RANGE, Bound, Expect, Scenario, Variant, main, nvtx_range
+from gpugap.scenarios._base import (
+    MEASURED_RANGE,
+    Bound,
+    Expect,
+    Scenario,
+    Variant,
+    main,
+    nvtx_range,
+)
 
 SCENARIO = Scenario(
     name="moe-experts",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpugap import nsys as nsys_mod
 from gpugap.cli import main
 from gpugap.errors import EXIT_NO_CUDA, EXIT_NSYS, EXIT_USAGE
+from gpugap.report import nsys as nsys_mod
 from tests.conftest import DATA, report_path
 
 CPU_ONLY = DATA / "cpu-only"
@@ -169,6 +169,7 @@ def test_explicit_nsys_that_is_not_executable(capsys, tmp_path, cache):
     assert_one_line(err, "--nsys is not an executable file")
 
 
+@pytest.mark.needs_nsys
 def test_nsys_rep_newer_than_nsys(capsys, tmp_path, cache):
     """A report written by nsys 2025.3 and the oldest nsys gpugap supports, Debian's 2023.4
     (installed by .ci/install-nsys.sh), which cannot read it."""
@@ -184,6 +185,7 @@ def test_nsys_rep_newer_than_nsys(capsys, tmp_path, cache):
     assert [p.name for p in tmp_path.iterdir() if p.name != "cache"] == [rep.name]
 
 
+@pytest.mark.needs_nsys
 def test_nsys_rep_is_exported_once_into_the_cache(capsys, tmp_path, cache, monkeypatch):
     rep_dir = tmp_path / "reports"
     rep_dir.mkdir()
@@ -226,3 +228,21 @@ def test_read_only_open_leaves_no_side_files(capsys, tmp_path):
     assert code == 0
     assert fingerprint(report) == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.sqlite"]   # no -journal, -wal, -shm
+
+
+def test_page_found_unreadable_when_the_fast_reader_finishes(capsys, tmp_path, monkeypatch):
+    """A zeroed page that ADBC before 1.13 reports only when the statement is finalized
+    (fuzz case 89; the lowest versions CI installs are 1.7): the rows it read are dropped
+    and the sqlite3 reader names the damage. Hand-built from a real export."""
+    from gpugap.report import reader
+
+    path = tmp_path / "handbuilt_zeroed_page.sqlite"
+    data = bytearray(report_path("grid-sweep-bad").read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    k = 61                                          # the page fuzz case 89 zeroed
+    data[k * page:(k + 1) * page] = bytes(page)
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)  # every table through ADBC
+    code, out, err = run(capsys, str(path))
+    assert code == EXIT_USAGE, out
+    assert_one_line(err, "malformed")

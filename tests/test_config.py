@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpugap.analysis import analyze
+from gpugap.ci.config import Config, find_config, load_config
+from gpugap.ci.gates import Gate, direction_of
 from gpugap.cli import main
-from gpugap.config import Config, find_config, load_config
-from gpugap.gates import Gate, direction_of
 from gpugap.report import load
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
@@ -44,6 +44,7 @@ BASELINE_TABLE = """
 file = "ci/baseline.json"
 tolerance = 2
 noise_k = 4
+cost_tolerance_ms = 0.5
 metrics = ["copy_compute_overlap_pct", "findings.*.count"]
 """
 
@@ -90,8 +91,8 @@ def test_typed_config_from_pyproject(project):
     assert cfg.thresholds == {"launch-gap": {"min_gap_us": 50.0}}
     assert cfg.baseline_file == project / "ci" / "baseline.json"
     policy = cfg.policy()
-    assert (policy.tolerance, policy.noise_k, policy.metrics) == (
-        2.0, 4.0, ("copy_compute_overlap_pct", "findings.*.count"))
+    assert (policy.tolerance, policy.noise_k, policy.cost_tolerance_ms, policy.metrics) == (
+        2.0, 4.0, 0.5, ("copy_compute_overlap_pct", "findings.*.count"))
     assert direction_of("kernels", policy.directions) == "lower"
     assert cfg.overridden(range=None, tolerance=7).tolerance == 7
     assert cfg.overridden(range=None).range == "measured"
@@ -192,6 +193,8 @@ def test_allow_missing_and_baseline_file_from_config(capsys, tmp_path):
     ("[thresholds.no-rule]\nx = 1\n", "unknown rule 'no-rule' in gpugap.toml [thresholds]"),
     ('[directions]\nkernels = "up"\n', "must be 'higher', 'lower' or 'none', not 'up'"),
     ("[baseline]\ntolerance = -1\n", "gpugap.toml [baseline] tolerance must be >= 0"),
+    ("[baseline]\ncost_tolerance_ms = -1\n",
+     "gpugap.toml [baseline] cost_tolerance_ms must be >= 0"),
     ('[baseline]\nmetrics = ["kernelz"]\n', "'kernelz' in gpugap.toml [baseline] matches no "
                                             "metric"),
     ('min_severity = "loud"\n', "min_severity must be one of info, warning, error"),

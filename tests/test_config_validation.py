@@ -17,7 +17,7 @@ import pytest
 
 from gpugap.cli import main
 from gpugap.errors import EXIT_USAGE
-from gpugap.render.safe import ELLIPSIS, one_line, safe_rich, safe_text
+from gpugap.text import ELLIPSIS, one_line, safe_rich, safe_text
 from tests.conftest import report_path
 
 pytestmark = pytest.mark.usefixtures("outside_ci", "no_hang")
@@ -254,7 +254,7 @@ def test_baseline_that_is_not_utf8(capsys, tmp_path):
 
 
 def test_saved_baseline_passes_its_own_schema(capsys, tmp_path, saved):
-    from gpugap.baseline import schema_problem
+    from gpugap.ci.baseline import schema_problem
 
     assert schema_problem(saved) is None
 

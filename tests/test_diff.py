@@ -4,19 +4,24 @@ gains copy/compute overlap; legacy -> per-thread default stream gains kernel ove
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from gpugap import diff as diffs
+from gpugap.accounting.metrics import METRIC_NAMES
 from gpugap.analysis import analyze
+from gpugap.ci import diff as diffs
+from gpugap.ci.gates import fmt_value
+from gpugap.ci.measure import reported_range_names
 from gpugap.cli import main
-from gpugap.gates import fmt_value, reported_range_names
-from gpugap.metrics import METRIC_NAMES
 from gpugap.report import load
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
+ROOT = Path(__file__).parent.parent
 
 
 def report_path(name: str) -> Path:
@@ -53,7 +58,8 @@ def test_pageable_to_pinned_fixes_the_blocking_copy_and_gains_overlap(capsys):
     after = analysis("h2d-copy-good").metrics.copy_compute_overlap_pct
     assert metric(doc, "measured", "copy_compute_overlap_pct") == {
         "metric": "copy_compute_overlap_pct", "before": before, "after": after,
-        "delta": round(after - before, 6), "direction": "higher", "change": "better"}
+        "delta": round(after - before, 6), "direction": "higher", "noise": 1.0,
+        "change": "better"}
     assert after - before > 50
 
     blocking = analysis("h2d-copy-bad").findings_of("blocking-memcpy", "pageable-async")
@@ -123,7 +129,7 @@ def test_a_report_against_itself_changes_nothing():
     # One entry per rule, cause and place (findings of several phases fold into it).
     assert len(result.findings) == len({(f.rule, f.cause, tuple(f.ranges))
                                         for f in analysis("h2d-copy-bad").findings})
-    assert {m.change for m in result.scope("measured").metrics} <= {"same", "n/a"}
+    assert {m.change for m in result.scope("measured").metrics} <= {"unchanged", "n/a"}
 
 
 def test_markdown_output(capsys, tmp_path):
@@ -151,3 +157,79 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path):
                "--range", "nope"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "no NVTX range named 'nope'" in err
+
+
+def test_a_3x_faster_run_is_not_worse_by_noise(capsys):
+    """legacy -> per-thread default stream: the measured range runs 3.2x faster; its busy
+    share moves -0.05 points and its synchronization share +0.65: within the 1-point
+    floor, unchanged (they read 'worse'). Real gains and losses keep their name."""
+    doc = diff_json(capsys, "default-stream-bad", "default-stream-good", "--range",
+                    "measured")
+    span = metric(doc, "measured", "span_ns")
+    assert span["before"] / span["after"] > 3.1 and span["change"] == "better"
+    busy = metric(doc, "measured", "gpu_busy_pct")
+    assert (busy["delta"], busy["noise"], busy["change"]) == (-0.05, 1.0, "unchanged")
+    sync = metric(doc, "measured", "steady.synchronization_pct")
+    assert 0 < sync["delta"] < 1 and sync["change"] == "unchanged"
+    assert metric(doc, "measured", "kernel_overlap_pct")["change"] == "better"
+
+    # A percentage beyond its floor is still worse: pinned copies take 1.09% of the
+    # pinned run's steady state, 0% of the pageable run's (whose copies are pageable).
+    doc = diff_json(capsys, "h2d-copy-bad", "h2d-copy-good", "--range", "measured")
+    pinned = metric(doc, "measured", "steady.copy-h2d-pinned_pct")
+    assert pinned["delta"] > 1 and pinned["change"] == "worse"
+
+
+def test_relative_floor_for_times_counts_and_findings(capsys):
+    """Metrics other than percentages: within 5% of the value before is unchanged, with
+    or without a direction; findings whose count and cost stay within 5% too."""
+    doc = diff_json(capsys, "default-stream-bad", "default-stream-good")
+    span = metric(doc, None, "span_ns")
+    assert 0 < -span["delta"] < 0.05 * span["before"] and span["change"] == "unchanged"
+    assert span["noise"] == pytest.approx(0.05 * span["before"])
+    kernels = metric(doc, None, "kernel_time_ns")              # +27%, no direction
+    assert kernels["delta"] > 0.05 * kernels["before"] and kernels["change"] == "changed"
+    assert diffs.noise_floor("kernels", 0) == 0.0           # from 0, any change counts
+    by_key = {(f["rule"], f["cause"], tuple(f["ranges"])): f for f in doc["findings"]}
+    copy = by_key[("blocking-memcpy", "synchronous", ("check",))]
+    assert copy["count_before"] == copy["count_after"]
+    assert 0 < copy["cost_ms_delta"] < 0.05 * copy["cost_ms_before"]
+    assert copy["status"] == "unchanged"
+    grid = by_key[("small-grid", "undersized-grid", ("setup",))]
+    assert grid["cost_ms_delta"] > 0.05 * grid["cost_ms_before"]
+    assert grid["status"] == "changed"
+
+
+def test_diff_fits_80_columns(tmp_path):
+    """A CI log (no TTY, COLUMNS=80): every table fits, names wrap at dots and dashes,
+    'before -> after' takes two lines where one would not fit."""
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "gpugap", "diff",
+                           str(report_path("default-stream-bad")),
+                           str(report_path("default-stream-good")), "--no-config"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, done.stdout
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.split("│")[1:-1]]
+
+    rows = {cells(ln)[0]: cells(ln) for ln in lines if ln.startswith("│")}
+    assert rows["gpu_busy_pct"] == ["gpu_busy_pct", "66.976%", "65.462%", "-1.514 pts",
+                                    "worse"]
+    assert rows["kernel_overlap_pct"][1:] == ["0%", "93.851%", "+93.851 pts", "better"]
+    assert rows["span_ns"][-1] == "unchanged"
+    # A long name breaks after a dot, its numbers stay on its first line.
+    at = next(i for i, ln in enumerate(lines) if "findings.serialized-streams." in ln
+              and "cost" not in ln and cells(ln)[1] == "38")
+    assert cells(lines[at + 1])[0] == "count"
+    # NVTX ranges: each cell 'before' over '-> after'.
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("│ measured "))
+    assert cells(lines[at])[:3] == ["measured", "93.021%", "0%"]
+    assert cells(lines[at + 1])[:3] == ["", "-> 92.971%", "-> 97.8%"]
+    # Findings: rule [cause] in its ranges, wrapped at spaces and dashes.
+    at = next(i for i, ln in enumerate(lines) if "serialized-streams [legacy-" in ln)
+    assert cells(lines[at])[0] == "fixed" and cells(lines[at])[2] == "38 -> 0"
+    assert "default-stream] in measured" in lines[at + 1]
+    assert lines[-1] == "findings: 3 fixed, 0 new, 2 changed, 2 unchanged"

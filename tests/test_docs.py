@@ -1,12 +1,20 @@
-"""Docs are tested: generated docs stay in sync, every command has help and a docs entry."""
+"""Docs are tested: generated docs stay in sync, every command has help and a docs entry,
+README's output blocks are the real output, committed samples name no machine's paths."""
 
 from __future__ import annotations
 
+import io
+import re
+import shlex
 from pathlib import Path
 
+import pytest
+from rich.console import Console
+
 from gpugap.cli import app, main
+from gpugap.cli import root as cli
+from gpugap.render.rules_doc import rules_markdown
 from gpugap.rules import registry
-from gpugap.rules.docs import rules_markdown
 
 ROOT = Path(__file__).parent.parent
 
@@ -33,3 +41,49 @@ def test_every_command_has_help_and_is_documented(capsys):
         out = capsys.readouterr().out
         assert "Usage" in out, name
         assert f"gpugap {name}" in docs, f"README/docs never show 'gpugap {name}'"
+
+
+# Directories of the machine that made a file: a user's home, a temporary directory, a
+# work tree. (/opt/... install paths, such as nsys's in the run manifests, are not.)
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home|tmp|Users|private/var)/")
+
+
+def test_committed_samples_carry_no_machine_paths():
+    samples = [p for top in ("reports", "docs") for p in sorted((ROOT / top).rglob("*"))
+               if p.suffix in (".html", ".svg", ".json")]
+    assert len(samples) >= 6 * 5              # 6 scenarios: timeline, analyses, records
+    for path in samples:
+        found = MACHINE_PATH.search(path.read_text(encoding="utf-8", errors="replace"))
+        assert found is None, f"{path.relative_to(ROOT)} names {found.group(0)}..."
+
+
+README_WIDTH = 84           # the width of the README's output blocks (their panels)
+# An output block: a fence with no language, `gpugap analyze ...` as its first line, then
+# the output; a last line "..." marks the rest as left out.
+OUTPUT_BLOCK = re.compile(r"^```\n(gpugap analyze [^\n]*)\n(.*?)^```$", re.S | re.M)
+
+
+def real_output(command: str, monkeypatch) -> list[str]:
+    """What *command* prints, from the repository root, at README_WIDTH, without colour."""
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "stdout", Console(file=screen, width=README_WIDTH,
+                                               color_system=None, highlight=False))
+    monkeypatch.chdir(ROOT)
+    assert main(shlex.split(command)[1:]) == 0, command
+    return [line.rstrip() for line in screen.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("command", [c for c, _ in OUTPUT_BLOCK.findall(
+    (ROOT / "README.md").read_text())])
+def test_readme_output_is_the_real_output(command, monkeypatch):
+    shown = dict(OUTPUT_BLOCK.findall((ROOT / "README.md").read_text()))[command]
+    shown = [line.rstrip() for line in shown.splitlines()]
+    real = real_output(command, monkeypatch)
+    if shown[-1] == "...":
+        shown, real = shown[:-1], real[:len(shown) - 1]
+    assert shown == real, "README.md's output of `" + command + "` is stale; it prints:\n" \
+        + "\n".join(real)
+
+
+def test_readme_shows_output_blocks():
+    assert len(OUTPUT_BLOCK.findall((ROOT / "README.md").read_text())) >= 2

@@ -1,4 +1,4 @@
-"""gpugap check and gpugap.gates on the real H200 reports: gates that the good variant of a
+"""gpugap check and gpugap.ci.gates on the real H200 reports: gates that the good variant of a
 scenario holds and the bad one breaks, null metrics, CI outputs, one-line usage errors."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gpugap import gates
+from gpugap.accounting.metrics import METRIC_NAMES
 from gpugap.analysis import analyze
+from gpugap.ci import gates
+from gpugap.ci.check import evaluate
+from gpugap.ci.measure import measure
 from gpugap.cli import main
-from gpugap.metrics import METRIC_NAMES
 from gpugap.report import load
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
@@ -169,7 +171,7 @@ def test_min_severity_leaves_info_findings_out(capsys):
 
 def test_measure_equals_analyze_whole_and_per_range():
     trace = load(report_path("h2d-copy-bad"))
-    measured = gates.measure(trace, ranges=["measured", "iter"])
+    measured = measure(trace, ranges=["measured", "iter"])
     assert set(measured.scopes) == {None, "measured", "iter"}
     for scope in (None, "measured", "iter"):
         expected = analyze_range("h2d-copy-bad", scope)
@@ -184,7 +186,7 @@ def test_evaluate_from_python():
     legacy = analyze_range("default-stream-bad", "measured").findings_of(
         "serialized-streams", "legacy-default-stream")
     round_span = analyze_range("default-stream-bad", "round").metrics.span_ns
-    result = gates.evaluate(load(report_path("default-stream-bad")),
+    result = evaluate(load(report_path("default-stream-bad")),
                             [gates.Gate("kernel_overlap_pct", "min", 50),
                              gates.Gate("findings.serialized-streams.legacy-default-stream"
                                         ".count", "max", 0),

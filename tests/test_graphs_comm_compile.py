@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpugap import metrics
+from gpugap.accounting import metrics
 from gpugap.analysis import Analyzer
-from gpugap.gates import measure
+from gpugap.ci.measure import measure
 from gpugap.report import load
 
 CAPTURES = Path(__file__).parent / "data" / "captures"

@@ -1,10 +1,11 @@
 """The HTML timeline and its SVG/PNG export, checked in a real headless chromium.
 
-Chromium is required (CI installs Debian's: apt-get install -y --no-install-recommends
-chromium). It is driven over the DevTools protocol on --remote-debugging-pipe with the
-standard library only: the page must load with no console error and no network request,
-draw one lane per stream/thread, list every finding and draw a marker for each, zoom and
-pan with the wheel and the mouse, and give a screenshot.
+The tests that need chromium skip where it is missing (fail under GPUGAP_REQUIRE_TOOLS=1,
+as in CI, which installs Debian's through .ci/install-test-deps.sh). It is driven over the
+DevTools protocol on --remote-debugging-pipe with the standard library only: the page must
+load with no console error and no network request, draw one lane per stream/thread, list
+every finding and draw a marker for each, zoom and pan with the wheel and the mouse, and
+give a screenshot.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ import pandas as pd
 import pytest
 
 from gpugap.cli import main
-from gpugap.render.html import CATEGORY_INDEX, Panel, build_timeline, write_html
-from gpugap.render.timeline_svg import find_chromium, write_png, write_svg
-from tests.conftest import analyze_report, load_report, report_path
+from gpugap.render.html import write_html
+from gpugap.render.timeline import CATEGORY_INDEX, Panel, build_timeline
+from gpugap.render.timeline_svg import write_png, write_svg
+from tests.conftest import DATA, analyze_report, load_report, report_path, require_tool
+
+CAPTURES = DATA / "captures"
 
 VIEWPORT = (1600, 1000)
 REPORTS = ["default-stream-bad", "h2d-copy-bad", "moe-experts-bad"]
@@ -169,8 +173,7 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def browser():
-    exe = find_chromium()      # required: a UsageError here means "install chromium"
-    b = Browser(exe)
+    b = Browser(require_tool("chromium"))
     yield b
     b.close()
 
@@ -379,6 +382,203 @@ def test_names_cannot_break_out_of_the_page(browser, tmp_path):
     assert evil in data["panels"][0]["strings"]
 
 
+# --- a rule the renderer has never seen -------------------------------------------
+
+def page_data(page: Path) -> dict:
+    """The document the page embeds (what timeline.js draws)."""
+    found = re.search(r'<script type="application/json" id="gpugap-data">(.*?)</script>',
+                      page.read_text(), re.S)
+    assert found, "no embedded timeline data"
+    return json.loads(found.group(1))
+
+
+def event_columns(panel: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per event of a page's panel: its lane, start (relative ns) and correlation id."""
+    groups = np.array(panel["groups"], dtype=np.int64).reshape(-1, 3)
+    lane = np.repeat(groups[:, 0], groups[:, 2])
+    return (lane, np.cumsum(np.array(panel["start"], dtype=np.int64)),
+            np.cumsum(np.array(panel["corr"], dtype=np.int64)))
+
+
+def first_kernel_rule():
+    """A rule written the way a new one would be, in its own module: it marks the first
+    kernel that a known call launched with each kind of mark (a band of its GPU time, the
+    launch call's span on its thread, the kernel outlined, an arrow from call to kernel)
+    and names no colour."""
+    from gpugap.rules import Cause, Finding, Rule, Severity
+    from gpugap.rules.model import Band, EventRef, Link, Outline, Span
+
+    def detect(trace, config, context):
+        k = trace.kernels
+        k = k[k["api_start"].notna()].sort_values("start", kind="stable").iloc[0]
+        api = trace.api
+        call = api[(api["corr"] == k["corr"]) & (api["pid"] == k["pid"])].iloc[0]
+        kernel = EventRef("kernel", int(k["corr"]), stream=int(k["stream"]),
+                          pid=int(k["pid"]), start_ns=int(k["start"]))
+        launch = EventRef("api", int(k["corr"]), pid=int(k["pid"]),
+                          start_ns=int(call["start"]))
+        return [Finding(
+            rule="first-kernel", cause="first", severity=Severity.INFO,
+            start_ns=int(call["start"]), end_ns=int(k["end"]), cost_ns=0,
+            message="the first kernel", fix="nothing to fix", device=int(k["device"]),
+            streams=[int(k["stream"])],
+            marks=[Band(int(k["start"]), int(k["end"]), int(k["device"]), label="first"),
+                   Span(int(call["start"]), int(call["end"]), int(call["gtid"]),
+                        label="its launch"),
+                   Outline(kernel), Link(launch, kernel, "ss")])]
+
+    return Rule(id="first-kernel", title="The first kernel", thresholds={},
+                rationale="a test of the drawing", fix="nothing to fix",
+                causes=(Cause("first", "the first kernel launched", "nothing to fix"),),
+                detect=detect)
+
+
+def test_a_new_rule_is_drawn_with_no_change_to_the_renderer(browser, tmp_path, monkeypatch):
+    """Adding a rule touches its module, its tests and the registry (RULE_MODULES):
+    registered like that, a rule's marks are on the page and drawn."""
+    import sys
+    import types
+
+    import gpugap.rules
+    from gpugap.analysis import analyze
+    from gpugap.render.timeline import RULE_PALETTE
+
+    module = types.ModuleType("gpugap.rules.first_kernel")
+    module.RULE = first_kernel_rule()
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(gpugap.rules, "RULE_MODULES",
+                        (*gpugap.rules.RULE_MODULES, "first_kernel"))
+    trace = load_report("h2d-copy-bad")
+    analysis = analyze(trace)
+    index = next(i for i, f in enumerate(analysis.findings) if f.rule == "first-kernel")
+    page = tmp_path / "new-rule.html"
+    write_html(analysis, trace, page)
+
+    panel = page_data(page)["panels"][0]
+    finding = panel["findings"][index]
+    assert finding["rule"] == "first-kernel" and finding["color"] in RULE_PALETTE
+    markers = [m for m in panel["markers"] if m["f"] == index]
+    assert [m["t"] for m in markers] == ["band", "span", "ev", "link"]
+    band, span, outline, link = markers
+    lane, start, corr = event_columns(panel)
+    k = trace.kernels
+    k = k[k["api_start"].notna()].sort_values("start", kind="stable").iloc[0]
+    origin = panel["origin_ns"]
+    # The band on the GPU lanes, from the kernel's start to its end.
+    assert (band["s"], band["e"]) == (int(k["start"]) - origin, int(k["end"]) - origin)
+    assert {panel["lanes"][i]["kind"] for i in range(band["l0"], band["l1"] + 1)} == {"gpu"}
+    # The outline on the kernel itself; the arrow from its launch call to it.
+    assert corr[outline["i"]] == k["corr"] and start[outline["i"]] == band["s"]
+    assert panel["lanes"][lane[outline["i"]]]["kind"] == "gpu"
+    assert link["b"] == outline["i"] and link["ends"] == "ss"
+    assert corr[link["a"]] == k["corr"] and panel["lanes"][lane[link["a"]]]["kind"] == "api"
+    # The span on that call's thread's CUDA API lane, over the call.
+    assert span["l0"] == span["l1"] == lane[link["a"]]
+    assert span["s"] == start[link["a"]]
+    assert {m["color"] for m in markers} == {finding["color"]}
+    assert "first-kernel" in page.read_text()         # in the legend too
+
+    state = browser.open(page)
+    assert browser.problems() == [] and state["errors"] == []
+    assert state["findings"] == state["marked"] == len(analysis.findings)
+
+
+def _code_strings(source: str) -> list[str]:
+    """The string literals of a Python module that are not docstrings."""
+    import ast
+
+    tree = ast.parse(source)
+    docs = {id(body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef))
+            for body in [node.body] if body and isinstance(body[0], ast.Expr)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docs]
+
+
+def test_renderers_name_no_rule():
+    """Renderers draw findings from their marks: no rule's id in render/'s code (its
+    string literals and scripts; docstrings may quote one as an example)."""
+    from gpugap.rules import registry
+
+    render = Path(__file__).parents[1] / "gpugap" / "render"
+    code = {p.name: " ".join(_code_strings(p.read_text())) for p in render.rglob("*.py")}
+    code |= {p.name: p.read_text() for p in render.rglob("*.js")}
+    assert "html.py" in code and "timeline.js" in code
+    for rule in registry():
+        assert [name for name, text in code.items() if rule in text] == [], rule
+
+
+def test_sidebar_wraps_long_kernel_names(browser, tmp_path):
+    """small-compile's findings name a 131-character cuBLAS kernel (no space in it): the
+    findings list wraps it instead of growing past its column."""
+    from gpugap.analysis import analyze
+    from gpugap.report import load
+
+    trace = load(CAPTURES / "small-compile.sqlite")
+    analysis = analyze(trace, require_gpu=False)
+    longest = max((w for f in analysis.findings for w in f.message.split()), key=len)
+    assert len(longest) > 120
+    page = tmp_path / "compile.html"
+    write_html(analysis, trace, page)
+    assert browser.open(page)["ready"] and browser.problems() == []
+    overflow = browser.evaluate("""(() => {
+        const bar = document.getElementById('sidebar');
+        const items = [...bar.querySelectorAll('li.finding')];
+        return {bar: bar.scrollWidth - bar.clientWidth, items: items.length,
+                wide: items.filter(li => li.scrollWidth > li.clientWidth).length,
+                page: document.documentElement.scrollWidth - window.innerWidth}; })()""")
+    assert overflow == {"bar": 0, "items": len(analysis.findings), "wide": 0, "page": 0}
+
+
+@pytest.mark.needs_nsys
+def test_pages_show_the_report_path_as_given(capsys, tmp_path, monkeypatch):
+    """A .nsys-rep is read through its SQLite export in the cache: the page names the
+    report as the user gave it (relative here), never the export's path."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUGAP_CACHE_DIR", str(tmp_path / "cache"))
+    Path("runs").mkdir()
+    shutil.copy(DATA / "cpu-only" / "cpu-only-nvtx.nsys-rep", "runs/cpu.nsys-rep")
+    main(["analyze", "runs/cpu.nsys-rep", "--html", "t.html", "--svg", "t.svg", "--json"])
+    exports = list((tmp_path / "cache").glob("*.sqlite"))
+    assert len(exports) == 1            # what was read: the export in the cache
+    assert exports[0].name in capsys.readouterr().out          # --json says so
+    page, svg = Path("t.html").read_text(), Path("t.svg").read_text()
+    assert "runs/cpu.nsys-rep" in page
+    for text in (page, svg):
+        assert str(tmp_path) not in text and exports[0].name not in text
+
+
+def legend_of(page_text: str) -> list[str]:
+    legend = re.search(r'<div class="legend">(.*?)</div>', page_text).group(1)
+    return re.findall(r"</i>([^<]*)</span>", legend)
+
+
+@pytest.mark.parametrize(("capture", "has", "lacks"), [
+    ("small-graph", ["CUDA graph replay", "kernel", "launch-gap [sync-wait]"], ["memset"]),
+    ("small-graph-node", ["kernel"], ["CUDA graph replay", "memset"]),
+    ("train-workers0", ["memset", "copy host→device, pageable", "launch-gap"],
+     ["CUDA graph replay", "copy host→device", "copy peer→peer", "serialized-streams",
+      "launch-gap [sync-wait]"]),
+])
+def test_legend_lists_only_what_the_report_has(tmp_path, capture, has, lacks):
+    from gpugap.analysis import analyze
+    from gpugap.report import load
+
+    trace = load(CAPTURES / f"{capture}.sqlite")
+    analysis = analyze(trace, require_gpu=False)
+    page = tmp_path / "t.html"
+    write_html(analysis, trace, page)
+    legend = legend_of(page.read_text())
+    assert set(has) <= set(legend) and not set(lacks) & set(legend), legend
+    # Every finding's rule is there, and no other rule.
+    from gpugap.rules import registry
+
+    rules = {f.rule for f in analysis.findings}
+    assert rules == set(legend) & set(registry()), legend
+    assert ("memset" in legend) == (len(trace.memsets) > 0)
+
+
 # --- SVG and PNG ------------------------------------------------------------------
 
 def test_svg_has_lanes_findings_and_legend(tmp_path):
@@ -404,6 +604,7 @@ def test_svg_has_lanes_findings_and_legend(tmp_path):
     assert "range measured" in m and f"findings ({len(measured.findings)})" in m
 
 
+@pytest.mark.needs_chromium
 def test_png_from_chromium(tmp_path):
     name = "h2d-copy-bad"
     written = write_png(analyze_report(name), load_report(name), tmp_path / "t.png")
@@ -452,7 +653,8 @@ def test_cli_png_without_chromium(capsys, tmp_path, monkeypatch):
     code, stdout, stderr = cli(capsys, str(report_path("default-stream-bad")),
                                "--png", str(tmp_path / "t.png"))
     assert code == 2
-    assert stderr.strip() == "gpugap: error: PNG export needs chromium: install it or use --svg"
+    assert stderr.strip() == ("gpugap: error: PNG export needs chromium: install it or "
+                              "write --svg FILE")
     assert not (tmp_path / "t.png").exists()
 
 

@@ -15,10 +15,10 @@ from functools import cache
 
 import numpy as np
 
+from gpugap.analysis.job import combine, expand_reports, summarize_all
 from gpugap.cli import main
 from gpugap.errors import EXIT_PARTIAL
-from gpugap.job import combine, expand_reports, summarize_all
-from gpugap.render.jsonout import dumps
+from gpugap.jsonout import dumps
 from tests.conftest import DATA
 
 RANKS = DATA / "captures" / "ranks"
@@ -118,6 +118,20 @@ def test_hosts_clocks_are_aligned_on_the_first_collective():
     assert abs(job.wait_ns_per_iteration[0] - one_clock.wait_ns_per_iteration[0]) < 500_000
     unaligned = combine(skewed, align="none")
     assert abs(unaligned.wait_ns_per_iteration[0] - one_clock.wait_ns_per_iteration[0]) > 1e6
+
+
+def test_waits_without_iteration_times_name_no_straggler():
+    """Collectives matched, but no rank's iterations found: a wait is no share of an
+    iteration, so even a zero threshold names no straggler by its waits (it raised
+    TypeError formatting the missing iteration time)."""
+    no_iterations = [dataclasses.replace(s, iteration_median_ns=None)
+                     for s in summaries("late")]
+    job = combine(no_iterations, straggler_pct=0.0)
+    assert job.collectives_matched == 194
+    assert job.kind == "balanced" and job.straggler is None
+    assert job.metrics["job.iteration_ms"] is None and job.metrics["job.wait_pct"] is None
+    assert job.headline.startswith("No straggler across 2 ranks: no rank waits more than "
+                                   "8.47 ms per iteration inside collectives")
 
 
 def test_worker_processes_give_the_same_job():

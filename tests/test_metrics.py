@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpugap import metrics
-from gpugap import ranges as nvtx_ranges
-from gpugap import timeline as tl
+from gpugap import intervals as tl
+from gpugap.accounting import metrics
+from gpugap.accounting import ranges as nvtx_ranges
 from tests.conftest import load_report
 
 REPORTS = ["h2d-copy-bad", "h2d-copy-good", "default-stream-bad", "default-stream-good",

@@ -7,11 +7,13 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from gpugap import nsys as nsys_mod
+import pytest
+
 from gpugap.analysis import no_cuda_reason
 from gpugap.cli import main
 from gpugap.errors import EXIT_NO_CUDA
 from gpugap.report import load
+from gpugap.report import nsys as nsys_mod
 from tests.conftest import report_path
 
 
@@ -19,6 +21,7 @@ def real_nsys() -> Path:
     return Path(nsys_mod.find_nsys().path)
 
 
+@pytest.mark.needs_nsys
 def test_lookup_order(monkeypatch, tmp_path):
     real = real_nsys()
     bin_dir = tmp_path / "bin"

@@ -1,4 +1,4 @@
-"""The NVTX range table (gpugap.ranges.reported_ranges) and the labels findings carry
+"""The NVTX range table (gpugap.accounting.ranges.reported_ranges) and the labels findings carry
 (gpugap.rules._common): nesting by path, library domains, numbered instances, limits.
 
 Real reports (tests/data/scenarios, tests/data/captures) are checked against figures
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpugap import ranges as nvtx_ranges
+from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import analyze
 from gpugap.cli import main
 from gpugap.report import load

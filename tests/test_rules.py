@@ -192,3 +192,96 @@ def test_copies_taking_turns_with_compute_on_one_stream() -> None:
     # Blocking copies are blocking-memcpy's: h2d-copy-bad's pageable copies overlap no
     # kernel either, but are not reported twice.
     assert measured("h2d-copy-bad").findings_of("copy-compute-serialized") == []
+
+
+# --- typed results: severities, causes, marks ---------------------------------------
+
+def test_severity_has_one_order_and_reads_as_its_name() -> None:
+    import json
+
+    from gpugap.rules import Severity
+    from gpugap.rules.base import severity_for
+
+    info, warning, error = Severity.INFO, Severity.WARNING, Severity.ERROR
+    assert Severity.names() == ("info", "warning", "error")
+    assert sorted([error, info, warning]) == [info, warning, error]
+    assert info < warning < error and error >= "warning" and not info > "info"
+    assert [s.rank for s in Severity] == [0, 1, 2] and Severity.of_rank(2) is error
+    # As plain text: equal to its name, the same key in a dict, the same JSON.
+    assert warning == "warning" and {"warning": 1}[warning] == 1
+    assert f"{warning:>8}|{error}" == " warning|error" and str(info) == "info"
+    assert json.dumps({"s": warning, warning: [error]}) == '{"s": "warning", "warning": ["error"]}'
+    # Shares of the scope: below 5% info, from 5% warning, from 20% error.
+    assert [severity_for(c, 100) for c in (0, 4.9, 5, 19.9, 20)] == [
+        info, info, warning, warning, error]
+    assert severity_for(1, 0) is warning and severity_for(0, 0) is info
+
+
+def test_causes_are_typed_with_a_meaning_and_a_fix() -> None:
+    import importlib
+
+    from gpugap.rules import RULE_MODULES, Cause, registry
+
+    for module_name in RULE_MODULES:
+        module = importlib.import_module(f"gpugap.rules.{module_name}")
+        rule = registry()[module.RULE.id]
+        assert rule.causes, rule.id
+        for cause_id, cause in rule.causes.items():
+            assert isinstance(cause, Cause) and cause.id == cause_id
+            assert cause.meaning and cause.fix, (rule.id, cause_id)
+        assert callable(module.message), f"{module_name}: its wording in message()"
+
+
+# Reports on which every rule fires (exposed-communication needs two GPUs: ddp-manual).
+MARKED_REPORTS = ["h2d-copy-bad", "default-stream-bad", "cublas-warmup-bad",
+                  "moe-experts-bad", "grid-sweep-bad", "prefetch-pipeline-bad", "ddp-manual"]
+
+
+def _trace(name: str):
+    if name == "ddp-manual":
+        from gpugap.report import load
+        from tests.conftest import DATA
+
+        return load(DATA / "captures" / "ddp-manual.sqlite")
+    return load_report(name)
+
+
+def _events_matching(frames: dict, ref) -> int:
+    """How many events of the report *ref* (gpugap.rules.model.EventRef) names."""
+    f = frames[ref.kind]
+    hit = f["corr"] == ref.correlation_id
+    for column, wanted in (("stream", ref.stream), ("pid", ref.pid), ("start", ref.start_ns)):
+        if wanted is not None:
+            hit &= f[column] == wanted
+    return int(hit.sum())
+
+
+def test_every_finding_is_marked_on_events_that_exist() -> None:
+    """Each rule attaches marks to its findings, and every event a mark names is one
+    event of the report (kind, correlation id, stream, process and start agree)."""
+    from gpugap.rules import registry
+    from gpugap.rules.model import Band, Link, Outline, Span
+
+    seen: set[str] = set()
+    for name in MARKED_REPORTS:
+        trace = _trace(name)
+        frames = {"kernel": trace.kernels, "memcpy": trace.memcpys, "memset": trace.memsets,
+                  "graph": trace.graphs, "api": trace.api}
+        threads = set(trace.api["gtid"].tolist()) | set(trace.nvtx["gtid"].tolist())
+
+        for f in analyze(trace).findings:
+            assert f.marks, f.id
+            assert "marks" not in f.to_dict() and type(f.to_dict()["severity"]) is str
+            seen.add(f.rule)
+            for mark in f.marks:
+                if isinstance(mark, Outline):
+                    assert _events_matching(frames, mark.event) == 1, (name, f.id, mark)
+                elif isinstance(mark, Link):
+                    assert _events_matching(frames, mark.source) == 1, (name, f.id, mark)
+                    assert _events_matching(frames, mark.target) == 1, (name, f.id, mark)
+                elif isinstance(mark, Band):
+                    assert mark.start_ns <= mark.end_ns and mark.device == f.device
+                else:
+                    assert isinstance(mark, Span) and mark.gtid in threads
+                    assert mark.start_ns <= mark.end_ns and mark.lane in ("api", "nvtx")
+    assert seen == set(registry())

@@ -5,6 +5,7 @@ the runner must explain."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -12,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gpugap import nsys as nsys_mod
-from gpugap import runner
 from gpugap.cli import main
 from gpugap.errors import EXIT_NO_CUDA, EXIT_NO_GPU, EXIT_NSYS, EXIT_PROGRAM, EXIT_USAGE
+from gpugap.report import nsys as nsys_mod
+from gpugap.run import runner
 from tests.conftest import DATA
 
 NVTX_PROGRAM = DATA / "cpu-only" / "cpu_only_nvtx.py"
@@ -27,6 +28,7 @@ def gpugap(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.needs_nsys
 def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     import nvtx  # noqa: F401 - the program needs it; nvtx <= 0.2.11 emits under nsys 2023.4
 
@@ -66,6 +68,7 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     assert code == EXIT_NO_CUDA and [r["name"] for r in json.loads(again)["ranges"]] == names
 
 
+@pytest.mark.needs_nsys
 def test_node_level_graph_tracing_on_request(capsys, tmp_path):
     out = tmp_path / "run"
     code, _, err = gpugap(capsys, "profile", "--out", str(out), "--cuda-graph-trace", "node",
@@ -79,15 +82,63 @@ def test_node_level_graph_tracing_on_request(capsys, tmp_path):
     assert code == EXIT_USAGE and "--cuda-graph-trace must be graph or node" in err
 
 
+@pytest.mark.needs_nsys
 def test_failing_program_keeps_its_exit_code_and_output(capsys, tmp_path):
-    code, _, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"), "--",
-                          sys.executable, "-c",
-                          "import sys; print('about to fail'); sys.exit(3)")
+    script = ("import sys\n"
+              "for i in range(14): print('line', i)\n"
+              "print('boom', file=sys.stderr); sys.exit(3)")
+    code, out, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"), "--",
+                            sys.executable, "-c", script)
     assert code == EXIT_PROGRAM
-    assert "exited with code 3" in err and "about to fail" in err
     assert "program exit code 3" in err
+    # The command as typed, and the program's last 10 lines: none of nsys's own (its
+    # progress bars, 'Generating ...qdstrm', 'Generated:' and the report's path).
+    typed = f'{sys.executable} -c "{script}"'
+    said = err[err.index("gpugap: error: "):]
+    assert said == (f"gpugap: error: {typed} exited with code 3 under the profiler; its "
+                    "last lines:\n" + "".join(f"  line {i}\n" for i in range(5, 14))
+                    + "  boom\n")
+    log = (tmp_path / "x" / "python.log").read_text()
+    assert "[1/1] [" in log and "Generated:" in log     # nsys said them; the log keeps all
+    assert "[1/1]" not in out + err and "Generat" not in out + err
+    assert "line 0\n" in out                           # the program's output, echoed
 
 
+def test_program_tail_drops_what_nsys_2025_printed():
+    """The log of a committed H200 run (nsys 2025.3.1): the program printed its result
+    as JSON, then nsys its progress and the report's path."""
+    log = (Path(__file__).parents[1] / "reports" / "default-stream" / "h200-sample"
+           / "bad.log").read_text()
+    assert "Collecting data..." in log and "[1/1] [" in log and "Generated:\n\t/" in log
+    program = log[:log.index("Collecting data...")].splitlines()
+    assert runner.program_tail(log).splitlines() == program[-10:]
+    # Progress redrawn in place with carriage returns is dropped the same way.
+    redrawn = "step 9 ok\n[1/1] [0%   ] x.nsys-rep\r[1/1] [==100%] x.nsys-rep\r\n"
+    assert runner.program_tail(redrawn) == "step 9 ok"
+
+
+@pytest.mark.needs_nsys
+def test_profile_without_out_writes_where_the_docs_say(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dirs, reports = [], []
+    for _ in range(2):                  # twice within a second: a new directory each time
+        code, out, err = gpugap(capsys, "profile", "--json", sys.executable, "-c", "0")
+        assert code == EXIT_NO_CUDA, err
+        dirs.append(Path(json.loads(out)["out"]))      # stdout: one JSON document
+        said = re.search(r"gpugap: program exit code 0; report (\S+), its export", err)
+        assert said, err
+        reports.append(Path(said.group(1)))
+    # docs/scenarios.md: reports/PROGRAM/TIMESTAMP/ under the current directory.
+    assert dirs[0] != dirs[1] and dirs[0].parent == dirs[1].parent == Path("reports/python")
+    assert re.fullmatch(r"\d{8}-\d{6}(-2)?", dirs[1].name)
+    for d, report in zip(dirs, reports, strict=True):
+        assert report == d / "python.nsys-rep" and report.is_file()
+        assert sorted(p.name for p in d.iterdir()) == [
+            "manifest.json", "python.analysis.json", "python.log", "python.nsys-rep",
+            "python.sqlite"]
+
+
+@pytest.mark.needs_nsys
 def test_program_not_found(capsys, tmp_path):
     code, _, err = gpugap(capsys, "run", "--out", str(tmp_path / "x"), "--",
                           str(tmp_path / "no-such-program"))
@@ -95,6 +146,7 @@ def test_program_not_found(capsys, tmp_path):
     assert "program not found" in err
 
 
+@pytest.mark.needs_nsys
 def test_existing_output_needs_force(capsys, tmp_path):
     target = tmp_path / "out"
     target.mkdir()
@@ -104,6 +156,7 @@ def test_existing_output_needs_force(capsys, tmp_path):
     assert (target / "keep.txt").read_text() == "user data"
 
 
+@pytest.mark.needs_nsys
 def test_importer_failure_leaving_a_qdstrm_is_explained(capsys, tmp_path):
     """A real nsys whose importer cannot load one of its libraries: the failure mode of
     NVIDIA's nsys on the GPU machine without libdw.so.1."""
@@ -126,6 +179,7 @@ def test_importer_failure_leaving_a_qdstrm_is_explained(capsys, tmp_path):
     assert ".qdstrm" in err and "libdw.so.1" in err
 
 
+@pytest.mark.needs_nsys
 def test_scenarios_need_a_gpu(capsys, monkeypatch):
     def no_driver(name, *a, **k):
         raise OSError(f"{name}: cannot open shared object file")

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpugap import metrics
-from gpugap import timeline as tl
+from gpugap import intervals as tl
+from gpugap.accounting import metrics
 from gpugap.analysis import analyze
 from gpugap.cli import main
 from gpugap.report import load
@@ -128,7 +128,7 @@ def test_tiled_report_scales_exactly_inside_the_measured_range(tiled):
     small = analyze(load_report("moe-experts-bad"), range_name="measured")
     big = analyze(load(path), range_name="measured")
     # Inside the range (no boundary between tiles in it), the accounting scales exactly.
-    from gpugap import ranges as nvtx_ranges
+    from gpugap.accounting import ranges as nvtx_ranges
 
     in_range = [a.accounting.devices[0].totals_in(nvtx_ranges.window(trace, "measured"))
                 for a, trace in ((small, load_report("moe-experts-bad")), (big, load(path)))]

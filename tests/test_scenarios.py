@@ -7,13 +7,14 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-import scenarios
+from gpugap import scenarios
 from gpugap.analysis import analyze
 from gpugap.rules import registry
-from gpugap.runner import evaluate
+from gpugap.run.runner import evaluate
 from tests.conftest import SCENARIO_DATA, load_report
 
 SUITE = scenarios.all_scenarios()
@@ -27,7 +28,7 @@ def test_suite_covers_every_seed_puzzle():
 
 @pytest.mark.parametrize("scenario", SUITE, ids=lambda s: s.name)
 def test_scenario_module_is_well_formed(scenario):
-    module = importlib.import_module(f"scenarios.{scenario.module}")
+    module = importlib.import_module(f"gpugap.scenarios.{scenario.module}")
     assert callable(module.run)
     assert set(scenario.variants) == {"bad", "good"}
     rules = registry()
@@ -39,14 +40,28 @@ def test_scenario_module_is_well_formed(scenario):
         for bound in variant.bounds:
             assert bound.metric in {"gpu_busy_pct", "gpu_idle_pct", "kernel_overlap_pct",
                                     "copy_compute_overlap_pct", "concurrency"}
-    # Standalone use: python -m scenarios.<module> --help
+    # Standalone use: python -m gpugap.scenarios.<module> --help
     with pytest.raises(SystemExit) as exc:
         module.main(scenario, module.run, ["--help"])
     assert exc.value.code == 0
 
 
+@pytest.mark.parametrize("scenario", SUITE, ids=lambda s: s.name)
+def test_scenario_runs_standalone_from_the_checkout(scenario):
+    """python scenarios/<module>.py, as a script (gpugap installed, editable here): its
+    options, and no GPU package imported to print them."""
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-X", "importtime", f"scenarios/{scenario.module}.py",
+                           "--help"], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: python -m gpugap.scenarios.{scenario.module} ")
+    assert "--variant {bad,good}" in proc.stdout
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    assert not imported & {"torch", "cuda", "nvtx"}
+
+
 def test_listing_the_suite_imports_no_gpu_package():
-    code = ("import sys, scenarios, gpugap.cli\n"
+    code = ("import sys, gpugap.cli\nfrom gpugap import scenarios\n"
             "[s.variants for s in scenarios.all_scenarios()]\n"
             "print(sorted(m for m in ('torch', 'cuda', 'nvtx') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

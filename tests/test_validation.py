@@ -364,8 +364,13 @@ def test_check_fails_on_lost_gpu_data_unless_allowed(capsys, tmp_path, monkeypat
     # The terminal: one FAIL line naming the problem and the way out; the summary line.
     assert main(["check", str(path), *gate, "--no-config"]) == 1
     out = capsys.readouterr().out
-    fail_lines = [ln for ln in out.splitlines() if ln.startswith("FAIL ")]
-    assert len(fail_lines) == 1 and "lost GPU data" in fail_lines[0]
+    lines = out.splitlines()
+    fail_at = [i for i, ln in enumerate(lines) if ln.startswith("FAIL ")]
+    assert len(fail_at) == 1
+    # The message wraps under its label to fit 80 columns: read its paragraph.
+    end = next(i for i in range(fail_at[0] + 1, len(lines))
+               if not lines[i].startswith("     "))
+    assert "lost GPU data" in " ".join(ln.strip() for ln in lines[fail_at[0]:end])
     assert "gpugap check failed: 1 of 2 gates failed" in out
 
     # JUnit: a failure of type gpugap.data.

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting import host
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 from gpugap.accounting.phases import Phases

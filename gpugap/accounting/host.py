@@ -24,7 +24,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
+from gpugap.report.loader import match_rows
 from gpugap.report.trace import Trace
 
 CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
@@ -91,7 +92,6 @@ def api_categories(trace: Trace) -> np.ndarray:
     out = lut[names.cat.codes.to_numpy()]
     m = trace.memcpys
     if len(m) and len(api):
-        from gpugap.report.loader import match_rows
 
         rows = match_rows(m["pid"].to_numpy(), m["corr"].to_numpy(), api["pid"].to_numpy(),
                           api["corr"].to_numpy())

@@ -25,36 +25,21 @@ Warm-up: the first iteration, and those right after it that took more than
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from gpugap.accounting.host import MODULE_LOAD, name_mask
+from gpugap.accounting.ranges import base_name, shown_name, user_ranges
 from gpugap.accounting.work import DeviceWork
-from gpugap.errors import UsageError
+from gpugap.errors import UsageError, option
 from gpugap.report.trace import Trace
 
 PHASES = ("start-up", "warm-up", "steady", "tail")
 MIN_ITERATIONS = 3
 MIN_LAUNCH_SHARE = 0.3      # of the device's launches, inside a level's instances
 WARMUP_FACTOR = 2.0
-_NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
-
-
-def base_name(name: str) -> str:
-    """'step 12' -> 'step'; 'iter_3' -> 'iter'; 'ProfilerStep#5' -> 'ProfilerStep'.
-    A value after '=' is a parameter, not an instance number: 'grid=1024' stays."""
-    if not (name[-1:].isdecimal() or name[-2:-1].isdecimal()):   # cheap test first: a
-        return name                     # number ends the name (or precedes a final newline)
-    m = _NUMBERED.match(name)
-    return m.group(1) if m and "=" not in m.group(2) and not m.group(1).endswith("=") \
-        else name
-
-
-def shown_name(base: str, numbered: bool) -> str:
-    return f"{base} N" if numbered else base
 
 
 @dataclass
@@ -127,8 +112,6 @@ class Phases:
 
 
 def _user_ranges(trace: Trace, pids: np.ndarray) -> pd.DataFrame:
-    from gpugap.ranges import user_ranges
-
     nv = user_ranges(trace)
     return nv[nv["pid"].isin(pids.tolist())] if len(nv) else nv
 
@@ -157,7 +140,7 @@ def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.D
         frame = frame[(frame["base"] == want) | (full == wanted) | (frame["name"] == wanted)]
         if frame.empty:
             known = sorted(set(base.tolist()))[:12]
-            raise UsageError(f"no NVTX range named '{wanted}' for --iteration in "
+            raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
                              f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
     times = work.api_start[work.launch_order]
     rows = []
@@ -182,7 +165,7 @@ def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.D
         if wanted is not None:
             raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
                              "another on one thread; pick a range that marks one "
-                             "iteration with --iteration")
+                             f"iteration with {option('iteration')}")
         return pd.DataFrame()
     out = pd.DataFrame(rows)
     return out.sort_values(["depth", "count", "first"], ascending=[True, False, True],

@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpugap.gates import Check
-from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+from gpugap.ci.gates import Check
+from gpugap.text import MESSAGE_LIMIT, safe_text
 
 
 def in_github_actions(env: Mapping[str, str] | None = None) -> bool:

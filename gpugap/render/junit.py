@@ -10,13 +10,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import PurePath
 
-from gpugap.gates import FAIL, SKIP, Check, fmt_value
-from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+from gpugap.ci.gates import FAIL, SKIP, Check, fmt_value
+from gpugap.text import MESSAGE_LIMIT, safe_text
 
 
 def check_junit(check: Check) -> str:
     # Report-derived text goes through safe_text: XML 1.0 cannot hold most control
-    # characters, and a name may carry any (gpugap.render.safe).
+    # characters, and a name may carry any (gpugap.text).
     counts = check.counts()
     root = ET.Element("testsuites", name="gpugap check", tests=str(counts["gates"]),
                       failures=str(counts["failed"]), errors="0",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from gpugap.diff import FIXED, NEW, Diff, ScopeDiff
-from gpugap.gates import (
+from gpugap.ci.diff import FIXED, NEW, Diff, ScopeDiff
+from gpugap.ci.gates import (
     BASELINE,
     FAIL,
     HIGHER,
@@ -16,10 +16,10 @@ from gpugap.gates import (
     fmt_value,
     is_pct,
 )
-from gpugap.render.safe import MESSAGE_LIMIT, NAME_LIMIT, safe_text
+from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text
 
 ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
-CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "same": "same",
+CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "unchanged": "unchanged",
                "changed": "changed", "n/a": ""}
 STATUS_ICON = {FIXED: "✅ fixed", NEW: "🆕 new", "changed": "changed", "unchanged": "same"}
 # The per-range table of a diff: the metrics that say whether the timeline has holes.
@@ -30,7 +30,7 @@ RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overla
 
 def text(value: object, limit: int | None = MESSAGE_LIMIT) -> str:
     """Report-derived text on one Markdown line: control characters escaped, cut to
-    *limit* (gpugap.render.safe)."""
+    *limit* (gpugap.text)."""
     return safe_text(str(value).replace("\n", " "), limit)
 
 

@@ -8,15 +8,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpugap.render.safe import MESSAGE_LIMIT, safe_text
+from gpugap.accounting import metrics
+from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.errors import UsageError
 from gpugap.render.terminal import pct
-from gpugap.rules.base import fmt_ns
+from gpugap.rules.model import Severity
+from gpugap.text import MESSAGE_LIMIT, safe_text
+from gpugap.units import fmt_ns
 
 
 def _measured_metrics(run: Any) -> Any:
-    from gpugap import metrics
-    from gpugap import ranges as nvtx_ranges
-    from gpugap.errors import UsageError
 
     if run.trace is None or not run.trace.has_gpu_activity:
         return None
@@ -35,7 +36,8 @@ def _findings(run: Any) -> Text:
     measured = _measured(run)
     if measured is None:
         return Text("-")
-    inside = [f for f in measured.findings if f.severity != "info" and not f.consequence_of]
+    inside = [f for f in measured.findings
+              if Severity(f.severity) > Severity.INFO and not f.consequence_of]
     if not inside:
         return Text("none above info")
     lines = [safe_text(f"{f.rule}/{f.cause} x{f.count} ({fmt_ns(f.cost_ns)})")
@@ -67,7 +69,7 @@ def _phases(run: Any) -> Text:
 
 
 def _verdict(run: Any) -> Text:
-    # Text, never markup: a check's detail quotes the report (gpugap.render.safe).
+    # Text, never markup: a check's detail quotes the report (gpugap.text).
     if run.error:
         return Text("ERROR", "bold red")
     failed = [c for c in run.checks if not c.passed]

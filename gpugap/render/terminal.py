@@ -2,7 +2,7 @@
 accounting and findings, then one-time costs (start-up), then the ranges.
 
 Every string that comes from a report (kernel, API and NVTX names, messages that quote
-them) goes through gpugap.render.safe: control characters escaped, long names cut, never
+them) goes through gpugap.text: control characters escaped, long names cut, never
 parsed as rich markup.
 """
 
@@ -16,15 +16,16 @@ from rich.table import Table
 from rich.text import Text
 
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID
+from gpugap.accounting.metrics import Metrics
 from gpugap.analysis import Analysis
-from gpugap.metrics import Metrics
-from gpugap.render.safe import MESSAGE_LIMIT, safe_rich, safe_text
-from gpugap.rules.base import Finding, fmt_ns
+from gpugap.rules.base import Finding
+from gpugap.rules.model import Severity
+from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+from gpugap.units import fmt_ns
 
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 KIND_STYLE = {"bottleneck": "bold red", "healthy": "bold green", "spread": "bold yellow",
               "no-gpu-work": "dim"}
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 RANKS_SHOWN = 8          # ranks whose own verdict a job's terminal view spells out
 
 
@@ -207,8 +208,16 @@ def _one_time_line(f: Finding) -> Text:
     return line
 
 
+def _hidden_line(console: Console, count: int, shown: int) -> None:
+    """What --max-findings left out of a list of *count* findings, if anything."""
+    if count <= shown:
+        return
+    hidden = f"{count} findings" if not shown else f"... and {count - shown} more"
+    console.print(f"{hidden} hidden (--max-findings {shown}); --json lists all")
+
+
 def render(analysis: Analysis, console: Console, max_findings: int = 20,
-           min_severity: str = "info") -> None:
+           min_severity: str = Severity.INFO) -> None:
     gpu = analysis.gpu
     header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n",
                            ("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown"),
@@ -235,8 +244,8 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     elif analysis.verdict is not None:
         console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
         console.print(breakdown_line(analysis.verdict.breakdown))
-    floor = SEVERITY_RANK.get(min_severity, 0)
-    shown = [f for f in analysis.findings if SEVERITY_RANK.get(f.severity, 0) >= floor]
+    floor = Severity(min_severity)
+    shown = [f for f in analysis.findings if Severity(f.severity) >= floor]
     linked: dict[str, list[Finding]] = {}
     for f in shown:
         if f.consequence_of:
@@ -251,12 +260,12 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            style="bold"))
         for i, f in enumerate(main_findings[:max_findings], 1):
             console.print(finding_panel(f, i, linked.get(f.id, [])))
-        if len(main_findings) > max_findings:
-            console.print(f"... and {len(main_findings) - max_findings} more (--json lists all)")
+        _hidden_line(console, len(main_findings), max_findings)
     elif analysis.metrics is not None:
         console.print(Text("\nNo findings " + ("in the range" if analysis.scope else
                                                "in the steady state")
-                           + (f" at or above {min_severity}" if floor else "") + ".",
+                           + (f" at or above {floor}" if floor > Severity.INFO else "")
+                           + ".",
                            style="green"))
     if one_time:
         total = sum(f.cost_ns for f in one_time)
@@ -264,6 +273,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            style="bold"))
         for f in sorted(one_time, key=lambda f: -f.cost_ns)[:max_findings]:
             console.print(_one_time_line(f))
+        _hidden_line(console, len(one_time), max_findings)
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,
                                     "\nTimeline " + ("(range)" if analysis.scope
@@ -279,7 +289,7 @@ def _ms_text(value: float | None) -> str:
 
 
 def render_job(job, console: Console) -> None:
-    """The terminal view of a gpugap.job.Job: the job's verdict, one row per rank, the
+    """The terminal view of a gpugap.analysis.job.Job: the job's verdict, one row per rank, the
     reports that could not be analyzed, where the ranks and the clock come from."""
     style = {"straggler": "bold red", "balanced": "bold green"}.get(job.kind, "bold")
     body = safe_rich(job.headline, limit=MESSAGE_LIMIT)

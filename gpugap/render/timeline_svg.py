@@ -1,6 +1,7 @@
 """A static SVG (and PNG) of the timeline, for pasting into issues and PR comments.
 
-Same lanes, colours and finding markers as the HTML page (:mod:`gpugap.render.html`),
+Same lanes, colours and finding markers as the HTML page (the model of
+:mod:`gpugap.render.timeline`),
 drawn for one window: the ``--range`` window when given, else the report's GPU span.
 Events narrower than a pixel are merged into one rectangle per run of touching pixels,
 so the file stays small however many events there are; a note under the title says how
@@ -20,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from gpugap.analysis import Analysis
-from gpugap.errors import UsageError
+from gpugap.errors import UsageError, option
 from gpugap.files import write_atomic
-from gpugap.render.html import (
+from gpugap.render.timeline import (
     CATEGORIES,
     CATEGORY_INDEX,
     KERNEL_PALETTE,
@@ -35,9 +36,9 @@ from gpugap.render.html import (
     output_args,
     rule_color,
 )
-from gpugap.render.safe import safe_text
 from gpugap.report.trace import Trace
-from gpugap.rules.base import fmt_ns
+from gpugap.text import safe_text
+from gpugap.units import fmt_ns
 
 GUTTER = 190
 RIGHT = 12
@@ -55,7 +56,7 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 
 def _esc(text: object) -> str:
     """Text for the SVG (XML): escaped; control and format characters (XML 1.0 forbids
-    most; escape sequences of a hostile name) shown visibly (gpugap.render.safe)."""
+    most; escape sequences of a hostile name) shown visibly (gpugap.text)."""
     text = str(text)
     if not text.isprintable():
         text = safe_text(text, None)
@@ -438,7 +439,7 @@ def find_chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    raise UsageError("PNG export needs chromium: install it or use --svg")
+    raise UsageError(f"PNG export needs chromium: install it or write {option('svg')}")
 
 
 def chromium_flags(profile: str) -> list[str]:
@@ -476,12 +477,12 @@ def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
                                   timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             raise UsageError(f"chromium ({exe}) took over {timeout:.0f} s to render the PNG; "
-                             "use --svg") from None
+                             f"write {option('svg')} instead") from None
         except OSError as exc:
             raise UsageError(f"cannot run chromium ({exe}): {exc.strerror or exc}") from None
         if proc.returncode != 0 or not shot.is_file() or shot.stat().st_size == 0:
             last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"])
             raise UsageError(f"chromium ({exe}) failed to render the PNG (exit "
-                             f"{proc.returncode}): {last[-1][:200]}; use --svg")
+                             f"{proc.returncode}): {last[-1][:200]}; write {option('svg')} instead")
         write_atomic(out, shot.read_bytes(), force=force)
     return out

@@ -1,150 +1,45 @@
-"""Loading a report: .nsys-rep -> (nsys export, cached) -> .sqlite -> typed frames."""
+"""Loading a report: .nsys-rep -> (nsys export, cached: cache) -> .sqlite (database,
+validated: validate; read by columns, reader, prefetch) -> typed frames (loader, trace).
+
+    from gpugap.report import load
+    trace = load("run.nsys-rep")
+
+The names below are imported on first use (PEP 562): the loader needs pandas, and
+reading a report's big tables starts before pandas is imported (prefetch).
+"""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import stat
-import tempfile
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from gpugap.errors import ReportError
-from gpugap.files import open_regular
-from gpugap.report.database import sniff
+if TYPE_CHECKING:
+    # The same names for type checkers, which do not run __getattr__ (tests/test_types.py
+    # keeps the two lists equal).
+    from gpugap.report.cache import cache_dir as cache_dir
+    from gpugap.report.cache import content_key as content_key
+    from gpugap.report.cache import private_cache as private_cache
+    from gpugap.report.cache import resolve_sqlite as resolve_sqlite
+    from gpugap.report.database import Database as Database
+    from gpugap.report.loader import load as load
+    from gpugap.report.loader import load_database as load_database
+    from gpugap.report.loader import load_sqlite as load_sqlite
+    from gpugap.report.trace import ReportInfo as ReportInfo
+    from gpugap.report.trace import Trace as Trace
 
-# The loader and frames need pandas; they are imported on first use (PEP 562) so that
-# reading a report can start before pandas is imported (gpugap.report.prefetch).
-_LAZY = {"Database": "gpugap.report.database", "load_database": "gpugap.report.loader",
-         "load_sqlite": "gpugap.report.loader", "ReportInfo": "gpugap.report.trace",
-         "Trace": "gpugap.report.trace"}
+_EXPORTS = {
+    "Database": "gpugap.report.database", "ReportInfo": "gpugap.report.trace",
+    "Trace": "gpugap.report.trace", "load": "gpugap.report.loader",
+    "load_database": "gpugap.report.loader", "load_sqlite": "gpugap.report.loader",
+    "cache_dir": "gpugap.report.cache", "content_key": "gpugap.report.cache",
+    "private_cache": "gpugap.report.cache", "resolve_sqlite": "gpugap.report.cache",
+}
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def cache_dir() -> Path:
-    """Where exports of .nsys-rep files go: $GPUGAP_CACHE_DIR, else the XDG cache."""
-    if os.environ.get("GPUGAP_CACHE_DIR"):
-        return Path(os.environ["GPUGAP_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpugap" / "exports"
+__all__ = list(_EXPORTS)
 
 
-def content_key(report: Path) -> str:
-    """What a cached export is filed under: a BLAKE2b hash of the report's bytes and its
-    size, so that a report replaced by another capture (whatever its mtime) or a copy of
-    it elsewhere (same bytes) maps to the right export."""
-    digest = hashlib.blake2b(digest_size=20)
-    size = 0
-    with os.fdopen(open_regular(report, "report"), "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return f"{digest.hexdigest()}-{size}"
-
-
-def private_cache(directory: Path) -> Path:
-    """*directory*, created (mode 0700) when missing; ReportError (exit 2) unless it is a
-    directory owned by this user that neither group nor others can write: in a shared
-    one, anyone could plant an export for gpugap to trust."""
-    fix = "set GPUGAP_CACHE_DIR to a private directory (mkdir -m 700)"
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = directory.stat()
-    except OSError as exc:
-        raise ReportError(f"cannot create the export cache {directory} ({exc.strerror}); "
-                          f"{fix}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise ReportError(f"the export cache {directory} is not a directory; {fix}")
-    if st.st_uid != os.geteuid():
-        raise ReportError(f"the export cache {directory} belongs to another user (uid "
-                          f"{st.st_uid}); {fix}")
-    if st.st_mode & 0o022:
-        raise ReportError(f"the export cache {directory} is writable by group or others "
-                          f"(mode {stat.S_IMODE(st.st_mode):03o}); chmod 700 it, or {fix}")
-    return directory
-
-
-def _trusted(entry: Path) -> bool:
-    """A cache entry gpugap wrote: a regular file (not a symlink) owned by this user,
-    holding an SQLite database. Anything else is exported again and replaced."""
-    try:
-        st = os.lstat(entry)
-        return (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size > 0
-                and sniff(entry) == "sqlite")
-    except (OSError, ReportError):
-        return False
-
-
-def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None = None,
-                   status=None) -> Path:
-    """The SQLite export to read for *report*.
-
-    A .sqlite is read in place. A .nsys-rep is exported once with nsys into the cache
-    (``cache``, else :func:`cache_dir`), filed under its content (:func:`content_key`):
-    the entry is reused for the same bytes only, whatever the files' mtimes. An export
-    beside the report (REPORT.sqlite) is never read in its place: nothing says it came
-    from these bytes; pass it to gpugap directly to use it. Nothing is ever written
-    beside the input. The export goes to a fresh private temporary directory in the
-    cache and is renamed into place.
-    """
-    kind = sniff(report)
-    if kind == "sqlite":
-        return report
-    if kind != "nsys-rep":
-        raise ReportError(f"{report} is neither an nsys report (.nsys-rep) nor an SQLite "
-                          "export; pass the file nsys profile wrote, or its "
-                          "nsys export --type sqlite")
-    directory = cache or cache_dir()
-    key = content_key(report)
-    target = directory / f"{key}.sqlite"
-    if os.path.lexists(directory) and _trusted(private_cache(directory) / target.name):
-        return target
-
-    from gpugap.nsys import export_sqlite, find_nsys
-
-    tool = find_nsys(nsys)
-    private_cache(directory)            # created only now that there is work for it
-    try:
-        work = Path(tempfile.mkdtemp(prefix=".export-", dir=directory))
-    except OSError as exc:
-        raise ReportError(f"cannot write to the export cache {directory} ({exc.strerror}); "
-                          "set GPUGAP_CACHE_DIR to a writable directory") from None
-    try:
-        partial = work / "export.sqlite"
-        if status is not None:
-            with status(f"Exporting {report.name} to SQLite with nsys {tool.version}"):
-                export_sqlite(tool, report, partial)
-        else:
-            export_sqlite(tool, report, partial)
-        if content_key(report) != key:
-            raise ReportError(f"{report} changed while nsys exported it; run gpugap again "
-                              "once it is complete")
-        try:
-            os.replace(partial, target)
-        except OSError as exc:
-            raise ReportError(f"cannot store the export {target} ({exc.strerror}); remove "
-                              "it, or set GPUGAP_CACHE_DIR to another directory") from None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
-
-
-def load(path: str | os.PathLike[str], *, nsys: str | None = None, cache: Path | None = None,
-         status=None):
-    """Load any nsys report (.nsys-rep or .sqlite) into a :class:`Trace`."""
-    from gpugap.report.loader import load_sqlite
-
-    report = Path(path)
-    sqlite_path = resolve_sqlite(report, nsys=nsys, cache=cache, status=status)
-    return load_sqlite(sqlite_path, shown_path=str(report))
-
-
-__all__ = ["Database", "ReportInfo", "Trace", "cache_dir", "content_key", "load",
-           "load_database", "load_sqlite", "private_cache", "resolve_sqlite"]
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

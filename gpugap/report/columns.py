@@ -168,15 +168,15 @@ def gpu_read(db: Database, table: str, extra: list[Col]) -> Read | None:
     gpid = column(db, table, "globalPid", default="0")
     base = [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
             Col("device", column(db, table, "deviceId", default="0"), fill=ID_FILL,
-                dtype="int8"),
+                dtype="int32"),
             Col("context", column(db, table, "contextId", default="0"), fill=ID_FILL,
-                dtype="int8"),
+                dtype="int32"),
             Col("stream", column(db, table, "streamId", default="0"), fill=ID_FILL,
-                dtype="int8"),
+                dtype="int32"),
             Col("corr", column(db, table, "correlationId", default="0"), fill=ID_FILL,
                 dtype="int32"),
             # The process id, decoded in SQL: the serialized id itself is not needed.
-            Col("pid", f"((ifnull({gpid}, 0) >> {PID_SHIFT}) & {ID_MASK})", dtype="int16")]
+            Col("pid", f"((ifnull({gpid}, 0) >> {PID_SHIFT}) & {ID_MASK})", dtype="int32")]
     return Read(table, tuple(base + extra))
 
 
@@ -186,12 +186,16 @@ def kernel_read(db: Database) -> Read | None:
         return None
     # (name, column, default, narrowest type): sizes and sums of them stay in range.
     dims = [("grid_x", "gridX", "1", "int32"), ("grid_y", "gridY", "1", "int32"),
-            ("grid_z", "gridZ", "1", "int32"), ("block_x", "blockX", "1", "int16"),
-            ("block_y", "blockY", "1", "int16"), ("block_z", "blockZ", "1", "int16"),
-            ("registers", "registersPerThread", "0", "int16"),
+            ("grid_z", "gridZ", "1", "int32"), ("block_x", "blockX", "1", "int32"),
+            ("block_y", "blockY", "1", "int32"), ("block_z", "blockZ", "1", "int32"),
+            ("registers", "registersPerThread", "0", "int32"),
             ("shared_static", "staticSharedMemory", "0", "int32"),
             ("shared_dynamic", "dynamicSharedMemory", "0", "int32")]
+    # The short name ("gemm_kernel") for display, and the full demangled signature
+    # ("void gemm_kernel<float, 128>(float const*, ...)") that tells instances apart.
     extra = ([Col("name_id", column(db, t, "shortName", "demangledName"), fill=-1,
+                  dtype="int32"),
+              Col("demangled_id", column(db, t, "demangledName", "shortName"), fill=-1,
                   dtype="int32")]
              + [Col(name, column(db, t, col, default=default), fill=ID_FILL, dtype=dtype)
                 for name, col, default, dtype in dims]

@@ -19,13 +19,14 @@ from urllib.parse import quote
 
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
-from gpugap.render.safe import one_line
+from gpugap.report.reader import read_columns, read_frame
+from gpugap.report.validate import Problems, as_int, as_text, decode_text
+from gpugap.text import one_line
 
 if TYPE_CHECKING:          # pandas is imported only where frames are built
     import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # What reading a damaged file raises: SQLite's errors, and a UnicodeDecodeError when
 # Python decodes an error message that quotes invalid UTF-8 (a malformed schema naming a
 # table whose name is not UTF-8). Both mean "unreadable": one line, exit 2.
@@ -62,37 +63,6 @@ def sniff(path: Path) -> str:
     if head.startswith(NSYS_REP_MAGIC):
         return "nsys-rep"
     return "unknown"
-
-
-def decode_text(raw: bytes) -> str:
-    """SQLite TEXT as str, invalid UTF-8 replaced (U+FFFD) per string: one bad string
-    never makes the rest of a report unreadable. The connection's text_factory."""
-    return raw.decode("utf-8", errors="replace")
-
-
-def as_text(value) -> str | None:
-    """A value read where text is expected: str as is, a BLOB decoded (invalid UTF-8
-    replaced), a number as its digits; NULL as None."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return decode_text(value)
-    return str(value)
-
-
-def as_int(value, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
-    """An integer value within [lo, hi], else None (NULL, text, BLOB, REAL, out of
-    range). Text of an integer ('13000', as metadata tables store numbers) is parsed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        if not text or len(text) > 20 or not text.lstrip("+-").isdigit():
-            return None
-        value = int(text)
-    if isinstance(value, int) and lo <= value <= hi:
-        return value
-    return None
 
 
 def _reason(exc: BaseException) -> str:
@@ -155,8 +125,6 @@ class Database:
         self._types: dict[str, dict[str, str]] = {}
         # Problems found while reading (gpugap.report.validate.Problems): the loader
         # turns them into ReportInfo.warnings.
-        from gpugap.report.validate import Problems
-
         self.problems = Problems()
         self._validate()
 
@@ -222,8 +190,6 @@ class Database:
     def frame(self, sql: str, columns: list[str]) -> pd.DataFrame:
         """Run *sql* and return its result as a DataFrame with *columns* (numeric columns
         come back as int64/float64 numpy arrays; NULLs as NaN in float columns)."""
-        from gpugap.report.reader import read_frame
-
         try:
             return read_frame(self, sql, columns)
         except UNREADABLE as exc:
@@ -231,12 +197,6 @@ class Database:
 
     def read(self, table: str, columns: list, where: str = "") -> dict:
         """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns)."""
-        from gpugap.report import prefetch
-        from gpugap.report.reader import read_columns
-
-        early = prefetch.take(self.path, table, columns, where)
-        if early is not None:
-            return early
         try:
             return read_columns(self, table, columns, where)
         except UNREADABLE as exc:

@@ -10,22 +10,29 @@ repaired and counted (the rules are in gpugap.report.validate).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from gpugap import intervals as tl
 from gpugap.errors import ReportError
 from gpugap.report import columns as reads
+from gpugap.report import prefetch
 from gpugap.report import validate as V
+from gpugap.report.cache import resolve_sqlite
 from gpugap.report.columns import ID_FILL, TIME_FILL, int_sql, text_flags_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
-from gpugap.report.database import Database, as_int, quote_id
+from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
 from gpugap.report.trace import ReportInfo, Trace, empty_frame
+from gpugap.report.validate import as_int
 
 # Domains nsys creates itself for traced libraries (-t cublas, -t cudnn, ...).
 LIBRARY_DOMAINS = frozenset({"cuBLAS", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER", "CUDA"})
@@ -43,7 +50,7 @@ LOST_SHARE = 0.5            # ... and the share of them without a kernel that do
 
 KERNEL_COLUMNS = {
     "start": "int64", "end": "int64", "device": "int64", "context": "int64",
-    "stream": "int64", "corr": "int64", "pid": "int64", "name": "str",
+    "stream": "int64", "corr": "int64", "pid": "int64", "name": "str", "demangled": "str",
     "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
     "block_x": "int64", "block_y": "int64", "block_z": "int64",
     "registers": "int64", "shared_static": "int64", "shared_dynamic": "int64",
@@ -256,6 +263,11 @@ class Loader:
         return data
 
     # --- tables -----------------------------------------------------------------------
+    def run(self, read: reads.Read) -> dict[str, np.ndarray]:
+        """The columns of *read*: read ahead by gpugap.report.prefetch, else now."""
+        early = prefetch.take(self.db.path, read)
+        return early if early is not None else read.run(self.db)
+
     def gpu_frame(self, read: reads.Read | None, columns: dict[str, str]) -> pd.DataFrame:
         """GPU activity rows (see columns.gpu_read): start, end, device, context, stream,
         corr, pid, then the read's extra columns; an empty frame without the table.
@@ -264,7 +276,7 @@ class Loader:
         if read is None:
             return empty_frame(columns | LAUNCH_COLUMNS)
         what = WHAT[read.table]
-        data = read.run(self.db)
+        data = self.run(read)
         n = data["start"].size
         mask = V.time_mask(data["start"], data["end"], self.limit(data["start"]), what,
                            self.problems)
@@ -287,6 +299,8 @@ class Loader:
         frame = self.gpu_frame(reads.kernel_read(self.db), KERNEL_COLUMNS)
         if "name_id" in frame:
             frame["name"] = self.names(frame.pop("name_id").to_numpy(), what="kernels")
+        if "demangled_id" in frame:
+            frame["demangled"] = self.names(frame.pop("demangled_id").to_numpy())
         for c, (lo, hi) in V.KERNEL_LIMITS.items():
             if c in frame:
                 frame[c] = V.clamp(frame[c].to_numpy(), lo, hi, "kernels", c, self.problems)
@@ -305,8 +319,8 @@ class Loader:
                 out = out * frame[c].to_numpy(dtype=np.int64)
             return narrow(out, np.dtype(floor))
 
-        frame["blocks"] = product("int32", "grid_x", "grid_y", "grid_z")
-        frame["threads_per_block"] = product("int16", "block_x", "block_y", "block_z")
+        frame["blocks"] = product("int64", "grid_x", "grid_y", "grid_z")
+        frame["threads_per_block"] = product("int64", "block_x", "block_y", "block_z")
         return frame
 
     def _bytes(self, frame: pd.DataFrame, what: str) -> None:
@@ -343,7 +357,7 @@ class Loader:
             for c in ("graph_id", "graph_exec_id"):
                 frame[c] = V.fix_ids(frame[c].to_numpy(), V.MAX_ID, "CUDA graph executions",
                                      c, self.problems)
-            frame["nodes"] = np.zeros(len(frame), dtype=np.int8)
+            frame["nodes"] = np.zeros(len(frame), dtype=np.int32)
             return frame
         node = kernels["graph_node"]
         rows = (node.array.sp_index.indices if isinstance(node.array, pd.arrays.SparseArray)
@@ -370,7 +384,7 @@ class Loader:
         return per[list(GRAPH_COLUMNS) + ["context"]]
 
     def api(self) -> pd.DataFrame:
-        parts = [read.run(self.db) for read in reads.api_reads(self.db)]
+        parts = [self.run(read) for read in reads.api_reads(self.db)]
         if not parts:
             return empty_frame(API_COLUMNS)
         data = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -389,8 +403,8 @@ class Loader:
                               + [False], dtype=bool)
         return pd.DataFrame({
             "start": data["start"], "end": data["end"], "gtid": gtid,
-            "pid": narrow((gtid >> _PID_SHIFT) & _ID_MASK, np.dtype(np.int16)),
-            "tid": narrow(gtid & _ID_MASK, np.dtype(np.int16)),
+            "pid": narrow((gtid >> _PID_SHIFT) & _ID_MASK, np.dtype(np.int32)),
+            "tid": narrow(gtid & _ID_MASK, np.dtype(np.int32)),
             "corr": corr, "name": name, "driver": data["driver"].astype(bool),
             "per_thread": per_thread[raw.codes]}, copy=False)
 
@@ -591,7 +605,7 @@ class Loader:
                           f"TARGET_INFO_GPU does not list ({', '.join(map(str, unknown[:5]))}"
                           f"{', ...' if len(unknown) > 5 else ''}): device limits assumed "
                           "(Hopper-class defaults)")
-        row = {c: None for c in devices.columns}
+        row: dict[str, Any] = {c: None for c in devices.columns}
         row |= {c: default for c, (_, default, _) in DEVICE_LIMITS.items()}
         row["max_threads_per_sm"] = row["max_warps_per_sm"] * row["warp_size"]
         row["memory_bytes"] = row["clock_hz"] = np.nan
@@ -667,8 +681,6 @@ def _window_test(lo: np.ndarray, hi: np.ndarray) -> str:
         row:                    [start ........ end)
         last lo < end: lo1  ->  overlap iff hi1 > start
     """
-    from gpugap import timeline as tl
-
     lo, hi = tl.union(lo, hi)
 
     def tree(i: int, j: int) -> str:
@@ -690,7 +702,7 @@ class OsrtSource:
         self.path = path
         self.limit = limit
 
-    def _with_loader(self, work):
+    def _with_loader(self, work: Callable[[Loader], pd.DataFrame]) -> pd.DataFrame:
         db = Database(self.path)
         try:
             loader = Loader(db)
@@ -857,7 +869,8 @@ def load_database(db: Database, shown_path: str) -> Trace:
     syncs = loader.syncs()
     if loader._limit is None:
         loader.limit(np.zeros(0, dtype=np.int64))
-    capture_start, capture_end = loader.capture if loader.capture_trusted else (None, None)
+    window = loader.capture if loader.capture_trusted else None
+    capture_start, capture_end = window if window is not None else (None, None)
     ends = [int(f["end"].max()) for f in (kernels, memcpys, memsets, graphs, api) if len(f)]
     end_of_time = capture_end or (max(ends) if ends else 0)
     devices = loader.known_devices(loader.devices(),
@@ -882,7 +895,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
             f"GPU data lost: {orphans} of {launches} kernel launch calls have no kernel in "
             "the report (nsys too old for this CUDA, or the capture was cut short); the "
             "diagnosis is incomplete: capture again with a current Nsight Systems")
-    if needed is not None:
+    if needed is not None and cuda is not None:
         loader.warnings.append(
             f"the report was written by nsys {nsys_version}, older than the CUDA "
             f"{cuda[0]}.{cuda[1]} it traced (nsys {needed[0]}.{needed[1]} or newer needed):"
@@ -919,3 +932,11 @@ def load_sqlite(path: str | Path, shown_path: str | None = None) -> Trace:
         return load_database(db, shown_path or str(path))
     finally:
         db.close()
+
+
+def load(path: str | os.PathLike[str], *, nsys: str | None = None, cache: Path | None = None,
+         status: Callable[[str], AbstractContextManager[Any]] | None = None) -> Trace:
+    """Load any nsys report (.nsys-rep or .sqlite) into a :class:`Trace`."""
+    report = Path(path)
+    sqlite_path = resolve_sqlite(report, nsys=nsys, cache=cache, status=status)
+    return load_sqlite(sqlite_path, shown_path=str(report))

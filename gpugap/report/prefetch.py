@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 
 from gpugap.report import reader
+from gpugap.report.columns import Read, big_reads
+from gpugap.report.database import Database, sniff
 
 _lock = threading.Lock()
 _pending: dict[tuple, _Job] = {}
@@ -46,12 +48,8 @@ def start(path: str | os.PathLike[str]) -> None:
 
 
 def _start(path: Path) -> None:
-    from gpugap.report.database import Database, sniff
-
     if not path.is_file() or sniff(path) != "sqlite" or not reader.adbc_available():
         return
-    from gpugap.report.columns import big_reads
-
     db = Database(path)
     try:
         jobs = []
@@ -99,14 +97,12 @@ def _sql(read) -> str:
     return f"{read.table}|{'|'.join(c.sql for c in read.cols)}|{read.where}"
 
 
-def take(path: Path, table: str, cols: list, where: str) -> dict | None:
+def take(path: Path, read: Read) -> dict | None:
     """The prefetched result of this exact read of this file, or None."""
     if not _pending:
         return None
-    from gpugap.report.columns import Read
-
     try:
-        key = _key(path, _sql(Read(table, tuple(cols), where)))
+        key = _key(path, _sql(read))
     except OSError:
         return None
     with _lock:

@@ -26,15 +26,29 @@ from __future__ import annotations
 import ctypes
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gpugap.report.database import Database
+
+class Source(Protocol):
+    """What reading needs of an open export (a gpugap.report.database.Database)."""
+
+    path: Path
+    conn: sqlite3.Connection
+
+    @property
+    def uri(self) -> str: ...
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]: ...
+
+    def on_close(self, callback: Callable[[], None]) -> None: ...
 
 # Below this many rows the sqlite3 path is as fast and needs no extra imports.
 FAST_MIN_ROWS = 50_000
@@ -58,7 +72,7 @@ class Col:
     fill: int = 0
 
 
-def read_frame(db: Database, sql: str, columns: list[str]) -> pd.DataFrame:
+def read_frame(db: Source, sql: str, columns: list[str]) -> pd.DataFrame:
     """Any query (small tables, text columns) as a DataFrame, through sqlite3."""
     import pandas as pd
 
@@ -69,7 +83,7 @@ def read_frame(db: Database, sql: str, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=columns)
 
 
-def read_columns(db: Database, table: str, columns: list[Col], where: str = ""
+def read_columns(db: Source, table: str, columns: list[Col], where: str = ""
                  ) -> dict[str, np.ndarray]:
     """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column.
 
@@ -108,7 +122,7 @@ TRUSTED_ROWID = 1 << 26
 MIN_ROW_BYTES = 4          # no table row takes less room in an SQLite file
 
 
-def row_bound(db: Database, table: str) -> int:
+def row_bound(db: Source, table: str) -> int:
     """At least the number of rows of *table*, cheaply, and never absurdly more: its
     largest rowid (a walk down one side of the B-tree) when rowids are positive, as nsys
     writes them, capped by the rows the file could physically hold; count(*) (which
@@ -134,7 +148,7 @@ def row_bound(db: Database, table: str) -> int:
 
 # --- the fallback: sqlite3 -------------------------------------------------------------
 
-def _read_sqlite3(db: Database, sql: str, columns: list[Col]) -> dict[str, np.ndarray]:
+def _read_sqlite3(db: Source, sql: str, columns: list[Col]) -> dict[str, np.ndarray]:
     frame = read_frame(db, sql, [c.name for c in columns])
     out = {}
     for col in columns:
@@ -226,7 +240,7 @@ class _Unsupported(Exception):
 _local = threading.local()
 
 
-def _adbc_connection(db: Database):
+def _adbc_connection(db: Source):
     """One ADBC connection per database and thread (connections are not shared)."""
     import adbc_driver_manager
     import adbc_driver_sqlite
@@ -260,7 +274,7 @@ def adbc_available() -> bool:
     return True
 
 
-def _read_adbc(db: Database, sql: str, columns: list[Col], capacity: int
+def _read_adbc(db: Source, sql: str, columns: list[Col], capacity: int
                ) -> dict[str, np.ndarray] | None:
     if not adbc_available():
         return None
@@ -271,18 +285,26 @@ def _read_adbc(db: Database, sql: str, columns: list[Col], capacity: int
         statement = adbc_driver_manager.AdbcStatement(conn)
     except adbc_driver_manager.Error:
         return None
+    read = None
     try:
         statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
         statement.set_sql_query(sql)
         handle, _ = statement.execute_query()
         try:
-            return _fill(_ArrowArrayStream.from_address(handle.address), columns, capacity)
+            read = _fill(_ArrowArrayStream.from_address(handle.address), columns, capacity)
         finally:
             handle.release()
     except (adbc_driver_manager.Error, _Unsupported, UnicodeDecodeError):
-        return None
+        read = None
     finally:
-        statement.close()
+        try:
+            statement.close()
+        except adbc_driver_manager.Error:
+            # ADBC before 1.13 can say only here, finalizing the statement, that a page of
+            # the file was unreadable ("database disk image is malformed"): the rows read
+            # are not to be trusted, and the sqlite3 reader says what is wrong.
+            read = None
+    return read
 
 
 def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int

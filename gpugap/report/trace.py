@@ -7,7 +7,9 @@ serialized value (unique across hosts/VMs) for joins.
 
 Frames and their columns (all present even when the report lacks the table, then empty):
 
-- ``kernels``: start, end, device, context, stream, corr, pid, name, grid_x/y/z,
+- ``kernels``: start, end, device, context, stream, corr, pid, name (the short name,
+  e.g. "gemm_kernel"), demangled (the full demangled signature, e.g. "void
+  gemm_kernel<float, 128>(float const*, ...)": template instances apart), grid_x/y/z,
   block_x/y/z, blocks, threads_per_block, registers, shared_static, shared_dynamic,
   graph_node (float, NaN when not launched from a CUDA graph; a sparse column when few
   kernels are), + launch columns
@@ -40,20 +42,37 @@ Every value has been validated (gpugap.report.validate): times satisfy 0 < start
 < 2^62, ids are non-negative, launch dimensions within CUDA's limits, names are str;
 rows that could not be repaired were dropped and counted in ``ReportInfo.problems``.
 
-Integer columns other than times, ``gtid`` and ``bytes`` hold the narrowest integer type
-that fits their values (ids such as device, stream, pid from int8/int16; corr, grid sizes,
-shared memory and ``blocks`` at least int32; block sizes, registers and
-``threads_per_block`` at least int16), and names are categoricals: a 10-million-kernel
-report then fits in memory. Convert to int64 before arithmetic that could overflow.
+Integer columns are wide enough for arithmetic: times, ``gtid``, ``bytes``, ``blocks``
+and ``threads_per_block`` are int64 (products of sizes stay exact); ids (device, context,
+stream, corr, pid, tid) and launch dimensions, registers and shared memory are at least
+int32 (int64 when a value needs it). Names are categoricals, so that a 10-million-kernel
+report fits in memory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol, SupportsInt
 
 import numpy as np
 import pandas as pd
+
+
+def demangled_name(kernels: pd.DataFrame, row: int) -> str:
+    """The full demangled name of the kernel at position *row* of a kernels frame (its
+    short name where the report has no demangled one)."""
+    column = "demangled" if "demangled" in kernels else "name"
+    return str(kernels[column].iloc[int(row)])
+
+
+class OsrtSource(Protocol):
+    """Where a Trace reads its OS runtime calls from on first use (the loader's)."""
+
+    def all(self) -> pd.DataFrame: ...
+
+    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                    ) -> pd.DataFrame: ...
 
 
 @dataclass
@@ -85,7 +104,7 @@ class ReportInfo:
     its rank's variables. Empty when none is there.
     ``session_start_utc_ns``: when the session began (ns since the Unix epoch); the
     report's timestamps count from it, so adding it puts reports on one clock
-    (gpugap.job).
+    (gpugap.analysis.job).
     ``capture_start_ns``/``capture_end_ns``: ANALYSIS_DETAILS's window, when valid and
     consistent with the events (else None).
     """
@@ -122,7 +141,7 @@ class Trace:
     threads: pd.DataFrame
     graphs: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_COLUMNS))
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
-    osrt_source: object | None = field(default=None, repr=False, compare=False)
+    osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
 
     @property
     def osrt(self) -> pd.DataFrame:
@@ -211,15 +230,15 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 
 
 OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
-GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                 "corr": "int64", "pid": "int64", "graph_id": "int64",
-                 "graph_exec_id": "int64", "nodes": "int64", "api_start": "float64",
-                 "api_end": "float64", "gtid": "float64", "api_name": "str"}
+GRAPH_COLUMNS: dict[str, str] = {
+    "start": "int64", "end": "int64", "device": "int64", "stream": "int64", "corr": "int64",
+    "pid": "int64", "graph_id": "int64", "graph_exec_id": "int64", "nodes": "int64",
+    "api_start": "float64", "api_end": "float64", "gtid": "float64", "api_name": "str"}
 # The kinds of GPU op, in OpIndex's source order.
 OP_KINDS = ("kernel", "memcpy", "memset", "graph")
 
 
-def graph_label(graph_id) -> str:
+def graph_label(graph_id: SupportsInt) -> str:
     """How a CUDA graph execution is named where a kernel would show its name."""
     return f"CUDA graph {int(graph_id)}"
 
@@ -276,7 +295,7 @@ class OpIndex:
         for k, f in enumerate(self.frames):
             start = f["start"].to_numpy(dtype=np.int64)
             end = f["end"].to_numpy(dtype=np.int64)
-            row = None
+            row: np.ndarray | None = None
             if device is not None and len(self.devices) > 1:
                 row = np.flatnonzero(f["device"].to_numpy() == device)
                 start, end = start[row], end[row]

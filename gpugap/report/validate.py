@@ -49,6 +49,40 @@ MAX_GTID = 2**63 - 1
 MAX_NAME = 65536
 MAX_BYTES = 2**48           # no copy or memset moves more (256 TiB): sums stay in int64
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def decode_text(raw: bytes) -> str:
+    """SQLite TEXT as str, invalid UTF-8 replaced (U+FFFD) per string: one bad string
+    never makes the rest of a report unreadable. The connection's text_factory."""
+    return raw.decode("utf-8", errors="replace")
+
+
+def as_text(value) -> str | None:
+    """A value read where text is expected: str as is, a BLOB decoded (invalid UTF-8
+    replaced), a number as its digits; NULL as None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return decode_text(value)
+    return str(value)
+
+
+def as_int(value, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
+    """An integer value within [lo, hi], else None (NULL, text, BLOB, REAL, out of
+    range). Text of an integer ('13000', as metadata tables store numbers) is parsed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > 20 or not text.lstrip("+-").isdigit():
+            return None
+        value = int(text)
+    if isinstance(value, int) and lo <= value <= hi:
+        return value
+    return None
+
+
 # (lo, hi) of each kernel launch column: CUDA's own limits.
 KERNEL_LIMITS = {
     "grid_x": (1, 2**31 - 1), "grid_y": (1, 65535), "grid_z": (1, 65535),
@@ -192,8 +226,6 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 def cuda_version(driver_version: str | None) -> tuple[int, int] | None:
     """TARGET_INFO_SYSTEM_ENV CudaDriverVersion ('13000') -> (13, 0)."""
-    from gpugap.report.database import as_int
-
     value = as_int(driver_version, 1000, 99_999)
     return None if value is None else (value // 1000, value % 1000 // 10)
 

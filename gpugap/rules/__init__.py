@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
+from gpugap import intervals as tl
 from gpugap.errors import UsageError
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, Severity
 from gpugap.rules.settle import settle
 
 RULE_MODULES = (
@@ -38,7 +40,7 @@ def select(ids: list[str] | None = None) -> list[Rule]:
 
 def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
         thresholds: Mapping[str, Mapping[str, float]] | None = None,
-        scope: Mapping[int, object] | None = None) -> list[Finding]:
+        scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
     """Every selected rule on *trace*, costs settled from the accounting (see
     gpugap.rules.settle): steady-state findings first, largest cost first."""
     rules = rules or select()
@@ -68,5 +70,5 @@ def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
     return findings
 
 
-__all__ = ["Context", "Finding", "Rule", "Threshold", "RULE_MODULES", "detect", "finish",
-           "registry", "run", "select"]
+__all__ = ["Cause", "Context", "Finding", "Rule", "Severity", "Threshold", "RULE_MODULES",
+           "detect", "finish", "registry", "run", "select"]

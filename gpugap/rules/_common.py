@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.accounting.host import MODULE_LOAD, name_mask  # noqa: F401 (used by rules)
+from gpugap.accounting.ranges import base_name, shown_name, user_ranges
 from gpugap.report.trace import Trace
 
 # Calls that block the host until the GPU (or part of it) is done.
@@ -75,7 +76,6 @@ def _label_levels(trace: Trace, max_depth: int):
     cache = _cache(trace, "_label_levels")
     if max_depth in cache:
         return cache[max_depth]
-    from gpugap.ranges import user_ranges
 
     nv = user_ranges(trace)
     code, vocab = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
@@ -137,7 +137,6 @@ def split_label(label: str) -> list[str]:
 
 
 def _normal_label(label: str) -> str:
-    from gpugap.accounting.phases import base_name, shown_name
 
     return " > ".join(shown_name(base_name(p), base_name(p) != p) for p in split_label(label))
 
@@ -158,7 +157,6 @@ def label_depth(trace: Trace, max_depth: int = 1) -> int:
     cache = _cache(trace, "_label_depth")
     if max_depth in cache:
         return cache[max_depth]
-    from gpugap.accounting.phases import base_name
 
     levels, vocab, _ = _label_levels(trace, max_depth)
     keep = len(levels)

@@ -12,18 +12,22 @@ nanosecond counted for at most one finding (see there).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from gpugap import intervals as tl
+from gpugap.accounting import Accounting
+from gpugap.accounting.phases import PHASES
 from gpugap.report.trace import Trace
+from gpugap.rules.model import Cause, Mark, Severity
 
-if TYPE_CHECKING:
-    from gpugap.accounting import Accounting
+# Formatting lives in gpugap.units; imported from here by branches still in flight.
 
-SEVERITIES = ("info", "warning", "error")
 # What a finding belongs to: one-time costs before the steady state (start-up and
 # warm-up iterations), the steady state, or what follows it.
 FINDING_PHASES = ("start-up", "steady", "tail")
@@ -49,13 +53,11 @@ class Context:
     accounting: Accounting
     scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
-    def in_scope(self, devices, times) -> np.ndarray:
+    def in_scope(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """Per (device, time): inside the scope? (all True without one)"""
         times = np.asarray(times, dtype=np.int64)
         if self.scope is None:
             return np.ones(times.shape, dtype=bool)
-        from gpugap import timeline as tl
-
         devices = np.broadcast_to(np.asarray(devices), times.shape)
         out = np.zeros(times.shape, dtype=bool)
         for d in np.unique(devices).tolist():
@@ -63,12 +65,10 @@ class Context:
             out[on] = tl.within(times[on], self.scope.get(int(d), tl.EMPTY))
         return out
 
-    def phase_of(self, device: int, times) -> np.ndarray:
+    def phase_of(self, device: int, times: ArrayLike) -> np.ndarray:
         """FINDING_PHASES name of each time on *device* ('steady' where it has no phases).
         The phases are spans of the GPU's timeline: pass GPU times (an op's start), not
         the host's (launch calls run ahead of the GPU)."""
-        from gpugap.accounting.phases import PHASES
-
         t = np.asarray(times, dtype=np.int64)
         dev = self.accounting.devices.get(int(device))
         if dev is None:
@@ -78,7 +78,7 @@ class Context:
                            "tail": "tail"}[p] for p in PHASES] + ["steady"], dtype=object)
         return names[codes]      # -1 (outside the window) reads the trailing 'steady'
 
-    def phases_of(self, devices, times) -> np.ndarray:
+    def phases_of(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """phase_of for items on several devices: the phase of each (device, time)."""
         devices = np.asarray(devices)
         times = np.asarray(times, dtype=np.int64)
@@ -88,13 +88,12 @@ class Context:
             out[on] = self.phase_of(int(d), times[on])
         return out
 
-    def judged_phases(self, device: int):
+    def judged_phases(self, device: int
+                      ) -> Iterator[tuple[str, tl.Intervals, int, int]]:
         """Per FINDING_PHASES phase of *device* that has time in scope: (phase, its
         windows within the scope, their length, the wall a finding's share is of, as
         settling computes it: the --range, the steady state, or for one-time costs the
         device's whole window)."""
-        from gpugap import timeline as tl
-
         dev = self.accounting.devices[int(device)]
         whole = dev.window[1] - dev.window[0]
         scope = None if self.scope is None else self.scope.get(int(device), tl.EMPTY)
@@ -115,8 +114,6 @@ class Context:
                  "tail": ("tail",)}[phase]
         lo = np.array([spans[p][0] for p in parts], dtype=np.int64)
         hi = np.array([spans[p][1] for p in parts], dtype=np.int64)
-        from gpugap import timeline as tl
-
         return tl.union(lo, hi)
 
 
@@ -131,7 +128,7 @@ class Threshold:
 class Finding:
     rule: str
     cause: str
-    severity: str              # info | warning | error
+    severity: Severity
     start_ns: int
     end_ns: int
     cost_ns: int               # time lost (or, for info findings, 0)
@@ -157,11 +154,13 @@ class Finding:
     # What the rule's finish() still has to do (evidence worth gathering only for the
     # findings that settling keeps).
     pending: Any = field(default=None, repr=False, compare=False)
+    # Where it is drawn on a timeline (gpugap.rules.model); not part of its JSON.
+    marks: list[Mark] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
                if k not in ("claim", "iteration_costs", "min_share_pct",
-                            "pending")}
+                            "pending", "marks")}
         return asdict_plain(out)
 
 
@@ -172,10 +171,18 @@ class Rule:
     thresholds: Mapping[str, Threshold]
     rationale: str
     fix: str
-    causes: Mapping[str, str]          # cause id -> what it means
+    # Given as Cause objects; kept as cause id -> Cause, in that order.
+    causes: Mapping[str, Cause]
     detect: Callable[[Trace, Mapping[str, float], Context], list[Finding]]
     # Completes the findings settling kept (costly evidence, messages quoting costs).
     finish: Callable[[Trace, list[Finding]], None] | None = None
+    color: str | None = None           # its findings' colour on a timeline (None: any)
+
+    def __post_init__(self) -> None:
+        causes = self.causes
+        if not isinstance(causes, Mapping):
+            causes = {c.id: c for c in causes}
+        object.__setattr__(self, "causes", dict(causes))
 
     def defaults(self) -> dict[str, float]:
         return {k: t.default for k, t in self.thresholds.items()}
@@ -188,6 +195,8 @@ class Rule:
 
 def asdict_plain(value: Any) -> Any:
     """dataclasses.asdict for the plain values findings hold (dicts, lists, numbers)."""
+    if isinstance(value, Enum):
+        return value.value
     if isinstance(value, dict):
         return {k: asdict_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -203,25 +212,8 @@ WARN_PCT, ERROR_PCT = 5.0, 20.0
 
 
 def severity_for(cost_ns: float, span_ns: float, *, warn_pct: float = WARN_PCT,
-                 error_pct: float = ERROR_PCT) -> str:
+                 error_pct: float = ERROR_PCT) -> Severity:
     """Severity from the share of its scope's wall time a finding costs."""
     if span_ns <= 0:
-        return "info" if cost_ns <= 0 else "warning"
-    share = 100.0 * cost_ns / span_ns
-    return "error" if share >= error_pct else "warning" if share >= warn_pct else "info"
-
-
-def fmt_ns(ns: float) -> str:
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    n = float(n)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+        return Severity.INFO if cost_ns <= 0 else Severity.WARNING
+    return Severity.of_share(100.0 * cost_ns / span_ns, warn_pct, error_pct)

@@ -22,11 +22,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ASYNC, ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_bytes, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
+from gpugap.units import fmt_bytes, fmt_ns
 
 FIX_PAGEABLE = (
     "Put the host buffer in pinned (page-locked) memory so cudaMemcpyAsync returns at once "
@@ -37,6 +39,8 @@ FIX_SYNC = (
     "Use cudaMemcpyAsync from pinned memory on a non-default stream and synchronise only "
     "where the data is needed (torch: non_blocking=True with pinned memory; keep .item(), "
     ".cpu() and .tolist() out of the hot loop).")
+CAUSES = (Cause("pageable-async", "async copy API on pageable host memory", FIX_PAGEABLE),
+          Cause("synchronous", "synchronous copy API", FIX_SYNC))
 
 
 def _claim(context: Context, device: int, g) -> Claim | None:
@@ -67,7 +71,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     d2d = kind.isin(["Device-to-Device", "Peer-to-Peer"])
     m["cause"] = np.where(is_async & pageable, "pageable-async",
                           np.where(~is_async & ~small_h2d & ~d2d, "synchronous", ""))
-    m = m[(m["cause"] != "") & (m["blocked"] >= config["min_blocked_us"] * 1e3)]
+    # A copy of the selection: the columns added below belong to it alone.
+    m = m[(m["cause"] != "") & (m["blocked"] >= config["min_blocked_us"] * 1e3)].copy()
     if m.empty:
         return []
     m["gtid"] = m["gtid"].astype(np.int64)
@@ -82,23 +87,15 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         gbps = total_bytes / max(int(g["copy_ns"].sum()), 1)  # bytes/ns == GB/s
         thread = trace.thread_name(int(gtid))
         examples = g.nlargest(5, "blocked")
-        what = (("staged through the driver's pinned buffer: the call returns only when "
-                 "the last chunk is staged" if src == "Pageable" else
-                 "bounced through the driver's pinned buffer: the call returns only once "
-                 "the data has landed in pageable memory")
-                + ", so it blocks like a synchronous copy"
-                if cause == "pageable-async" else
-                "a synchronous copy returns only when it and all earlier work are done")
-        message = (f"{len(g)} {api_name} {direction} cop{'y' if len(g) == 1 else 'ies'} "
-                   f"({src} -> {dst}, {fmt_bytes(total_bytes)}) held {thread} for "
-                   f"{fmt_ns(cost)} in total (worst {fmt_ns(int(examples['blocked'].iloc[0]))}); "
-                   f"{what}. The copy engine ran at {gbps:.3g} GB/s while the host could "
-                   "queue no other work.")
+        text = message(cause=str(cause), copies=len(g), api=str(api_name),
+                       direction=str(direction), src=str(src), dst=str(dst),
+                       total_bytes=total_bytes, thread=thread, blocked_ns=cost,
+                       worst_ns=int(examples["blocked"].iloc[0]), gbps=gbps)
         findings.append(Finding(
-            rule=RULE.id, cause=cause, severity="info",
+            rule=RULE.id, cause=cause, severity=Severity.INFO,
             start_ns=int(g["api_start"].min()), end_ns=int(max(g["api_end"].max(), g["end"].max())),
-            cost_ns=cost, at_ns=int(g["api_start"].min()), message=message,
-            fix=FIX_PAGEABLE if cause == "pageable-async" else FIX_SYNC,
+            cost_ns=cost, at_ns=int(g["api_start"].min()), message=text,
+            fix=RULE.causes[cause].fix, marks=_marks(examples),
             streams=sorted({int(s) for s in g["stream"]}), device=int(device), count=len(g),
             ranges=ranges_of(trace, g["api_start"].to_numpy(np.int64)), phase=str(phase),
             pid=int(g["pid"].iloc[0]), claim=_claim(context, device, g),
@@ -116,6 +113,35 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     return findings
 
 
+def _marks(examples) -> list[Mark]:
+    """Each copy outlined on its thread (the call) and on the GPU, linked."""
+    marks: list[Mark] = []
+    for r in examples.itertuples():
+        call = EventRef("api", int(r.corr), pid=int(r.pid), start_ns=int(r.api_start))
+        copy = EventRef("memcpy", int(r.corr), stream=int(r.stream), pid=int(r.pid),
+                        start_ns=int(r.start))
+        marks += [Outline(call), Outline(copy), Link(call, copy, "ss")]
+    return marks
+
+
+def message(*, cause: str, copies: int, api: str, direction: str, src: str, dst: str,
+            total_bytes: int, thread: str, blocked_ns: int, worst_ns: int,
+            gbps: float) -> str:
+    """What the copies of one finding did and why they blocked."""
+    what = (("staged through the driver's pinned buffer: the call returns only when "
+             "the last chunk is staged" if src == "Pageable" else
+             "bounced through the driver's pinned buffer: the call returns only once "
+             "the data has landed in pageable memory")
+            + ", so it blocks like a synchronous copy"
+            if cause == "pageable-async" else
+            "a synchronous copy returns only when it and all earlier work are done")
+    return (f"{copies} {api} {direction} cop{'y' if copies == 1 else 'ies'} "
+            f"({src} -> {dst}, {fmt_bytes(total_bytes)}) held {thread} for "
+            f"{fmt_ns(blocked_ns)} in total (worst {fmt_ns(worst_ns)}); "
+            f"{what}. The copy engine ran at {gbps:.3g} GB/s while the host could "
+            "queue no other work.")
+
+
 RULE = Rule(
     id="blocking-memcpy",
     title="Copy that blocked its CPU thread",
@@ -130,8 +156,8 @@ RULE = Rule(
     rationale=("While a copy call blocks, the thread cannot launch anything else: kernels "
                "queued after it start late and the copy cannot overlap with them."),
     fix=FIX_PAGEABLE,
-    causes={"pageable-async": "async copy API on pageable host memory",
-            "synchronous": "synchronous copy API"},
+    causes=CAUSES,
     detect=detect,
+    color="#d62728",
 )
 

@@ -20,22 +20,24 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_bytes, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
+from gpugap.units import fmt_bytes, fmt_ns
 
-FIXES = {
-    "same-stream": (
-        "Move the copies to a dedicated copy stream and double-buffer: copy batch i+1 while "
-        "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent, "
-        "torch.cuda.Event + stream.wait_event), from pinned host memory."),
-    "dependency": (
-        "Deepen the pipeline: issue the copy for the next batch before the compute of this "
-        "one and keep one more buffer in flight, so the event that orders them is already "
-        "satisfied when the copy runs."),
-}
+CAUSES = (
+    Cause("same-stream", "copy on the same stream as the kernels around it",
+          "Move the copies to a dedicated copy stream and double-buffer: copy batch i+1 while "
+          "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent, "
+          "torch.cuda.Event + stream.wait_event), from pinned host memory."),
+    Cause("dependency", "copy on its own stream but ordered against the kernels",
+          "Deepen the pipeline: issue the copy for the next batch before the compute of this "
+          "one and keep one more buffer in flight, so the event that orders them is already "
+          "satisfied when the copy runs."),
+)
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -88,6 +90,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         b_idx, a_idx = np.arange(b_idx.size), b_idx.size + np.arange(a_idx.size)
         streams = k["stream"].to_numpy()
         copy_stream = c["stream"].to_numpy()
+        k_corr, k_pid, k_start = (k[c].to_numpy() for c in ("corr", "pid", "start"))
         same = (streams[b_idx] == copy_stream) | (streams[a_idx] == copy_stream)
         frame = pd.DataFrame({
             "cause": np.where(same, "same-stream", "dependency"), "alone": alone,
@@ -96,7 +99,12 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             "at": c["api_start"].fillna(c["start"]).to_numpy(np.int64),
             "before": k["name"].astype(str).to_numpy()[b_idx],
             "after": k["name"].astype(str).to_numpy()[a_idx],
-            "before_stream": streams[b_idx], "after_stream": streams[a_idx]})[turns]
+            "before_stream": streams[b_idx], "after_stream": streams[a_idx],
+            "pid": c["pid"].to_numpy(),
+            # The neighbours as events (marks only).
+            "before_corr": k_corr[b_idx], "after_corr": k_corr[a_idx],
+            "before_pid": k_pid[b_idx], "after_pid": k_pid[a_idx],
+            "before_start": k_start[b_idx], "after_start": k_start[a_idx]})[turns]
         frame = frame[context.in_scope(int(device), frame["at"].to_numpy())]
         frame["phase"] = context.phase_of(int(device), frame["start"].to_numpy())
         for (cause, stream, phase), g in frame.groupby(["cause", "stream", "phase"],
@@ -106,19 +114,15 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                 continue
             worst = g.nlargest(int(config["max_examples"]), "alone")
             kinds = ", ".join(sorted(set(g["kind"])))
-            where = ("on the same stream as the kernels around them, which orders them"
-                     if cause == "same-stream" else
-                     "on their own stream, yet ordered against the neighbouring kernels "
-                     "(an event or sync)")
             findings.append(Finding(
-                rule=RULE.id, cause=str(cause), severity="info",
+                rule=RULE.id, cause=str(cause), severity=Severity.INFO,
                 start_ns=int(g["start"].min()), end_ns=int(g["end"].max()), cost_ns=cost,
                 at_ns=int(g["at"].min()),
-                message=(f"{len(g)} {kinds} cop{'y' if len(g) == 1 else 'ies'} "
-                         f"({fmt_bytes(int(g['bytes'].sum()))}) on stream {stream} ran for "
-                         f"{fmt_ns(cost)} while no kernel ran, between kernels: copy and "
-                         f"compute took turns instead of overlapping. The copies are {where}."),
-                fix=FIXES[str(cause)], streams=sorted({int(stream)} | set(
+                message=message(cause=str(cause), copies=len(g), kinds=kinds,
+                                total_bytes=int(g["bytes"].sum()), stream=int(stream),
+                                alone_ns=cost),
+                marks=_marks(worst),
+                fix=RULE.causes[str(cause)].fix, streams=sorted({int(stream)} | set(
                     map(int, g["before_stream"])) | set(map(int, g["after_stream"]))),
                 device=int(device), count=len(g), phase=str(phase),
                 ranges=ranges_of(trace, g["at"].to_numpy()),
@@ -133,6 +137,37 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                                                          int(r.after_stream)]}
                                      for r in worst.itertuples()]}))
     return findings
+
+
+def _marks(worst: pd.DataFrame) -> list[Mark]:
+    """The copies outlined; then each linked from the kernel before it and to the kernel
+    after it (the turns they took)."""
+    def copy(r) -> EventRef:
+        return EventRef("memcpy", int(r.corr), stream=int(r.stream), pid=int(r.pid),
+                        start_ns=int(r.start))
+
+    marks: list[Mark] = [Outline(copy(r)) for r in worst.itertuples()]
+    for r in worst.itertuples():
+        before = EventRef("kernel", int(r.before_corr), stream=int(r.before_stream),
+                          pid=int(r.before_pid), start_ns=int(r.before_start))
+        after = EventRef("kernel", int(r.after_corr), stream=int(r.after_stream),
+                         pid=int(r.after_pid), start_ns=int(r.after_start))
+        marks += [Outline(before), Outline(after), Link(before, copy(r), "es"),
+                  Link(copy(r), after, "es")]
+    return marks
+
+
+def message(*, cause: str, copies: int, kinds: str, total_bytes: int, stream: int,
+            alone_ns: int) -> str:
+    """What the copies of one finding did, and what ordered them."""
+    where = ("on the same stream as the kernels around them, which orders them"
+             if cause == "same-stream" else
+             "on their own stream, yet ordered against the neighbouring kernels "
+             "(an event or sync)")
+    return (f"{copies} {kinds} cop{'y' if copies == 1 else 'ies'} "
+            f"({fmt_bytes(total_bytes)}) on stream {stream} ran for "
+            f"{fmt_ns(alone_ns)} while no kernel ran, between kernels: copy and "
+            f"compute took turns instead of overlapping. The copies are {where}.")
 
 
 RULE = Rule(
@@ -151,8 +186,8 @@ RULE = Rule(
     },
     rationale=("Copy engines run beside the SMs; a copy between two kernels that overlaps "
                "neither is time the GPU spent on one of the two only."),
-    fix=FIXES["same-stream"],
-    causes={"same-stream": "copy on the same stream as the kernels around it",
-            "dependency": "copy on its own stream but ordered against the kernels"},
+    fix=CAUSES[0].fix,
+    causes=CAUSES,
     detect=detect,
+    color="#b8860b",
 )

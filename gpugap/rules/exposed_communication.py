@@ -28,36 +28,42 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import CODE
+from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Band, Cause, EventRef, Mark, Outline, Severity
+from gpugap.units import fmt_ns
 
-FIXES = {
-    "after-compute": (
-        "Overlap communication with the backward pass: wrap the model in "
-        "DistributedDataParallel (its bucketed all-reduce starts as soon as a bucket of "
-        "gradients is ready; tune bucket_cap_mb) or FSDP. Reducing gradients by hand, "
-        "launch each all_reduce(async_op=True) from a gradient hook "
-        "(register_post_accumulate_grad_hook) during backward, not in a loop after it, "
-        "and wait on the handles before the optimizer step."),
-    "after-compute-tail": (
-        "Most communication already runs under compute; what is left are the last "
-        "collectives of the step, issued when backward is over: make the last gradient "
-        "buckets smaller (DDP bucket_cap_mb, or a smaller first bucket), start the "
-        "optimizer on buckets already reduced, or overlap the tail with the next step's "
-        "forward (FSDP's prefetching)."),
-    "same-stream": (
-        "Run collectives on their own stream so compute can proceed beside them (NCCL's "
-        "default in PyTorch: don't force them onto the compute stream), ordered with "
-        "events rather than by sharing one stream."),
-    "waiting-for-peer": (
-        "Another rank is late: this one waits inside the collective. Analyze the late "
-        "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
-        "and balance the work: even batches, data loading in workers, no extra host work "
-        "on one rank (logging, checkpointing) inside the step."),
-}
+CAUSES = (
+    Cause("after-compute", "collectives issued after the compute they could hide under",
+          "Overlap communication with the backward pass: wrap the model in "
+          "DistributedDataParallel (its bucketed all-reduce starts as soon as a bucket of "
+          "gradients is ready; tune bucket_cap_mb) or FSDP. Reducing gradients by hand, "
+          "launch each all_reduce(async_op=True) from a gradient hook "
+          "(register_post_accumulate_grad_hook) during backward, not in a loop after it, "
+          "and wait on the handles before the optimizer step."),
+    Cause("same-stream", "communication serialized with compute on one stream",
+          "Run collectives on their own stream so compute can proceed beside them (NCCL's "
+          "default in PyTorch: don't force them onto the compute stream), ordered with "
+          "events rather than by sharing one stream."),
+    Cause("waiting-for-peer", "a collective lasting far longer than needed: a peer is late",
+          "Another rank is late: this one waits inside the collective. Analyze the late "
+          "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
+          "and balance the work: even batches, data loading in workers, no extra host work "
+          "on one rank (logging, checkpointing) inside the step."),
+)
+# after-compute when most communication already hides under compute (what is left is
+# the step's tail).
+FIX_AFTER_COMPUTE_TAIL = (
+    "Most communication already runs under compute; what is left are the last "
+    "collectives of the step, issued when backward is over: make the last gradient "
+    "buckets smaller (DDP bucket_cap_mb, or a smaller first bucket), start the "
+    "optimizer on buckets already reduced, or overlap the tail with the next step's "
+    "forward (FSDP's prefetching).")
+MAX_MARKED = 5          # exposed stretches and collectives drawn per finding
 
 WHY = {
     "after-compute": "the collectives were issued after the compute they could have hidden "
@@ -183,21 +189,51 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
                 "after_most_compute_ns": late_ns,
                 "streams": sorted(set(stream[hit].tolist()))}
     top = max(collectives.items(), key=lambda kv: kv[1], default=("", 0))
+    fix = (FIX_AFTER_COMPUTE_TAIL if cause == "after-compute" and hidden_pct is not None
+           and hidden_pct >= 50 else RULE.causes[cause].fix)
     return Finding(
-        rule=RULE.id, cause=cause, severity="info", start_ns=int(mine[0][0]),
+        rule=RULE.id, cause=cause, severity=Severity.INFO, start_ns=int(mine[0][0]),
         end_ns=int(mine[1][-1]), cost_ns=int(cost), at_ns=at, phase=phase,
-        message=(f"Communication on GPU {dev.device} ran exposed for {fmt_ns(cost)}: "
-                 f"{int(hit.sum())} communication kernels (e.g. {top[0]} x{top[1]}) ran "
-                 f"with no compute beside them; only {hidden_pct}% of the communication "
-                 f"time was hidden under compute. Why: {WHY[cause]}"
-                 + (f" (waited {fmt_ns(waited)} for the last peer)." if waited else ".")),
-        fix=FIXES["after-compute-tail" if cause == "after-compute" and hidden_pct is not None
-                  and hidden_pct >= 50 else cause],
+        message=message(cause, device=dev.device, exposed_ns=cost, kernels=int(hit.sum()),
+                        collective=top[0], calls=top[1], hidden_pct=hidden_pct,
+                        waited_ns=waited),
+        fix=fix, marks=_marks(dev, cause, mine, ops, exposed_each),
         device=dev.device, count=int(hit.sum()),
         streams=sorted(set(stream[hit].tolist())),
         ranges=ranges_of(trace, start[hit], weights=exposed_each[hit].astype(np.float64)),
         evidence=evidence, claim=Claim(dev.device, span, ("communication",)),
         min_share_pct=float(config["min_share_pct"]))
+
+
+def _marks(dev, cause: str, mine: tl.Intervals, ops: np.ndarray, exposed_each: np.ndarray
+           ) -> list[Mark]:
+    """The longest exposed stretches shaded across the device, and the communication
+    kernels exposed longest outlined."""
+    lo, hi = mine
+    longest = np.sort(np.argsort(-(hi - lo), kind="stable")[:MAX_MARKED])
+    marks: list[Mark] = [Band(int(lo[i]), int(hi[i]), dev.device,
+                              label=f"exposed {fmt_ns(int(hi[i] - lo[i]))}", cause=cause)
+                         for i in longest.tolist()]
+    order = np.argsort(-exposed_each, kind="stable")[:MAX_MARKED]
+    worst = ops[order[exposed_each[order] > 0]]
+    work = dev.work
+    corr, stream, pid = (work.gather(c, worst) for c in ("corr", "stream", "pid"))
+    marks += [Outline(EventRef(SOURCES[int(s)], int(c), stream=int(st), pid=int(p),
+                               start_ns=int(t)))
+              for s, c, st, p, t in zip(work.source[worst].tolist(), corr.tolist(),
+                                        stream.tolist(), pid.tolist(),
+                                        work.start[worst].tolist(), strict=True)]
+    return marks
+
+
+def message(cause: str, *, device: int, exposed_ns: int, kernels: int, collective: str,
+            calls: int, hidden_pct: float | None, waited_ns: int) -> str:
+    """How long communication ran exposed, the commonest collective, and why."""
+    return (f"Communication on GPU {device} ran exposed for {fmt_ns(exposed_ns)}: "
+            f"{kernels} communication kernels (e.g. {collective} x{calls}) ran "
+            f"with no compute beside them; only {hidden_pct}% of the communication "
+            f"time was hidden under compute. Why: {WHY[cause]}"
+            + (f" (waited {fmt_ns(waited_ns)} for the last peer)." if waited_ns else "."))
 
 
 RULE = Rule(
@@ -214,9 +250,8 @@ RULE = Rule(
     rationale=("A collective that runs beside compute costs nothing; one the GPU waits on "
                "adds its whole length to every step, and grows with the model and the "
                "number of ranks."),
-    fix=FIXES["after-compute"],
-    causes={"after-compute": "collectives issued after the compute they could hide under",
-            "same-stream": "communication serialized with compute on one stream",
-            "waiting-for-peer": "a collective lasting far longer than needed: a peer is late"},
+    fix=CAUSES[0].fix,
+    causes=CAUSES,
     detect=detect,
+    color="#00897b",
 )

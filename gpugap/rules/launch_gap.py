@@ -35,10 +35,12 @@ import numpy as np
 
 from gpugap.accounting.attribution import jit_ops
 from gpugap.accounting.work import SOURCES
-from gpugap.report.trace import Trace
+from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.evidence import dependency_calls, host_calls
+from gpugap.rules.model import Band, Cause, EventRef, Link, Mark, Outline, Severity
+from gpugap.units import fmt_ns
 
 # Accounting bucket -> cause (cause ids kept from earlier versions: users' gates name them).
 BUCKET_CAUSE = {
@@ -48,60 +50,68 @@ BUCKET_CAUSE = {
     "host-work": "host-launch-latency", "queued-wait": "queued-wait", "unknown": "unknown",
 }
 
-FIXES = {
-    "launch-bound": (
-        "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
-        "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
-        "batch small operations together, or raise the batch size."),
-    "launch-bound-compiled": (
-        "The kernels are already compiled (torch.compile's Triton kernels) and still "
-        "arrive one at a time: compile with mode='reduce-overhead' (or 'max-autotune') so "
-        "the step replays as a CUDA graph, keep the graph from breaking (no .item(), "
-        "no data-dependent Python control flow in the compiled region), or raise the "
-        "batch size."),
-    "launch-bound-graph": (
-        "The work already runs as a CUDA graph; the GPU waits between replays: queue "
-        "replays back to back (read results and synchronise every N steps, not every "
-        "step), capture more of the step into the graph (loss, optimizer step, input "
-        "copies into static buffers), or capture several steps in one graph."),
-    "sync-wait": (
-        "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
-        "tensors and call .item() every N steps; use torch.where or masks instead of "
-        "boolean indexing and nonzero(); order dependent work with events "
-        "(cudaStreamWaitEvent, torch.cuda.Event) instead of synchronising the host."),
-    "allocation": (
-        "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
-        "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use the "
-        "stream-ordered allocator (cudaMallocAsync/cudaFreeAsync) instead of "
-        "cudaMalloc/cudaFree, which waits for the whole device."),
-    "host-blocked": (
-        "Take the blocking call out of the hot path: pinned memory and asynchronous copies "
-        "(pin_memory(), non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers)."),
-    "module-load": (
-        "Warm up before the region that matters: run each operation once (first "
-        "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load modules eagerly "
-        "with CUDA_MODULE_LOADING=EAGER (longer start-up, no stalls later)."),
-    "compilation": (
-        "Compile before the region that matters (one warm-up call), keep the compile caches "
-        "between runs (TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on persistent storage, "
-        "torch.compiler cache artifacts), and avoid recompiles (stable shapes, "
-        "dynamic=True or torch._dynamo.mark_dynamic for sizes that change)."),
-    "input": (
-        "Load data in background workers (DataLoader(num_workers=N, persistent_workers=True, "
-        "prefetch_factor=2+)), pin memory (pin_memory=True) and copy with "
-        "non_blocking=True, so the next batch is ready before the GPU needs it."),
-    "host-launch-latency": (
-        "The host spends long stretches outside CUDA between launches: move that CPU work "
-        "(Python logic, preprocessing, I/O) off the launching thread or out of the loop, or "
-        "queue more GPU work before it so the GPU has something to do meanwhile."),
-    "queued-wait": (
-        "Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
-        "cudaStreamAddCallback) stalls every later operation of its stream until the host "
-        "returns: do that work on a host thread, signalled by an event query. For a wait on "
-        "another device or process, start the producer's work earlier (pipeline it)."),
-    "unknown": ("Profile with CUDA API tracing on (nsys -t cuda) so the launch of the next "
-                "operation can be seen."),
-}
+FIX_HOST_WORK = (
+    "The host spends long stretches outside CUDA between launches: move that CPU work "
+    "(Python logic, preprocessing, I/O) off the launching thread or out of the loop, or "
+    "queue more GPU work before it so the GPU has something to do meanwhile.")
+CAUSES = (
+    Cause("launch-bound", "kernels finish before the host launches the next",
+          "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
+          "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
+          "batch small operations together, or raise the batch size."),
+    Cause("sync-wait", "the host waited for the GPU and the queue drained",
+          "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
+          "tensors and call .item() every N steps; use torch.where or masks instead of "
+          "boolean indexing and nonzero(); order dependent work with events "
+          "(cudaStreamWaitEvent, torch.cuda.Event) instead of synchronising the host.",
+          color="#d62728"),
+    Cause("allocation", "cudaMalloc/cudaFree or host allocation",
+          "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
+          "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use the "
+          "stream-ordered allocator (cudaMallocAsync/cudaFreeAsync) instead of "
+          "cudaMalloc/cudaFree, which waits for the whole device."),
+    Cause("host-blocked", "blocked in a copy call",
+          "Take the blocking call out of the hot path: pinned memory and asynchronous copies "
+          "(pin_memory(), non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers).",
+          color="#c2185b"),
+    Cause("module-load", "library/module loading (lazy loading, library init)",
+          "Warm up before the region that matters: run each operation once (first "
+          "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load modules "
+          "eagerly with CUDA_MODULE_LOADING=EAGER (longer start-up, no stalls later).",
+          color="#b5651d"),
+    Cause("compilation", "JIT compilation (torch.compile, Triton)",
+          "Compile before the region that matters (one warm-up call), keep the compile "
+          "caches between runs (TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on persistent "
+          "storage, torch.compiler cache artifacts), and avoid recompiles (stable shapes, "
+          "dynamic=True or torch._dynamo.mark_dynamic for sizes that change)."),
+    Cause("input", "data loading before the next batch's upload",
+          "Load data in background workers (DataLoader(num_workers=N, "
+          "persistent_workers=True, prefetch_factor=2+)), pin memory (pin_memory=True) and "
+          "copy with non_blocking=True, so the next batch is ready before the GPU needs it."),
+    Cause("host-launch-latency", "host work between launches (Python, CPU, I/O)",
+          FIX_HOST_WORK, color="#e8890c"),
+    Cause("queued-wait", "queued in time, held in its stream by non-GPU work",
+          "Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
+          "cudaStreamAddCallback) stalls every later operation of its stream until the host "
+          "returns: do that work on a host thread, signalled by an event query. For a wait "
+          "on another device or process, start the producer's work earlier (pipeline it).",
+          color="#6a3d9a"),
+    Cause("unknown", "no API call matches the next operation",
+          "Profile with CUDA API tracing on (nsys -t cuda) so the launch of the next "
+          "operation can be seen.", color="#7f7f7f"),
+)
+# launch-bound, where the work already is compiled or runs as a CUDA graph.
+FIX_LAUNCH_BOUND_COMPILED = (
+    "The kernels are already compiled (torch.compile's Triton kernels) and still "
+    "arrive one at a time: compile with mode='reduce-overhead' (or 'max-autotune') so "
+    "the step replays as a CUDA graph, keep the graph from breaking (no .item(), "
+    "no data-dependent Python control flow in the compiled region), or raise the "
+    "batch size.")
+FIX_LAUNCH_BOUND_GRAPH = (
+    "The work already runs as a CUDA graph; the GPU waits between replays: queue "
+    "replays back to back (read results and synchronise every N steps, not every "
+    "step), capture more of the step into the graph (loss, optimizer step, input "
+    "copies into static buffers), or capture several steps in one graph.")
 
 WHY = {
     "launch-bound": "the host launched work back to back, but each piece finished before "
@@ -160,7 +170,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
     """The finding of one bucket in one phase; its examples' host calls and its message
     are completed by finish() for the findings settling keeps."""
     held, per_gap = dev.per_gap(bucket, span)
-    fix, evidence = FIXES[cause], {"bucket": bucket, "gap_count": int(held.size)}
+    fix, evidence = RULE.causes[cause].fix, {"bucket": bucket, "gap_count": int(held.size)}
     if cause == "launch-bound" and held.size:
         # Never prescribe CUDA graphs to work that already runs in one.
         nxt = dev.gaps.next_op[held]
@@ -174,9 +184,9 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
         evidence |= {"before_cuda_graph_work_pct": round(graph_pct, 1),
                      "before_jit_kernels_pct": round(jit_pct, 1)}
         if graph_pct >= 50.0:
-            fix = FIXES["launch-bound-graph"]
+            fix = FIX_LAUNCH_BOUND_GRAPH
         elif jit_pct >= 50.0:
-            fix = FIXES["launch-bound-compiled"]
+            fix = FIX_LAUNCH_BOUND_COMPILED
     top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
     worst, worst_ns = held[top], per_gap[top]
     gaps = dev.gaps
@@ -184,7 +194,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
     first = max(int(gaps.start[held[0]]), int(span[0][0])) if held.size else at
     last = min(int(gaps.end[held[-1]]), int(span[1][-1])) if held.size else at
     return Finding(
-        rule=RULE.id, cause=cause, severity="info", start_ns=first, end_ns=last,
+        rule=RULE.id, cause=cause, severity=Severity.INFO, start_ns=first, end_ns=last,
         cost_ns=int(ns), message="",
         fix=fix, device=dev.device, count=int(held.size), at_ns=at, phase=phase,
         ranges=ranges_of(trace, gaps.end[held], weights=per_gap), evidence=evidence,
@@ -213,7 +223,7 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         dev, worst, cause_ns, min_gap_us = f.pending
         f.pending = None
         gaps, work = dev.gaps, dev.work
-        examples = []
+        examples, marks = [], []
         for g, part, gtid in zip(worst.tolist(), cause_ns.tolist(), threads[f.id].tolist(),
                                  strict=True):
             known = gtid >= 0
@@ -227,6 +237,8 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
                 source, row = int(work.source[nxt]), int(work.row[nxt])
                 frame = work.frames[source]
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
+                                "demangled": (demangled_name(frame, row) if source == 0
+                                              else None),
                                 "kind": SOURCES[source],
                                 "stream": int(frame["stream"].iloc[row]),
                                 "correlation_id": int(frame["corr"].iloc[row]),
@@ -234,36 +246,62 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
             if f.cause == "queued-wait" and known:
                 item["stream_dependencies"] = next(deps)
             examples.append(item)
+            marks += _marks(f, item, None if nxt < 0 else (int(frame["pid"].iloc[row]),
+                                                           int(work.start[nxt])))
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
-        f.message = _message(f, examples, min_gap_us)
+        f.marks = marks
+        f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,
+                            share_pct=f.share_pct, gaps=f.count, min_gap_us=min_gap_us,
+                            longest=examples[0] if examples else None)
 
 
-def _message(f: Finding, examples: list[dict], min_gap_us: float) -> str:
-    top = examples[0] if examples else {}
-    share = "" if f.share_pct is None else f"{f.share_pct:.1f}% of "
+def _marks(f: Finding, gap: dict, next_op: tuple[int, int] | None) -> list[Mark]:
+    """A gap shaded across its device, labelled with its cause; the operation after it
+    (*next_op*: its process and start) outlined, with an arrow from the call that
+    launched it."""
+    marks: list[Mark] = [Band(gap["start_ns"], gap["end_ns"], f.device,
+                              label=f"{f.cause} {fmt_ns(gap['end_ns'] - gap['start_ns'])}",
+                              cause=f.cause)]
+    nxt = gap.get("next")
+    if nxt is not None and next_op is not None:
+        pid, start = next_op
+        op = EventRef(nxt["kind"], nxt["correlation_id"], stream=nxt["stream"], pid=pid,
+                      start_ns=start)
+        call = EventRef("api", nxt["correlation_id"], pid=pid, start_ns=nxt["launched_ns"])
+        marks += [Outline(op), Outline(call), Link(call, op, "ss")]
+    return marks
+
+
+def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
+            share_pct: float | None, gaps: int, min_gap_us: float,
+            longest: dict | None) -> str:
+    """How long the GPU sat idle for *cause* and why, with the *longest* gap (its
+    evidence record: its length, the operation after it, the host's calls meanwhile)."""
+    top = longest or {}
+    share = "" if share_pct is None else f"{share_pct:.1f}% of "
     where = {"steady": f"{share}the steady state",
              "start-up": "before the steady state (one-time)",
-             "tail": "after the steady state"}.get(f.phase or "steady", "")
-    why = WHY[f.cause].format(min_gap=fmt_ns(min_gap_us * 1e3))
+             "tail": "after the steady state"}.get(phase or "steady", "")
+    why = WHY[cause].format(min_gap=fmt_ns(min_gap_us * 1e3))
     busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
                           for h in top.get("host_calls", [])[:3])
-    longest = ""
+    text = ""
     if top:
-        longest = (f" Longest: {fmt_ns(top['cause_ns'])}"
-                   + (f" before {top['next']['kind']} '{_short(top['next']['name'])}'"
-                      if "next" in top else "")
-                   + (f"; the host was in {busy_with}." if busy_with else "."))
-    if f.cause == "queued-wait" and top.get("stream_dependencies"):
-        longest += (" The launching thread had put "
-                    + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
-                    + " into streams before it.")
+        text = (f" Longest: {fmt_ns(top['cause_ns'])}"
+                + (f" before {top['next']['kind']} '{_short(top['next']['name'])}'"
+                   if "next" in top else "")
+                + (f"; the host was in {busy_with}." if busy_with else "."))
+    if cause == "queued-wait" and top.get("stream_dependencies"):
+        text += (" The launching thread had put "
+                 + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
+                 + " into streams before it.")
     lead = ""
-    if f.cause == "compilation" and f.phase == "steady":
+    if cause == "compilation" and phase == "steady":
         # Compiling after the loop has settled: new shapes or guards made it recompile.
         lead = ("Recompilation inside the steady state (a new input shape, dtype or guard "
                 "failure made the JIT compile again). ")
-    return (lead + f"GPU {f.device} sat idle {fmt_ns(f.cost_ns)} ({where}) over {f.count} "
-            f"gap{'s' if f.count != 1 else ''}: {why}." + longest)
+    return (lead + f"GPU {device} sat idle {fmt_ns(idle_ns)} ({where}) over {gaps} "
+            f"gap{'s' if gaps != 1 else ''}: {why}." + text)
 
 
 RULE = Rule(
@@ -280,17 +318,9 @@ RULE = Rule(
     },
     rationale=("Idle time is time the GPU could have worked; its cause is on the host, in "
                "what the thread that launched the next work was doing meanwhile."),
-    fix=FIXES["host-launch-latency"],
-    causes={"launch-bound": "kernels finish before the host launches the next",
-            "sync-wait": "the host waited for the GPU and the queue drained",
-            "allocation": "cudaMalloc/cudaFree or host allocation",
-            "host-blocked": "blocked in a copy call",
-            "module-load": "library/module loading (lazy loading, library init)",
-            "compilation": "JIT compilation (torch.compile, Triton)",
-            "input": "data loading before the next batch's upload",
-            "host-launch-latency": "host work between launches (Python, CPU, I/O)",
-            "queued-wait": "queued in time, held in its stream by non-GPU work",
-            "unknown": "no API call matches the next operation"},
+    fix=FIX_HOST_WORK,
+    causes=CAUSES,
     detect=detect,
     finish=finish,
+    color="#e8890c",
 )

@@ -33,33 +33,35 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
-from gpugap.occupancy import capacity as kernel_capacity
-from gpugap.occupancy import resident_blocks_per_sm, sm_counts
-from gpugap.report.trace import Trace
+from gpugap import intervals as tl
+from gpugap.accounting.occupancy import capacity as kernel_capacity
+from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
+from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
+from gpugap.units import fmt_ns
 
-FIXES = {
-    "legacy-default-stream": (
-        "Keep work off the legacy default stream between them: compile with nvcc "
-        "--default-stream per-thread (or use cudaStreamPerThread / CU_STREAM_PER_THREAD), or "
-        "create the streams with cudaStreamNonBlocking (torch streams already are)."),
-    "resource-saturation": (
-        "Nothing to fix: each kernel already fills the GPU, so overlap is neither possible "
-        "nor needed. Overlap matters only for kernels that leave SMs idle."),
-    "host-launch-bound": (
-        "Launch fewer, larger kernels: one batched/grouped GEMM instead of many small ones "
-        "(torch.bmm/baddbmm, grouped GEMM in CUTLASS or cuBLASLt), fuse element-wise work "
-        "(torch.compile), or capture the sequence once in a CUDA graph and replay it."),
-    "explicit-sync": (
-        "Remove synchronisation between independent work; order only what depends, with "
-        "events (cudaEventRecord + cudaStreamWaitEvent), and synchronise the host once at "
-        "the end."),
-    "unknown": (
-        "Check CUDA_DEVICE_MAX_CONNECTIONS (work from more streams than hardware queues "
-        "falsely serialises), stream priorities, and cross-stream event waits."),
-}
+CAUSE_LIST = (
+    Cause("legacy-default-stream", "implicit synchronisation through the legacy NULL stream",
+          "Keep work off the legacy default stream between them: compile with nvcc "
+          "--default-stream per-thread (or use cudaStreamPerThread / CU_STREAM_PER_THREAD), "
+          "or create the streams with cudaStreamNonBlocking (torch streams already are)."),
+    Cause("resource-saturation", "each kernel fills the GPU (expected)",
+          "Nothing to fix: each kernel already fills the GPU, so overlap is neither possible "
+          "nor needed. Overlap matters only for kernels that leave SMs idle."),
+    Cause("host-launch-bound", "kernels finish before the host launches the next",
+          "Launch fewer, larger kernels: one batched/grouped GEMM instead of many small ones "
+          "(torch.bmm/baddbmm, grouped GEMM in CUTLASS or cuBLASLt), fuse element-wise work "
+          "(torch.compile), or capture the sequence once in a CUDA graph and replay it."),
+    Cause("explicit-sync", "stream/device/event synchronisation between them",
+          "Remove synchronisation between independent work; order only what depends, with "
+          "events (cudaEventRecord + cudaStreamWaitEvent), and synchronise the host once at "
+          "the end."),
+    Cause("unknown", "launched in time, yet serialized",
+          "Check CUDA_DEVICE_MAX_CONNECTIONS (work from more streams than hardware queues "
+          "falsely serialises), stream priorities, and cross-stream event waits."),
+)
 
 _WAIT = re.compile("StreamWaitEvent")
 
@@ -379,20 +381,25 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members_w = np.arange(worst["first"], worst["last"] + 1)
         in_worst = keep[run == worst["run"]]
-        examples = _examples(trace, k, cap, pd.DataFrame(
+        shown = pd.DataFrame(
             {"a": t["a"][in_worst], "b": in_worst.astype(np.int64) + 1,
              "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
              "idle": t["idle"][in_worst], "syncs": t["syncs"][in_worst],
-             "legacy_between": t["legacy_between"][in_worst]}),
-            int(config["max_examples"]))
+             "legacy_between": t["legacy_between"][in_worst]})
+        shown = shown[shown["cause"] != ""].head(int(config["max_examples"]))
+        examples = _examples(trace, k, cap, shown)
         streams = sorted({s for ss in g["streams"] for s in ss})
         n_kernels = int((g["last"] - g["first"] + 1).sum())
-        message = _message(str(cause), g, k, cap, members_w, streams, n_kernels, examples)
+        text = message(str(cause), kernels=n_kernels, streams=streams, runs=len(g),
+                       switches=int(g["transitions"].sum()), cost_ns=int(g["cost"].sum()),
+                       idle_ns=int(g["idle"].sum()),
+                       **_cause_numbers(str(cause), k, cap, members_w, examples))
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause), severity="info",
+            rule=RULE.id, cause=str(cause), severity=Severity.INFO,
             start_ns=int(k.start[int(g["first"].min())]),
             end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost,
-            at_ns=int(g["at"].min()), message=message, fix=FIXES[str(cause)],
+            at_ns=int(g["at"].min()), message=text, fix=RULE.causes[str(cause)].fix,
+            marks=_marks(k, shown, examples),
             streams=streams, device=device, count=int(g["transitions"].sum()),
             ranges=ranges_of(trace, g["at"].to_numpy()), phase=str(phase),
             claim=_claim(device, k, str(cause), g),
@@ -442,17 +449,18 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
 
 def _op_ref(k: _Kernels, i: int) -> dict:
     r = k.row(i)
-    return {"name": str(r["name"]), "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
+    position = int(i) if k.positions is None else int(k.positions[i])
+    return {"name": str(r["name"]), "demangled": demangled_name(k.frame, position),
+            "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
             "start_ns": int(r["start"]), "end_ns": int(r["end"]),
             "launched_ns": None if pd.isna(r["api_start"]) else int(r["api_start"]),
             "grid": [int(r["grid_x"]), int(r["grid_y"]), int(r["grid_z"])],
             "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])]}
 
 
-def _examples(trace: Trace, k: _Kernels, cap: np.ndarray, t: pd.DataFrame, n: int
-              ) -> list[dict]:
+def _examples(trace: Trace, k: _Kernels, cap: np.ndarray, t: pd.DataFrame) -> list[dict]:
     out = []
-    for r in t[t["cause"] != ""].head(n).itertuples():
+    for r in t.itertuples():
         a, b = int(r.a), int(r.b)
         item = {"cause": r.cause, "first": _op_ref(k, a), "then": _op_ref(k, b),
                 "idle_ns": int(r.idle)}
@@ -469,39 +477,72 @@ def _examples(trace: Trace, k: _Kernels, cap: np.ndarray, t: pd.DataFrame, n: in
     return out
 
 
-def _message(cause: str, g: pd.DataFrame, k: _Kernels, cap: np.ndarray,
-             members: np.ndarray, streams: list[int], n_kernels: int, examples: list[dict]
-             ) -> str:
-    head = (f"{n_kernels} kernels on {len(streams)} streams ({', '.join(map(str, streams[:8]))}"
-            f"{'...' if len(streams) > 8 else ''}) ran one after another in {len(g)} "
-            f"run{'s' if len(g) > 1 else ''} ({int(g['transitions'].sum())} serialized "
-            "stream switches)")
-    dur = (k.end - k.start)[members]
+def _marks(k: _Kernels, shown: pd.DataFrame, examples: list[dict]) -> list[Mark]:
+    """Each transition shown: both kernels outlined, an arrow from the end of the first
+    to the start of the next."""
+    marks: list[Mark] = []
+    for a, b, item in zip(shown["a"].tolist(), shown["b"].tolist(), examples, strict=True):
+        first, then = item["first"], item["then"]
+        ra = EventRef("kernel", first["correlation_id"], stream=first["stream"],
+                      pid=int(k.pid[a]), start_ns=first["start_ns"])
+        rb = EventRef("kernel", then["correlation_id"], stream=then["stream"],
+                      pid=int(k.pid[b]), start_ns=then["start_ns"])
+        marks += [Outline(ra), Outline(rb), Link(ra, rb, "es")]
+    return marks
+
+
+def _cause_numbers(cause: str, k: _Kernels, cap: np.ndarray, members: np.ndarray,
+                   examples: list[dict]) -> dict:
+    """What the message of *cause* quotes beside the run's counts (see message)."""
     if cause == "legacy-default-stream":
-        legacy = next((e.get("legacy_stream") for e in examples if e.get("legacy_stream")), [])
-        return (f"{head}: work on the legacy default stream {legacy} sits between them, and "
-                "the legacy stream implicitly synchronises with every blocking stream. "
-                f"Overlap could have saved up to {fmt_ns(int(g['cost'].sum()))}.")
+        return {"legacy_streams": next((e.get("legacy_stream") for e in examples
+                                        if e.get("legacy_stream")), [])}
     if cause == "resource-saturation":
         first = examples[0] if examples else {}
-        blocks = first.get("first_blocks", int(k.blocks[members[0]]))
-        held = first.get("device_capacity_blocks", int(cap[members[0]]))
-        return (f"{head}: each grid alone fills the GPU ({blocks} blocks vs {held} the device "
-                "holds at once), so the next kernel could start only in the last wave of the "
-                "one before. Overlap is neither possible nor needed.")
+        return {"blocks": first.get("first_blocks", int(k.blocks[members[0]])),
+                "capacity_blocks": first.get("device_capacity_blocks", int(cap[members[0]]))}
     if cause == "host-launch-bound":
         launch_gap = np.diff(k.api_start[members])
-        return (f"{head}: each kernel (median {fmt_ns(float(np.median(dur)))}) finished "
+        return {"median_kernel_ns": float(np.median(k.end[members] - k.start[members])),
+                "median_launch_gap_ns": (float(np.nanmedian(launch_gap)) if launch_gap.size
+                                         else 0)}
+    return {}
+
+
+def message(cause: str, *, kernels: int, streams: list[int], runs: int, switches: int,
+            cost_ns: int, idle_ns: int, legacy_streams: list[int] | None = None,
+            blocks: int | None = None, capacity_blocks: int | None = None,
+            median_kernel_ns: float | None = None, median_launch_gap_ns: float | None = None
+            ) -> str:
+    """What ran one after another, and why (per cause, what it quotes besides counts:
+    legacy-default-stream the legacy streams, resource-saturation the grid's blocks and
+    the device's capacity, host-launch-bound the median kernel and launch-to-launch
+    times)."""
+    head = (f"{kernels} kernels on {len(streams)} streams ({', '.join(map(str, streams[:8]))}"
+            f"{'...' if len(streams) > 8 else ''}) ran one after another in {runs} "
+            f"run{'s' if runs > 1 else ''} ({switches} serialized "
+            "stream switches)")
+    if cause == "legacy-default-stream":
+        return (f"{head}: work on the legacy default stream {legacy_streams} sits between "
+                "them, and the legacy stream implicitly synchronises with every blocking "
+                f"stream. Overlap could have saved up to {fmt_ns(cost_ns)}.")
+    if cause == "resource-saturation":
+        return (f"{head}: each grid alone fills the GPU ({blocks} blocks vs "
+                f"{capacity_blocks} the device holds at once), so the next kernel could "
+                "start only in the last wave of the one before. Overlap is neither possible "
+                "nor needed.")
+    if cause == "host-launch-bound":
+        return (f"{head}: each kernel (median {fmt_ns(median_kernel_ns)}) finished "
                 "before the host even launched the next (median launch-to-launch "
-                f"{fmt_ns(float(np.nanmedian(launch_gap)) if launch_gap.size else 0)}), so "
-                f"the GPU waited on the host for {fmt_ns(int(g['idle'].sum()))}.")
+                f"{fmt_ns(median_launch_gap_ns)}), so "
+                f"the GPU waited on the host for {fmt_ns(idle_ns)}.")
     if cause == "explicit-sync":
         return (f"{head}: a synchronisation between the launches (stream/device/event sync "
                 "or a stream waiting on an event) made each wait for the one before. "
-                f"Overlap could have saved up to {fmt_ns(int(g['cost'].sum()))}.")
+                f"Overlap could have saved up to {fmt_ns(cost_ns)}.")
     return (f"{head}: the kernels were launched in time, used no legacy stream and no "
             "synchronisation, and did not fill the GPU, yet did not overlap. Overlap could "
-            f"have saved up to {fmt_ns(int(g['cost'].sum()))}.")
+            f"have saved up to {fmt_ns(cost_ns)}.")
 
 
 RULE = Rule(
@@ -518,11 +559,8 @@ RULE = Rule(
     },
     rationale=("Streams exist so independent work can run concurrently; when it does not, "
                "the cause decides whether anything can be gained."),
-    fix=FIXES["legacy-default-stream"],
-    causes={"legacy-default-stream": "implicit synchronisation through the legacy NULL stream",
-            "resource-saturation": "each kernel fills the GPU (expected)",
-            "host-launch-bound": "kernels finish before the host launches the next",
-            "explicit-sync": "stream/device/event synchronisation between them",
-            "unknown": "launched in time, yet serialized"},
+    fix=CAUSE_LIST[0].fix,
+    causes=CAUSE_LIST,
     detect=detect,
+    color="#8e44ad",
 )

@@ -24,9 +24,10 @@ from dataclasses import field as dc_field
 
 import numpy as np
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDS
 from gpugap.rules.base import Context, Finding, severity_for
+from gpugap.rules.model import Severity
 
 # Lower settles first. A (rule, None) entry is the rule's default.
 PRIORITY: dict[tuple[str, str | None], int] = {
@@ -162,7 +163,8 @@ def settle(findings: list[Finding], context: Context,
             if scope is not None or f.phase == "steady":
                 f.severity = severity_for(f.cost_ns, wall)
             else:
-                f.severity = "warning" if f.cost_ns >= ONE_TIME_WARNING_NS else "info"
+                f.severity = (Severity.WARNING if f.cost_ns >= ONE_TIME_WARNING_NS
+                              else Severity.INFO)
             if c.per_iteration is not None:
                 cost = f.claim.weight * c.per_iteration
                 f.iteration_costs = cost
@@ -180,7 +182,7 @@ def settle(findings: list[Finding], context: Context,
     # The steady state first (a --range is one scope: by cost alone).
     rank = {"steady": 0, "start-up": 1, "tail": 2} if scope is None else {}
     kept.sort(key=lambda f: (rank.get(f.phase or "steady", 0), -f.cost_ns,
-                             {"error": 0, "warning": 1, "info": 2}.get(f.severity, 3)))
+                             -Severity(f.severity).rank))
     return kept
 
 

@@ -7,7 +7,7 @@ range, so a rare tiny kernel stays silent and a loop made of them does not.
 
 Cost: the SM time left idle while they ran. At each instant the idle share of the SMs
 (1 - the SMs covered by all running grids, at most 1) is split among the running
-kernels (gpugap.timeline.shared_idle_each): a small kernel alone costs its time x the
+kernels (gpugap.intervals.shared_idle_each): a small kernel alone costs its time x the
 share of SMs it left idle; small kernels that together fill the GPU on concurrent
 streams cost nothing, and the rule stays silent when the idle share of their time is
 below min_idle_sm_pct (they already did what the fix asks).
@@ -20,17 +20,20 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
-from gpugap.metrics import COMM, kernel_flags
-from gpugap.occupancy import sm_counts
-from gpugap.report.trace import Trace
+from gpugap import intervals as tl
+from gpugap.accounting.metrics import COMM, kernel_flags
+from gpugap.accounting.occupancy import sm_counts
+from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import folded_label_codes, split_label
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
+from gpugap.units import fmt_ns
 
 FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, better several: "
        "a grid-stride loop with grid = SMs x resident blocks per SM), batch many small "
        "problems into one launch (batched/grouped GEMM), or, when they are independent, run "
        "them concurrently on separate streams so they share the idle SMs.")
+CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX),)
 
 
 _CHUNK = 1 << 20
@@ -192,18 +195,17 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         top = top_configs.iloc[0]
         n_sm = int(top["sms"])
         top_name = name_text[int(top["name"])]
-        message = (f"{share:.0f}% of kernel time here ({fmt_ns(small_ns)} in "
-                   f"{n_small} launches) went to grids too small to occupy the GPU: e.g. "
-                   f"'{top_name}' with {int(top['blocks'])} block(s) of {int(top['threads'])}"
-                   f" threads uses at most {min(int(top['blocks']), n_sm)} of {n_sm} SMs "
-                   f"(x{int(top['count'])}). The SMs sat {idle_pct:.0f}% idle while they "
-                   f"ran (kernels on other streams included): idle-SM time {fmt_ns(cost)}.")
+        text = message(time_share_pct=share, small_ns=small_ns, launches=n_small,
+                       name=str(top_name), blocks=int(top["blocks"]),
+                       threads=int(top["threads"]), sms=n_sm, count=int(top["count"]),
+                       idle_sm_pct=idle_pct, idle_sm_ns=cost)
         lo, hi = np.searchsorted(span_gid, [g, g + 1])
         kernels = tl.union(span_start[lo:hi], span_end[lo:hi])
         findings.append(Finding(
-            rule=RULE.id, cause="undersized-grid", severity="info",
+            rule=RULE.id, cause="undersized-grid", severity=Severity.INFO,
             start_ns=int(acc["start"][g]), end_ns=int(acc["end"][g]), cost_ns=cost,
-            at_ns=int(acc["at"][g]), message=message, fix=FIX,
+            at_ns=int(acc["at"][g]), message=text, fix=RULE.causes["undersized-grid"].fix,
+            marks=_marks(k, top_configs),
             streams=stream_of[g], device=dev, count=n_small, phase=phase,
             ranges=split_label(label),
             claim=Claim(int(dev), kernels, ("compute",),
@@ -212,13 +214,37 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": small_ns,
                       "kernel_ns": kernel_ns,
-                      "kernels": [{"name": name_text[int(r.name)], "blocks": int(r.blocks),
+                      "kernels": [{"name": name_text[int(r.name)],
+                                   "demangled": demangled_name(k, int(r.row)),
+                                   "blocks": int(r.blocks),
                                    "threads_per_block": int(r.threads),
                                    "sms_used": min(int(r.blocks), int(r.sms)),
                                    "count": int(r.count), "time_ns": int(r.time_ns),
                                    "example_correlation_id": int(r.corr)}
                                   for r in top_configs.itertuples()]}))
     return findings
+
+
+def _marks(kernels: pd.DataFrame, configs: pd.DataFrame) -> list[Mark]:
+    """An example kernel of each configuration listed, outlined."""
+    rows = configs["row"].to_numpy(np.int64)
+    streams, pids, starts = (kernels[c].to_numpy()[rows].tolist()
+                             for c in ("stream", "pid", "start"))
+    return [Outline(EventRef("kernel", int(corr), stream=int(stream), pid=int(pid),
+                             start_ns=int(start)))
+            for corr, stream, pid, start in zip(configs["corr"].tolist(), streams, pids,
+                                                starts, strict=True)]
+
+
+def message(*, time_share_pct: float, small_ns: int, launches: int, name: str, blocks: int,
+            threads: int, sms: int, count: int, idle_sm_pct: float, idle_sm_ns: int) -> str:
+    """How much kernel time went to small grids, with the largest configuration."""
+    return (f"{time_share_pct:.0f}% of kernel time here ({fmt_ns(small_ns)} in "
+            f"{launches} launches) went to grids too small to occupy the GPU: e.g. "
+            f"'{name}' with {blocks} block(s) of {threads}"
+            f" threads uses at most {min(blocks, sms)} of {sms} SMs "
+            f"(x{count}). The SMs sat {idle_sm_pct:.0f}% idle while they "
+            f"ran (kernels on other streams included): idle-SM time {fmt_ns(idle_sm_ns)}.")
 
 
 RULE = Rule(
@@ -236,6 +262,7 @@ RULE = Rule(
     },
     rationale="SMs without a block do no work; a grid smaller than the GPU caps its speed.",
     fix=FIX,
-    causes={"undersized-grid": "fewer blocks than the GPU has SMs"},
+    causes=CAUSES,
     detect=detect,
+    color="#c2185b",
 )

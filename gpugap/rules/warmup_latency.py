@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap import timeline as tl
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.report.trace import Trace
 from gpugap.rules._common import (
@@ -37,13 +37,19 @@ from gpugap.rules._common import (
     range_labels,
     ranges_of,
 )
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold, fmt_ns
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.model import Cause, Mark, Severity, Span
+from gpugap.units import fmt_ns
 
 FIX = ("Warm up outside the region that matters: run each operation (first GEMM of each "
        "shape/dtype, first launch of each kernel) once before it; create library handles "
        "once at start-up; set CUDA_MODULE_LOADING=EAGER to load all kernels at start-up "
        "instead of on first use; cache compiled programs and descriptors (cudnn/cuBLASLt "
        "plans, torch.compile caches) across runs.")
+CAUSES = (Cause("module-load", "lazy loading of library/program modules", FIX),
+          Cause("library-init", "library handle creation", FIX),
+          Cause("first-call", "first call of an API / first launch of a kernel", FIX),
+          Cause("first-iteration", "first instance of a repeated NVTX range", FIX))
 
 
 def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
@@ -352,39 +358,58 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         cost = int(g["cost"].sum())
         worst = {k: (0 if isinstance(v, float) and np.isnan(v) else v)
                  for k, v in g.iloc[0].to_dict().items()}
-        detail = {
-            "module-load": f"{fmt_ns(cost)} loading modules ({worst['what']})",
-            "library-init": f"{worst['what']} took {fmt_ns(int(worst['cost']))}",
-            "first-call": (f"{worst['what']} took {fmt_ns(int(worst.get('first_ns', 0)))} vs "
-                           f"{fmt_ns(int(worst.get('typical_ns', 0)))} typical over "
-                           f"{int(worst['calls'])} calls"),
-            "first-iteration": (f"{worst['what']} took {fmt_ns(int(worst.get('first_ns', 0)))}"
-                                f" vs {fmt_ns(int(worst.get('typical_ns', 0)))} typical over "
-                                f"{int(worst['calls'])} instances"
-                                + (f", {fmt_ns(int(worst.get('module_load_ns', 0)))} of it "
-                                   "loading modules" if worst.get("module_load_ns", 0) else "")),
-        }[str(cause)]
-        more = f" (+{len(g) - 1} more)" if len(g) > 1 else ""
+        text = message(str(cause), cost_ns=cost, what=str(worst["what"]),
+                       item_cost_ns=int(worst["cost"]),
+                       first_ns=int(worst.get("first_ns", 0)),
+                       typical_ns=int(worst.get("typical_ns", 0)), calls=int(worst["calls"]),
+                       module_load_ns=int(worst.get("module_load_ns", 0)), more=len(g) - 1)
         starts = g["start"].to_numpy(np.int64)
         ends = np.maximum(g["end"].to_numpy(np.int64), starts)
         # first-call / first-iteration: only the excess over a typical call is warm-up.
         share = np.where(g["cause"].isin(["first-call", "first-iteration"]).to_numpy(),
                          g["cost"].to_numpy(np.float64) / np.maximum(ends - starts, 1), 1.0)
         weight = float(np.clip(np.average(share, weights=np.maximum(ends - starts, 1)), 0, 1))
+        shown = g.head(int(config["max_examples"]))
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause), severity="info",
+            rule=RULE.id, cause=str(cause), severity=Severity.INFO,
             start_ns=int(starts.min()), end_ns=int(ends.max()), cost_ns=cost,
-            at_ns=int(starts.min()),
-            message=f"Warm-up cost {fmt_ns(cost)}: {detail}{more}.", fix=FIX,
+            at_ns=int(starts.min()), message=text, fix=RULE.causes[str(cause)].fix,
+            marks=_marks(shown),
             device=int(device), count=len(g), phase=str(phase),
             ranges=ranges_of(trace, starts),
             claim=Claim(int(device), tl.union(starts, ends), IDLE_IDS, weight=weight),
             evidence={"items": [{k: (v if not isinstance(v, (np.integer,)) else int(v))
                                  for k, v in row.items()
                                  if k not in ("range", "device", "phase") and pd.notna(v)}
-                                for row in g.head(int(config["max_examples"]))
-                                .to_dict("records")]}))
+                                for row in shown.to_dict("records")]}))
     return findings
+
+
+def _marks(items: pd.DataFrame) -> list[Mark]:
+    """Each item's time on its thread: a first iteration on the NVTX lane (it is a range),
+    the others on the CUDA API lane."""
+    return [Span(int(r.start), int(r.end), int(r.gtid),
+                 lane="nvtx" if r.cause == "first-iteration" else "api", label=str(r.what))
+            for r in items.itertuples()]
+
+
+def message(cause: str, *, cost_ns: int, what: str, item_cost_ns: int, first_ns: int,
+            typical_ns: int, calls: int, module_load_ns: int, more: int) -> str:
+    """The warm-up cost of a finding, with its costliest item (*what*, its cost; for
+    first-call and first-iteration its first and typical time over *calls*) and how many
+    *more* items it has."""
+    detail = {
+        "module-load": f"{fmt_ns(cost_ns)} loading modules ({what})",
+        "library-init": f"{what} took {fmt_ns(item_cost_ns)}",
+        "first-call": (f"{what} took {fmt_ns(first_ns)} vs {fmt_ns(typical_ns)} typical over "
+                       f"{calls} calls"),
+        "first-iteration": (f"{what} took {fmt_ns(first_ns)} vs {fmt_ns(typical_ns)} typical "
+                            f"over {calls} instances"
+                            + (f", {fmt_ns(module_load_ns)} of it loading modules"
+                               if module_load_ns else "")),
+    }[cause]
+    others = f" (+{more} more)" if more > 0 else ""
+    return f"Warm-up cost {fmt_ns(cost_ns)}: {detail}{others}."
 
 
 RULE = Rule(
@@ -401,9 +426,7 @@ RULE = Rule(
     rationale=("One-time costs (loading kernels, creating handles, first launches) belong "
                "before the measured or latency-critical region, not inside it."),
     fix=FIX,
-    causes={"module-load": "lazy loading of library/program modules",
-            "library-init": "library handle creation",
-            "first-call": "first call of an API / first launch of a kernel",
-            "first-iteration": "first instance of a repeated NVTX range"},
+    causes=CAUSES,
     detect=detect,
+    color="#0b84a5",
 )

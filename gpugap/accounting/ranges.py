@@ -1,0 +1,406 @@
+"""NVTX ranges as time windows on the GPU timeline.
+
+An NVTX range marks CPU time, but the GPU work launched inside it runs later. A range's
+*window* is therefore [range start, max(range end, end of the last GPU op its thread
+launched inside the range)]; all instances of a name make one union of windows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpugap import intervals as tl
+from gpugap.errors import UsageError, option
+from gpugap.report.trace import Trace
+
+# Instances of one loop: a name ending in a number ("step 12", "iter_3").
+_NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
+
+
+def base_name(name: str) -> str:
+    """'step 12' -> 'step'; 'iter_3' -> 'iter'; 'ProfilerStep#5' -> 'ProfilerStep'.
+    A value after '=' is a parameter, not an instance number: 'grid=1024' stays."""
+    if not (name[-1:].isdecimal() or name[-2:-1].isdecimal()):   # cheap test first: a
+        return name                     # number ends the name (or precedes a final newline)
+    m = _NUMBERED.match(name)
+    return m.group(1) if m and "=" not in m.group(2) and not m.group(1).endswith("=") \
+        else name
+
+
+def shown_name(base: str, numbered: bool) -> str:
+    return f"{base} N" if numbered else base
+
+
+@dataclass(frozen=True)
+class RangeKey:
+    name: str
+    domain: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.domain}:{self.name}" if self.domain else self.name
+
+
+def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.ndarray
+               ) -> np.ndarray:
+    """max(values[lo[i]:hi[i]]) for every i (``empty[i]`` where the slice is empty),
+    in one ``reduceat`` over interleaved bounds."""
+    if values.size == 0:
+        return empty
+    padded = np.r_[values, np.iinfo(np.int64).min]
+    bounds = np.empty(2 * lo.size, dtype=np.int64)
+    bounds[0::2], bounds[1::2] = lo, hi
+    out = np.maximum.reduceat(padded, bounds)[0::2]
+    return np.where(hi > lo, out, empty)
+
+
+def _launches_by_thread(trace: Trace) -> dict[int, list[tuple[np.ndarray, np.ndarray]]]:
+    """Per launching thread (gtid), per kind of op: the launch times of its GPU ops
+    (sorted) and their ends in that order. Built once per trace; when one thread launched
+    every kernel in time order (the common case) these are views of the kernel columns,
+    not copies."""
+    cached = trace.__dict__.get("_launches_by_thread")
+    if cached is not None:
+        return cached
+    out: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for f in (trace.kernels, trace.memcpys, trace.memsets):
+        if not len(f):
+            continue
+        launch = f["api_start"].to_numpy(dtype=np.float64)
+        gtid = f["gtid"].to_numpy(dtype=np.float64)
+        end = f["end"].to_numpy(dtype=np.int64)
+        known = ~np.isnan(launch)
+        first = gtid[0]
+        if (bool(known.all()) and bool((gtid == first).all())
+                and bool((launch[1:] >= launch[:-1]).all())):
+            out.setdefault(int(first), []).append((launch, end))
+            continue
+        for g in pd.unique(gtid[known]).tolist():
+            mine = np.flatnonzero(known & (gtid == g))
+            t, e = launch[mine].astype(np.int64), end[mine]
+            if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
+                order = np.argsort(t, kind="stable")
+                t, e = t[order], e[order]
+            out.setdefault(int(g), []).append((t, e))
+    trace.__dict__["_launches_by_thread"] = out
+    return out
+
+
+def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
+    """For each range: max(its end, end of the GPU work its thread launched inside it)."""
+    ends = ranges["end"].to_numpy(dtype=np.int64).copy()
+    if ranges.empty or not trace.has_gpu_activity:
+        return ends
+    launches = _launches_by_thread(trace)
+    starts = ranges["start"].to_numpy(dtype=np.int64)
+    for gtid, idx in ranges.groupby("gtid").indices.items():
+        own_ends = ends[idx].copy()
+        for launch, op_end in launches.get(int(gtid), []):
+            lo = np.searchsorted(launch, starts[idx], side="left")
+            hi = np.searchsorted(launch, own_ends, side="right")
+            ends[idx] = np.maximum(ends[idx], _slice_max(op_end, lo, hi, own_ends))
+    return ends
+
+
+# NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
+# "CCCL", NCCL, NVSHMEM, ...) or that nsys makes for the libraries it traces (cuBLAS,
+# cuDNN...): their ranges describe the library's work, not the program's. Matched without
+# regard to case.
+LIBRARY_DOMAINS = frozenset({"CCCL", "CUB", "Thrust", "libcudacxx", "NCCL", "NVSHMEM",
+                             "cuBLAS", "cuBLASLt", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER",
+                             "cuTENSOR", "cuRAND", "NPP", "nvJPEG", "TensorRT", "CUDA",
+                             "cuda-python", "CuPy", "Triton", "TransformerEngine", "NVTE"})
+_LIBRARY_FOLDED = frozenset(d.casefold() for d in LIBRARY_DOMAINS)
+
+# The range table (reported_ranges): paths up to this depth (0: outermost), at most this
+# many rows, the largest (CPU time) first; the rest are counted, not listed.
+TABLE_MAX_DEPTH = 3
+TABLE_MAX_ROWS = 40
+
+
+def library_mask(nv: pd.DataFrame) -> np.ndarray:
+    """Per NVTX row: made by a library rather than the program: a range nsys made for a
+    traced library (``library``), or one in a library's registered domain
+    (LIBRARY_DOMAINS). The name does not matter: ``cub::DeviceReduce::Sum`` in the CCCL
+    domain is CUB's, but a C++-qualified name in the program's own domain (its
+    ``MyModel::forward``, torch's ``aten::mm`` under emit_nvtx) is the program's.
+    Decided once per distinct domain."""
+    if nv.empty:
+        return np.zeros(0, dtype=bool)
+    lib = nv["library"].to_numpy(dtype=bool).copy()
+    codes, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
+    is_lib = np.array([str(d).casefold() in _LIBRARY_FOLDED for d in domains], dtype=bool)
+    if is_lib.size:
+        lib |= is_lib[codes]
+    return lib
+
+
+def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
+    """NVTX ranges of the program: not the ones nsys makes for traced libraries, nor those
+    libraries emit themselves (see library_mask); every range with *all_domains*."""
+    nv = trace.nvtx
+    if nv.empty or all_domains:
+        return nv
+    cached = trace.__dict__.get("_library_mask")
+    if cached is None or cached.size != len(nv):
+        cached = trace.__dict__["_library_mask"] = library_mask(nv)
+    return nv[~cached]
+
+
+def select(trace: Trace, name: str) -> pd.DataFrame:
+    """Instances of the range called *name* (or ``domain:name``; 'step N' for every
+    numbered 'step 7', as the range table shows them); UsageError if none. The
+    program's ranges first; a library's (CUB, NCCL...) when only it has that name."""
+    for nv in (user_ranges(trace), trace.nvtx):
+        match = nv[nv["name"] == name]
+        if match.empty and ":" in name:
+            domain, _, short = name.partition(":")
+            match = nv[(nv["domain"] == domain) & (nv["name"] == short)]
+        if match.empty and name.endswith(" N"):        # numbered instances, folded
+            match = _folded_match(nv, name)
+            if match.empty and ":" in name:
+                domain, _, short = name.partition(":")
+                match = _folded_match(nv[nv["domain"] == domain], short)
+        if not match.empty:
+            return match
+    nv = user_ranges(trace)
+    known = ", ".join(sorted(pd.unique(nv["name"].astype(object)).tolist(),
+                             key=str)[:12]) or "none"
+    raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} "
+                     f"(ranges: {known}); pick one of those with {option('range')}")
+
+
+def folded_names(names: np.ndarray) -> np.ndarray:
+    """For each distinct name: itself, or 'step N' for a numbered one ('step 7') when
+    at least two numbered names share its stem ('step 7', 'step 8'): the instances of a
+    loop, shown as one row (the stem and numbering of gpugap.accounting.phases, which
+    names iterations the same way). A lone 'epoch 1' stays as it is."""
+    out = np.asarray(names, dtype=object)
+    if pd.api.types.infer_dtype(out, skipna=False) != "string":
+        out = np.array([str(n) for n in out.tolist()], dtype=object)
+    else:
+        out = out.copy()
+    texts = out.tolist()
+    # Only a name with a digit last (or before a final newline) can be numbered: the
+    # regex runs on those only.
+    maybe = [i for i, n in enumerate(texts) if n[-1:].isdecimal() or n[-2:-1].isdecimal()]
+    bases = [base_name(texts[i]) for i in maybe]
+    where = np.array([i for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
+                     dtype=np.int64)
+    if not where.size:
+        return out
+    stems = pd.Series([b for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
+                      dtype=object)
+    shared = stems.map(stems.value_counts()).to_numpy() >= 2
+    out[where[shared]] = [shown_name(b, True) for b in stems[shared].tolist()]
+    return out
+
+
+def _folded_match(nv: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Instances of 'step N' as the range table names it (folded_names)."""
+    names = nv["name"].astype(object)
+    distinct = pd.unique(names)
+    folded = folded_names(np.asarray(distinct, dtype=object))
+    wanted = set(distinct[(folded == name) & (folded != distinct)].tolist())
+    return nv[names.isin(wanted).to_numpy()] if wanted else nv.iloc[:0]
+
+
+def windows_of(trace: Trace, instances: pd.DataFrame) -> tl.Intervals:
+    return tl.union(instances["start"].to_numpy(dtype=np.int64),
+                    _projected_ends(trace, instances))
+
+
+def window(trace: Trace, name: str) -> tl.Intervals:
+    return windows_of(trace, select(trace, name))
+
+
+def parents(nv: pd.DataFrame, max_depth: int | None = None) -> np.ndarray:
+    """For each range (row of *nv*): the row of the range it is nested in (same thread and
+    domain, the innermost one open when it began), -1 for an outermost one; ranges
+    deeper than *max_depth* get -1 too (not looked at). One vectorised pass per nesting
+    level, over the rows of that level only.
+
+    In (thread, domain, start, longest first) order, the range a level-d range is nested
+    in is the nearest level-(d-1) range before it, if that one is still open when it
+    begins (it always is for push/pop ranges; start/end ranges may overlap loosely)."""
+    n = len(nv)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    depth = nv["depth"].to_numpy(dtype=np.int64)
+    top = int(depth.max()) if max_depth is None else min(int(depth.max()), max_depth)
+    if top <= 0:
+        return out
+    gtid = nv["gtid"].to_numpy(dtype=np.int64)
+    domain = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)[0]
+    start = nv["start"].to_numpy(dtype=np.int64)
+    end = nv["end"].to_numpy(dtype=np.int64)
+    # Ties (same thread, domain, start and end): the shallower first, as nesting_depth
+    # numbered them.
+    order = np.lexsort((depth, -end, start, domain, gtid))
+    d = depth[order]
+    by_level = np.argsort(d, kind="stable")         # positions in `order`, level by level
+    bounds = np.searchsorted(d[by_level], np.arange(top + 2))
+    for level in range(1, top + 1):
+        above = by_level[bounds[level - 1]:bounds[level]]   # sorted positions
+        mine = by_level[bounds[level]:bounds[level + 1]]
+        if not (above.size and mine.size):
+            continue
+        k = np.searchsorted(above, mine) - 1
+        p = above[np.maximum(k, 0)]
+        rp, rm = order[p], order[mine]
+        ok = ((k >= 0) & (gtid[rp] == gtid[rm]) & (domain[rp] == domain[rm])
+              & (end[rp] > start[rm]))
+        out[rm[ok]] = rp[ok]
+    return out
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of the range table: a path of nested ranges (``path``: names, outermost
+    first, ending with ``key.name``) and every instance of it (``instances``: rows of the
+    NVTX frame)."""
+    key: RangeKey
+    path: tuple[str, ...]
+    instances: pd.DataFrame
+
+    @property
+    def depth(self) -> int:
+        return len(self.path) - 1
+
+
+@dataclass(frozen=True)
+class RangeTable:
+    rows: list[TableRow]
+    omitted: int          # paths (up to TABLE_MAX_DEPTH) not listed: beyond max_rows
+
+
+def reported_ranges(trace: Trace, *, all_domains: bool = False,
+                    within: pd.DataFrame | None = None,
+                    max_depth: int = TABLE_MAX_DEPTH,
+                    max_rows: int = TABLE_MAX_ROWS) -> RangeTable:
+    """The range table: the user's ranges (every range with *all_domains*) grouped by
+    path, i.e. by (domain, the names of the ranges it is nested in, its name), so that
+    ``warmup > gemms`` and ``measured > iter > gemms`` are two rows, each with its own
+    instances. Paths up to *max_depth*; at most *max_rows* rows: the paths with the most
+    CPU time (sum of their instances' durations), a path always with the paths it is
+    nested in; listed as a tree (depth first, siblings in order of first appearance).
+    With *within* (instances of a range), only instances that begin inside it.
+
+    Vectorised: a few passes over the ranges per nesting level, whatever the number of
+    distinct names; Python loops only over the rows listed."""
+    nv = user_ranges(trace, all_domains=all_domains)
+    if nv.empty:
+        return RangeTable([], 0)
+    nv = nv.reset_index(drop=True)
+    parent = parents(nv, max_depth)
+    depth = nv["depth"].to_numpy(dtype=np.int64)
+    start = nv["start"].to_numpy(dtype=np.int64)
+    keep = depth <= max_depth
+    name_code, names = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
+    # Numbered instances ('token 0' ... 'token 66') are one row, 'token N'.
+    fold_code, names = pd.factorize(folded_names(np.asarray(names, dtype=object)))
+    name_code = fold_code[name_code]
+    domain_code, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
+    width = np.int64(max(len(names), 1))
+    offset = np.int64(len(domains) + 1)
+    # Path codes level by level: a path is (the code of the path it is nested in, or its
+    # domain for an outermost range; its name). Outermost ranges first, then each level,
+    # so a path's code is larger than the code of the path it is nested in.
+    code = np.full(len(nv), -1, dtype=np.int64)
+    code_parent: list[np.ndarray] = []
+    code_name: list[np.ndarray] = []
+    code_domain: list[np.ndarray] = []
+    n_codes = 0
+    root = keep & (parent < 0)
+    levels = [np.flatnonzero(root)] + [
+        np.flatnonzero(keep & ~root & (depth == level)) for level in range(1, max_depth + 1)]
+    for i, rows in enumerate(levels):
+        if not rows.size:
+            continue
+        up = -1 - domain_code[rows].astype(np.int64) if i == 0 else code[parent[rows]]
+        local, uniq = pd.factorize((up + offset) * width + name_code[rows])
+        code[rows] = local + n_codes
+        up_u, name_u = np.divmod(np.asarray(uniq, dtype=np.int64), width)
+        up_u -= offset
+        code_parent.append(np.where(up_u < 0, -1, up_u))
+        code_name.append(name_u)
+        code_domain.append(np.where(up_u < 0, -1 - up_u, -1))
+        n_codes += up_u.size
+    if not n_codes:
+        return RangeTable([], 0)
+    c_parent = np.concatenate(code_parent)
+    c_name = np.concatenate(code_name)
+    c_domain = np.concatenate(code_domain)
+    # The instances counted: every one, or those that begin inside *within*.
+    counted = code >= 0
+    if within is not None:
+        cpu_of_scope = tl.union(within["start"].to_numpy(dtype=np.int64),
+                                within["end"].to_numpy(dtype=np.int64))
+        counted &= tl.within(start, cpu_of_scope)
+    listed = np.flatnonzero(counted)
+    c = code[listed]
+    dur = nv["end"].to_numpy(dtype=np.int64)[listed] - start[listed]
+    count = np.bincount(c, minlength=n_codes)
+    grouped = pd.DataFrame({"c": c, "dur": dur, "start": start[listed]}).groupby("c")
+    every = np.arange(n_codes)
+    cpu = grouped["dur"].sum().reindex(every, fill_value=0).to_numpy(dtype=np.int64)
+    big = np.iinfo(np.int64).max
+    first = grouped["start"].min().reindex(every, fill_value=big).to_numpy(dtype=np.int64)
+    # Every path's depth and domain, and its rank: the least CPU time on its way up (of
+    # the paths with instances), so that no path outranks the paths it is nested in.
+    c_depth = np.zeros(n_codes, dtype=np.int64)
+    rank = np.where(count > 0, cpu, big)
+    nested = np.flatnonzero(c_parent >= 0)
+    for _ in range(max_depth):
+        if not nested.size:
+            break
+        p = c_parent[nested]
+        c_depth[nested] = c_depth[p] + 1
+        c_domain[nested] = c_domain[p]
+        rank[nested] = np.minimum(np.where(count[nested] > 0, cpu[nested], big), rank[p])
+    # The top max_rows by (rank desc, depth asc, first asc), among paths with instances.
+    candidates = np.flatnonzero(count > 0)
+    order = candidates[np.lexsort((first[candidates], c_depth[candidates],
+                                   -rank[candidates]))]
+    shown = np.sort(order[:max_rows])
+    omitted = int(candidates.size - shown.size)
+    # Instances of the shown paths, in one grouping.
+    slot = np.full(n_codes, -1, dtype=np.int64)
+    slot[shown] = np.arange(shown.size)
+    mine = slot[c] >= 0
+    rows_mine = listed[mine]
+    by_slot = pd.Series(rows_mine).groupby(slot[c[mine]]).indices
+
+    out = []
+    for s_, k in enumerate(shown.tolist()):
+        chain = [k]
+        while c_parent[chain[-1]] >= 0:
+            chain.append(int(c_parent[chain[-1]]))
+        chain.reverse()
+        path = tuple(str(names[c_name[j]]) for j in chain)
+        key = RangeKey(name=path[-1], domain=str(domains[c_domain[k]]))
+        # Depth first, siblings in order of first appearance (ties: by path code); a
+        # path without instances here (outside *within*) sorts as its nested ones do.
+        sort_key = tuple((int(first[j]), j) for j in chain)
+        rows = np.sort(rows_mine[by_slot[s_]])
+        out.append((sort_key, TableRow(key=key, path=path, instances=nv.iloc[rows])))
+    out.sort(key=lambda item: item[0])
+    return RangeTable([row for _, row in out], omitted)
+
+
+def shallow_names(trace: Trace, max_depth: int = 1) -> list[str]:
+    """Distinct names of the user's ranges at nesting depth <= *max_depth*, in order of
+    first appearance (of any instance of the name): the ranges ``check`` and ``diff``
+    measure one by one."""
+    nv = user_ranges(trace)
+    if nv.empty:
+        return []
+    names = nv["name"].astype(object)
+    shallow = pd.unique(names[nv["depth"].to_numpy() <= max_depth])
+    first = nv["start"].groupby(names.to_numpy()).min()
+    return first.reindex(shallow).sort_values(kind="stable").index.astype(str).tolist()

@@ -1,0 +1,259 @@
+"""One call from a loaded trace to everything gpugap says about it.
+
+The data path runs one way: the loaded report -> the accounting (phases, every
+nanosecond in one bucket, per device) -> the rules (findings whose costs are settled
+from the accounting) -> the verdict (the one thing to say first) -> the renderers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpugap import __version__
+from gpugap import intervals as tl
+from gpugap import rules as rule_registry
+from gpugap.accounting import Accounting, Settings, account, metrics
+from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.accounting.metrics import Metrics
+from gpugap.analysis.frames import Frames
+from gpugap.analysis.frames import frames as frames_of
+from gpugap.analysis.verdict import Verdict, decide
+from gpugap.errors import NoCudaActivity
+from gpugap.report.trace import Trace
+from gpugap.rules.base import Context, Finding
+from gpugap.rules.settle import settle
+
+
+@dataclass
+class RangeMetrics:
+    """One row of the range table: the instances of one path of nested ranges (``path``:
+    names, outermost first, ending with ``name``; ``depth`` is its nesting level)."""
+    name: str
+    domain: str
+    depth: int
+    count: int
+    cpu_ns: int
+    metrics: Metrics
+    path: list[str] = field(default_factory=list)
+    # First start and last end of the row's windows (for zooming to it), not in the JSON.
+    extent: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "domain": self.domain, "depth": self.depth,
+                "path": list(self.path or [self.name]), "count": self.count,
+                "cpu_ns": self.cpu_ns, "metrics": self.metrics.to_dict()}
+
+
+@dataclass
+class Analysis:
+    report: str
+    sqlite: str
+    nsys_version: str | None
+    schema_version: str | None
+    gpu: dict[str, Any]
+    metrics: Metrics | None
+    devices: list[dict[str, Any]]
+    ranges: list[RangeMetrics]
+    findings: list[Finding]
+    ranges_omitted: int = 0          # paths left out of `ranges` (beyond its row limit)
+    warnings: list[str] = field(default_factory=list)
+    scope: str | None = None
+    status: str = "ok"
+    error: str | None = None
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    verdict: Verdict | None = None
+    accounting: Accounting | None = field(default=None, repr=False)
+    # Per device, the windows the verdict and findings cover: the steady state, or the
+    # --range's windows (None: each device's steady state).
+    scope_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
+
+    def judged(self, device: int) -> tl.Intervals:
+        """The windows of *device* the verdict judged (steady state or --range)."""
+        if self.scope_windows is not None:
+            return self.scope_windows.get(device, tl.EMPTY)
+        if self.accounting is None:
+            return tl.EMPTY
+        lo, hi = self.accounting.devices[device].phases.spans["steady"]
+        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
+            "nsys_version": self.nsys_version, "schema_version": self.schema_version,
+            "status": self.status, "error": self.error, "scope": self.scope,
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "gpu": self.gpu,
+            "metrics": None if self.metrics is None else self.metrics.to_dict(),
+            "devices": self.devices,
+            "ranges": [r.to_dict() for r in self.ranges],
+            "ranges_omitted": self.ranges_omitted,
+            "findings": [f.to_dict() for f in self.findings],
+            "warnings": self.warnings, "thresholds": self.thresholds,
+        }
+
+    def frames(self) -> Frames:
+        """Findings, the range table, phases, the time accounting and iterations as tidy
+        DataFrames (gpugap.analysis.frames)."""
+        return frames_of(self)
+
+    def findings_of(self, rule: str, cause: str | None = None) -> list[Finding]:
+        return [f for f in self.findings
+                if f.rule == rule and (cause is None or f.cause == cause)]
+
+
+def _gpu_summary(trace: Trace) -> dict[str, Any]:
+    devices = trace.devices
+    if devices.empty:
+        return {"name": None, "count": 0}
+    active = set(metrics.active_devices(trace))
+    row = next((r for _, r in devices.iterrows() if int(r["device"]) in active),
+               devices.iloc[0])
+    return {"name": row["name"], "count": int(len(devices)), "device": int(row["device"]),
+            "sm_count": int(row["sm_count"]), "compute_capability": row["compute_capability"],
+            "memory_bytes": None if pd.isna(row["memory_bytes"]) else int(row["memory_bytes"]),
+            "max_threads_per_sm": int(row["max_threads_per_sm"]),
+            "max_blocks_per_sm": int(row["max_blocks_per_sm"])}
+
+
+def no_cuda_reason(trace: Trace) -> str:
+    """Why a valid report has no GPU activity, and what to do."""
+    api = trace.api
+    path, version = trace.info.path, trace.info.nsys_version or "unknown"
+    if trace.info.cuda_traced is False or (trace.info.cuda_traced is None and api.empty):
+        return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
+                "profile with nsys profile -t cuda,nvtx,osrt ...")
+    launches = int(api["name"].astype(str).str.contains("Launch|Memcpy|Memset").sum()) \
+        if len(api) else 0
+    if launches:
+        return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
+                f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "
+                "it?); capture again with a newer Nsight Systems")
+    return (f"{path} has no CUDA activity: CUDA was traced but the program made no "
+            "kernel launches, copies or memsets; check that it uses the GPU")
+
+
+def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
+    """The accounting's settings: launch-gap's min_gap_us separates launch overhead from
+    host work (one threshold, one meaning, wherever idle time is explained)."""
+    gap = (thresholds or {}).get("launch-gap", {}).get("min_gap_us")
+    return Settings() if gap is None else Settings(min_gap_us=float(gap))
+
+
+class Analyzer:
+    """The accounting of a trace once, then any number of scopes (the whole report, or an
+    NVTX range): the rules look at each scope's events, their findings are settled and
+    judged in it, so that ``gpugap check`` over several ranges gives each exactly what
+    ``analyze --range`` gives it."""
+
+    def __init__(self, trace: Trace, *, rules: list[str] | None = None,
+                 thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                 iteration: str | None = None, all_domains: bool = False) -> None:
+        self.trace = trace
+        self.selected = rule_registry.select(rules)
+        self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
+                          for r in self.selected}
+        self.all_domains = all_domains
+        self.accounting: Accounting | None = None
+        if trace.has_gpu_activity:
+            self.accounting = account(trace, settings_for(self.effective),
+                                      iteration=iteration)
+
+    def _base(self, range_name: str | None) -> Analysis:
+        trace = self.trace
+        return Analysis(
+            report=trace.info.path, sqlite=trace.info.sqlite_path,
+            nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
+            gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
+            warnings=list(trace.info.warnings), scope=range_name, thresholds=self.effective)
+
+    def analyze(self, range_name: str | None = None, *, require_gpu: bool = True
+                ) -> Analysis:
+        trace = self.trace
+        instances = nvtx_ranges.select(trace, range_name) if range_name else None
+        result = self._base(range_name)
+        if self.accounting is None:
+            reason = no_cuda_reason(trace)
+            if require_gpu:
+                raise NoCudaActivity(reason)
+            result.status, result.error = "no-cuda-activity", reason
+            self._range_table(result, instances)
+            return result
+        accounting = self.accounting
+        result.accounting = accounting
+        scope_windows = (nvtx_ranges.windows_of(trace, instances) if instances is not None
+                         else None)
+        scope = None if scope_windows is None else {
+            d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
+                                            np.array([dev.window[1]])))
+            for d, dev in accounting.devices.items()}
+        result.scope_windows = scope
+        context = Context(accounting, scope)
+        findings = rule_registry.finish(trace, self.selected, settle(
+            rule_registry.detect(trace, context, self.selected, self.effective), context,
+            scope))
+        for f in findings:
+            # Name the process of a finding's device when one process drove it.
+            dev = accounting.devices.get(f.device) if f.device is not None else None
+            if f.pid is None and dev is not None and dev.work.pids.size == 1:
+                f.pid = int(dev.work.pids[0])
+        result.findings = findings
+        result.verdict, per_device_verdict = decide(trace, accounting, findings, scope,
+                                                    range_name)
+        result.metrics = metrics.compute(trace, scope_windows)
+        devices = metrics.active_devices(trace)
+        for device in devices:
+            row = trace.device_row(int(device))
+            # One device: its metrics are the report's (same scope, same events).
+            per_device = (result.metrics if len(devices) == 1
+                          else metrics.compute(trace, scope_windows, [int(device)]))
+            dev = accounting.devices[int(device)]
+            result.devices.append({"device": int(device),
+                                   "name": None if row is None else row["name"],
+                                   "pids": [int(p) for p in dev.work.pids],
+                                   "verdict": per_device_verdict[int(device)].to_dict(),
+                                   "accounting": dev.summary(),
+                                   "metrics": per_device.to_dict()})
+        self._range_table(result, instances)
+        return result
+
+    def _range_table(self, result: Analysis, instances: pd.DataFrame | None) -> None:
+        """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of nested
+        ranges; within --range, the instances that begin inside it."""
+        trace = self.trace
+        table = nvtx_ranges.reported_ranges(trace, all_domains=self.all_domains,
+                                            within=instances)
+        result.ranges_omitted = table.omitted
+        for row in table.rows:
+            inst = row.instances
+            windows = nvtx_ranges.windows_of(trace, inst)
+            result.ranges.append(RangeMetrics(
+                name=row.key.name, domain=row.key.domain, depth=row.depth,
+                count=len(inst), cpu_ns=int((inst["end"] - inst["start"]).sum()),
+                metrics=metrics.compute(trace, windows), path=list(row.path),
+                extent=((int(windows[0][0]), int(windows[1][-1])) if windows[0].size
+                        else None)))
+
+
+def analyze(trace: Trace, *, rules: list[str] | None = None,
+            thresholds: Mapping[str, Mapping[str, float]] | None = None,
+            range_name: str | None = None, require_gpu: bool = True,
+            iteration: str | None = None, all_domains: bool = False) -> Analysis:
+    """The verdict, the accounting of each device, metrics (whole report, per device, per
+    NVTX range) and the findings of every rule.
+
+    With *range_name*, metrics, findings and the verdict are restricted to that NVTX
+    range. *iteration* names the NVTX range that marks one iteration ("none": no
+    iterations); by default they are found (gpugap.accounting.phases). *all_domains*
+    lists library NVTX ranges (CUB, NCCL...) beside the program's. Without GPU activity,
+    raises NoCudaActivity when *require_gpu*, else returns an Analysis whose status is
+    'no-cuda-activity' (its ranges still list the NVTX ranges found).
+    """
+    if range_name:
+        nvtx_ranges.select(trace, range_name)         # a bad name fails before the work
+    return Analyzer(trace, rules=rules, thresholds=thresholds, iteration=iteration,
+                    all_domains=all_domains).analyze(range_name, require_gpu=require_gpu)

@@ -1,0 +1,145 @@
+"""An analysis as tidy pandas DataFrames (``Analysis.frames()``): snake_case columns, one
+row per thing, times in int64 nanoseconds, so that results join, group and plot like any
+other data.
+
+- ``findings``: one row per finding (what the terminal and JSON list).
+- ``ranges``: the range table, one row per path of nested NVTX ranges, with its metrics.
+- ``phases``: one row per device and phase (start-up, warm-up, steady, tail).
+- ``accounting``: one row per device, phase and bucket: where every nanosecond of each
+  phase went. The rows of a (device, phase) add up to that phase's length.
+- ``iterations``: one row per device and iteration, with its time per bucket: the rows'
+  bucket columns add up to the iteration's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpugap.accounting import BUCKETS, IDS, PHASES, Accounting
+from gpugap.rules.base import Finding
+
+FINDING_COLUMNS = ("id", "rule", "cause", "severity", "device", "pid", "phase", "start_ns",
+                   "end_ns", "cost_ns", "share_pct", "count", "median_ns_per_iteration",
+                   "streams", "ranges", "message", "fix", "consequence_of", "evidence")
+PHASE_COLUMNS = ("device", "phase", "start_ns", "end_ns", "ns", "iterations", "how")
+ACCOUNTING_COLUMNS = ("device", "phase", "bucket", "busy", "ns", "pct")
+ITERATION_COLUMNS = ("device", "iteration", "label", "phase", "start_ns", "end_ns", "ns")
+
+
+@dataclass
+class Frames:
+    """The DataFrames of one analysis (see the module's docstring for their rows)."""
+
+    findings: pd.DataFrame
+    ranges: pd.DataFrame
+    phases: pd.DataFrame
+    accounting: pd.DataFrame
+    iterations: pd.DataFrame
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    rows = [{"id": f.id, "rule": f.rule, "cause": f.cause, "severity": f.severity,
+             "device": f.device, "pid": f.pid, "phase": f.phase, "start_ns": f.start_ns,
+             "end_ns": f.end_ns, "cost_ns": f.cost_ns, "share_pct": f.share_pct,
+             "count": f.count,
+             "median_ns_per_iteration": (f.per_iteration or {}).get("median_ns"),
+             "streams": list(f.streams), "ranges": list(f.ranges), "message": f.message,
+             "fix": f.fix, "consequence_of": f.consequence_of,
+             "evidence": f.to_dict()["evidence"]} for f in findings]
+    frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+    for column in ("start_ns", "end_ns", "cost_ns", "count"):
+        frame[column] = frame[column].astype(np.int64)
+    for column in ("device", "pid", "median_ns_per_iteration"):
+        frame[column] = frame[column].astype("Int64")       # None where not known
+    frame["share_pct"] = frame["share_pct"].astype(np.float64)
+    return frame
+
+
+def ranges_frame(ranges: Sequence[Any]) -> pd.DataFrame:
+    """The range table (``Analysis.ranges``): path as 'outer > inner', then its metrics
+    (gpugap.accounting.metrics.Metrics, one column each)."""
+    rows = []
+    for r in ranges:
+        row = {"path": " > ".join(r.path or [r.name]), "name": r.name, "domain": r.domain,
+               "depth": r.depth, "count": r.count, "cpu_ns": r.cpu_ns}
+        row.update(r.metrics.to_dict())
+        rows.append(row)
+    head = ["path", "name", "domain", "depth", "count", "cpu_ns"]
+    frame = pd.DataFrame(rows)
+    return frame if rows else pd.DataFrame(columns=head)
+
+
+def phases_frame(accounting: Accounting | None) -> pd.DataFrame:
+    rows = []
+    for device, dev in sorted((accounting.devices if accounting else {}).items()):
+        ph = dev.phases
+        n = 0 if ph.iterations is None else len(ph.iterations)
+        counts = {"start-up": 0, "warm-up": min(ph.warmup, n), "steady": n - min(ph.warmup, n),
+                  "tail": 0}
+        for phase in PHASES:
+            lo, hi = ph.spans[phase]
+            rows.append({"device": device, "phase": phase, "start_ns": int(lo),
+                         "end_ns": int(hi), "ns": int(hi - lo), "iterations": counts[phase],
+                         "how": ph.how})
+    frame = pd.DataFrame(rows, columns=list(PHASE_COLUMNS))
+    # The accounting's dtype, so that the two frames line up on (device, phase): pandas
+    # before 3 finds a categorical level and an object one unequal.
+    frame["phase"] = pd.Categorical(frame["phase"], categories=list(PHASES), ordered=True)
+    return frame
+
+
+def accounting_frame(accounting: Accounting | None) -> pd.DataFrame:
+    busy = {b.id: b.busy for b in BUCKETS}
+    parts = []
+    for device, dev in sorted((accounting.devices if accounting else {}).items()):
+        lo = np.array([dev.phases.spans[p][0] for p in PHASES], dtype=np.int64)
+        hi = np.array([dev.phases.spans[p][1] for p in PHASES], dtype=np.int64)
+        totals = dev.totals(lo, hi)                  # one row per phase, a column per bucket
+        long = totals.assign(phase=list(PHASES)).melt(id_vars="phase", var_name="bucket",
+                                                      value_name="ns")
+        long.insert(0, "device", device)
+        parts.append(long[long["ns"] > 0])
+    if not parts:
+        return pd.DataFrame(columns=list(ACCOUNTING_COLUMNS))
+    frame = pd.concat(parts, ignore_index=True)
+    frame["ns"] = frame["ns"].astype(np.int64)
+    frame["busy"] = frame["bucket"].map(busy).astype(bool)
+    length = frame.groupby(["device", "phase"])["ns"].transform("sum")
+    frame["pct"] = (100.0 * frame["ns"] / length).round(3)
+    # Phases in timeline order, buckets in the accounting's order.
+    frame["phase"] = pd.Categorical(frame["phase"], categories=list(PHASES), ordered=True)
+    frame["bucket"] = pd.Categorical(frame["bucket"], categories=list(IDS), ordered=True)
+    frame = frame.sort_values(["device", "phase", "bucket"], kind="stable")
+    return frame[list(ACCOUNTING_COLUMNS)].reset_index(drop=True)
+
+
+def iterations_frame(accounting: Accounting | None) -> pd.DataFrame:
+    parts = []
+    for device, dev in sorted((accounting.devices if accounting else {}).items()):
+        it = dev.phases.iterations
+        if it is None or not len(it):
+            continue
+        lo, hi = it.bounds[:-1].astype(np.int64), it.bounds[1:].astype(np.int64)
+        index = np.arange(lo.size)
+        labels = it.labels if len(it.labels) == lo.size else [str(i) for i in index]
+        head = pd.DataFrame({"device": device, "iteration": index, "label": labels,
+                             "phase": np.where(index < dev.phases.warmup, "warm-up",
+                                               "steady"),
+                             "start_ns": lo, "end_ns": hi, "ns": hi - lo})
+        parts.append(pd.concat([head, dev.totals(lo, hi)], axis=1))
+    if not parts:
+        return pd.DataFrame(columns=list(ITERATION_COLUMNS) + list(IDS))
+    return pd.concat(parts, ignore_index=True)
+
+
+def frames(analysis: Any) -> Frames:
+    """The Frames of an Analysis (gpugap.analysis)."""
+    acc = analysis.accounting
+    return Frames(findings=findings_frame(analysis.findings),
+                  ranges=ranges_frame(analysis.ranges), phases=phases_frame(acc),
+                  accounting=accounting_frame(acc), iterations=iterations_frame(acc))

@@ -1,0 +1,597 @@
+"""A distributed job as one: one report per rank, analyzed as ``gpugap analyze`` does,
+reduced to a compact summary each, then combined into the job's verdict.
+
+::
+
+    from gpugap.analysis.job import analyze_job
+
+    job = analyze_job(["rank0.sqlite", "rank1.sqlite"])          # local worker processes
+    job = analyze_job(paths, scheduler="tcp://scheduler:8786")   # a Dask cluster
+    job.headline      # 'Rank 1 is the straggler: rank 0 waits 30.1 ms per iteration ...'
+    job.to_dict()     # the `job` section of `gpugap analyze R1 R2 --json`
+
+The data path stays one way. Each report: loaded, accounted, judged (its own verdict),
+then :func:`summarize` keeps what the job needs (:class:`RankSummary`: iteration times,
+busy share, communication per iteration, the top cause, and the start/end of each steady
+communication kernel, a few arrays of int64): workers ship these, never frames, so the
+combining process stays small. :func:`combine` then lines the ranks up.
+
+Ranks
+    From the launcher variables nsys recorded with the report (RANK under torchrun,
+    SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK, PMI_RANK, ...) when every report has
+    one and they differ; else the order of the files (stated in ``rank_source``).
+
+Clocks
+    A report's timestamps count from its session's start; adding the session start
+    (UTC ns, TARGET_INFO_SESSION_START_TIME) puts every report on one clock. Reports of
+    one host share that clock exactly. Hosts' clocks differ (NTP keeps them within
+    about a millisecond, too coarse for collectives of a few ms), so when the reports
+    come from several hosts, each rank is shifted by the median difference between its
+    collectives' end times and the first rank's: an all-reduce (most collectives of a
+    training step) ends on every rank together, once the last one has brought its data;
+    the median ignores those that do not (a broadcast's root may leave early)
+    (``clock``, ``offsets_ns``).
+
+Waiting for a peer
+    Collectives are matched across ranks by their iteration (its NVTX label, or number)
+    and their order inside it: the k-th communication kernel of iteration "step 12" on
+    every rank is one collective. For each, every rank waits from its own start until
+    the last rank's start; a rank's wait per iteration is the median over the steady
+    iterations all ranks share of its summed waits. The straggler is the rank that
+    waits least when the others wait at least ``straggler_pct`` of an iteration for it;
+    without collectives to match, the rank with the slowest iterations when the spread
+    reaches that share.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+import pandas as pd
+
+from gpugap import intervals as tl
+from gpugap.accounting import metrics
+from gpugap.accounting.buckets import BUSY_IDS, CODE
+from gpugap.analysis import Analysis, analyze
+from gpugap.errors import GpugapError, UsageError, option
+from gpugap.report import Trace, load
+from gpugap.units import fmt_ns
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+# The launcher variables that give a rank, first found wins (gpugap.report.validate).
+RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                  "MV2_COMM_WORLD_RANK")
+# The others must wait at least this share of an iteration for a rank to name it the
+# straggler (the verdict's own 5%: gpugap.rules.base.WARN_PCT).
+STRAGGLER_PCT = 5.0
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+# The job's gateable metrics (gpugap check; directions in gpugap.ci.gates.DIRECTIONS).
+JOB_METRICS = ("job.ranks", "job.failed_reports", "job.iteration_ms", "job.skew_pct",
+               "job.wait_ms_per_iteration", "job.wait_pct",
+               "job.worst_comm_compute_overlap_pct", "job.worst_exposed_comm_ms",
+               "job.worst_gpu_busy_pct")
+
+
+# ---------------------------------------------------------------------------------------
+# Finding the reports
+
+
+def _natural(text: str) -> list:
+    """'rank10' after 'rank9'."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep) of
+    a directory, the matches of a glob pattern, in natural order ('rank10' after
+    'rank9'). A .nsys-rep whose .sqlite export lies beside it counts once (the export)."""
+    out: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            found = [p for p in path.iterdir() if p.suffix in REPORT_SUFFIXES and p.is_file()]
+        elif not path.exists() and glob.has_magic(str(item)):
+            found = [Path(p) for p in glob.glob(str(item)) if Path(p).is_file()]
+            if not found:
+                raise UsageError(f"no report matches '{item}'")
+        else:
+            out.append(path)
+            continue
+        stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
+        found = [p for p in found if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
+        if not found:
+            raise UsageError(f"{item} is a directory without reports in it; pass a "
+                             ".nsys-rep or .sqlite file, or a directory that holds them")
+        out += sorted(found, key=lambda p: _natural(p.name))
+    return list(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------------------------------
+# One report
+
+
+@dataclass
+class RankSummary:
+    """What the job needs of one report: small, plain, picklable (worker -> combiner).
+
+    Times are ns; ``*_per_iteration`` are medians over the steady iterations of the
+    report's device (the one that ran communication, else the first active one).
+    ``collective_start``/``collective_end``: the steady state's communication kernels in
+    start order, on the report's clock (add ``session_start_utc_ns`` for UTC);
+    ``collective_iteration``: the iteration of each (index into ``iteration_labels``);
+    :attr:`collective_keys` names them 'ITERATION#k' (the k-th in that iteration).
+    """
+
+    report: str
+    index: int                             # position in the list given
+    status: str = "ok"                     # ok | no-cuda-activity | error
+    error: str | None = None
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    host: str | None = None
+    nsys_version: str | None = None
+    gpu: str | None = None
+    device: int | None = None
+    session_start_utc_ns: int | None = None
+    iterations: int = 0
+    iteration_median_ns: int | None = None
+    iteration_p90_ns: int | None = None
+    busy_pct: float | None = None
+    comm_ns_per_iteration: int | None = None
+    exposed_comm_ns_per_iteration: int | None = None
+    comm_overlap_pct: float | None = None
+    verdict: dict[str, Any] | None = None   # kind, rule, cause, headline, share_pct
+    iteration_labels: list[str] = field(default_factory=list)
+    collective_iteration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    collective_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    collective_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def collective_keys(self) -> list[str]:
+        """'step 12#3': the 4th communication kernel of iteration 'step 12'."""
+        it = self.collective_iteration
+        if not it.size:
+            return []
+        first = np.r_[0, np.flatnonzero(np.diff(it)) + 1]
+        ordinal = np.arange(it.size) - np.repeat(first, np.diff(np.r_[first, it.size]))
+        labels = self.iteration_labels
+        return [f"{labels[i]}#{k}" for i, k in zip(it.tolist(), ordinal.tolist(),
+                                                   strict=True)]
+
+    def launcher_rank(self) -> tuple[int, str] | None:
+        for name in RANK_VARIABLES:
+            if name in self.launcher_env:
+                return int(self.launcher_env[name]), name
+        return None
+
+
+def _median(values: np.ndarray) -> int | None:
+    return int(np.median(values)) if values.size else None
+
+
+def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
+              details: bool = False) -> RankSummary:
+    """The :class:`RankSummary` of an analysed report (gpugap.analysis.Analysis)."""
+    info = trace.info
+    out = RankSummary(report=analysis.report, index=index, status=analysis.status,
+                      error=analysis.error, launcher_env=dict(info.launcher_env),
+                      host=info.host, nsys_version=analysis.nsys_version,
+                      gpu=analysis.gpu.get("name"),
+                      session_start_utc_ns=info.session_start_utc_ns,
+                      analysis=analysis.to_dict() if details else None)
+    accounting = analysis.accounting
+    if accounting is None or not accounting.devices:
+        return out
+    comm = CODE["communication"]
+    with_comm = [d for d, dev in accounting.devices.items() if (dev.work.bucket == comm).any()]
+    device = with_comm[0] if with_comm else next(iter(accounting.devices))
+    dev = accounting.devices[device]
+    out.device = int(device)
+    verdict = next((d["verdict"] for d in analysis.devices if d["device"] == device), None)
+    if verdict is not None:
+        out.verdict = {k: verdict.get(k) for k in ("kind", "rule", "cause", "headline",
+                                                   "share_pct")}
+    windows = analysis.judged(device)
+    wall = tl.total(windows)
+    if wall <= 0:
+        return out
+    totals = dev.totals_in(windows)
+    out.busy_pct = round(100.0 * sum(totals[b] for b in BUSY_IDS) / wall, 3)
+    steady = dev.phases.steady_iterations
+    lo, hi = dev.phases.iteration_windows(steady)
+    n = max(lo.size, 1)
+    m = metrics.compute(trace, windows, devices=[int(device)])
+    if lo.size:
+        out.iterations = int(lo.size)
+        out.iteration_median_ns = _median(hi - lo)
+        out.iteration_p90_ns = int(np.percentile(hi - lo, 90))
+    out.comm_ns_per_iteration = int(m.comm_time_ns / n)
+    out.exposed_comm_ns_per_iteration = int(totals.get("communication", 0) / n)
+    out.comm_overlap_pct = m.comm_compute_overlap_pct
+    # The steady communication kernels, keyed by iteration and order within it.
+    ops = np.flatnonzero(dev.work.bucket == comm)
+    start, end = dev.work.start[ops], dev.work.end[ops]
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    iterations = dev.phases.iterations
+    if lo.size and iterations is not None:         # (there are windows: iterations found)
+        k = np.searchsorted(lo, start, side="right") - 1
+        inside = (k >= 0) & (start < hi[np.maximum(k, 0)])
+        start, end, k = start[inside], end[inside], k[inside]
+        labels = iterations.labels
+        out.iteration_labels = [labels[i] if labels else f"#{i}" for i in steady]
+        out.collective_iteration = k.astype(np.int32)
+    else:
+        span = dev.phases.spans["steady"]
+        inside = (start >= span[0]) & (start < span[1])
+        start, end = start[inside], end[inside]
+        out.iteration_labels = [""]
+        out.collective_iteration = np.zeros(start.size, dtype=np.int32)
+    out.collective_start = start.astype(np.int64)
+    out.collective_end = end.astype(np.int64)
+    return out
+
+
+def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
+                     nsys: str | None = None, rules: list[str] | None = None,
+                     thresholds: dict | None = None, iteration: str | None = None,
+                     details: bool = False) -> RankSummary:
+    """Load and analyse one report (as ``gpugap analyze`` does) into its summary. Never
+    raises for a bad report: its summary has status 'error' and the one-line reason.
+    Runs in the worker (a process of the pool, or a Dask worker that reads the file)."""
+    try:
+        trace = load(path, nsys=nsys)
+        analysis = analyze(trace, rules=rules, thresholds=thresholds, iteration=iteration,
+                           require_gpu=False)
+        return summarize(analysis, trace, index=index, details=details)
+    except (GpugapError, OSError) as exc:
+        message = str(exc)
+    except Exception as exc:           # a bug: still one line, the job goes on
+        message = f"internal error ({type(exc).__name__}): {exc}"
+    first = message.splitlines()[0] if message else "unreadable"
+    return RankSummary(report=str(path), index=index, status="error", error=first)
+
+
+# ---------------------------------------------------------------------------------------
+# Fan-out
+
+
+Progress = Callable[[RankSummary], None]
+
+
+def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = None,
+                  scheduler: str | Client | None = None, progress: Progress | None = None,
+                  **options: Any) -> list[RankSummary]:
+    """:func:`summarize_report` of every path, in file order: in this process
+    (``workers=1``), in a pool of worker processes (default: one per CPU, at most one per
+    report), or on a Dask cluster (*scheduler*: its address, or a
+    ``distributed.Client``; each worker reads its own report, so the paths must be
+    readable there). *progress* is called with each summary as it arrives."""
+    files = [str(p) for p in paths]
+    done: list[RankSummary] = []
+
+    def arrived(summary: RankSummary) -> None:
+        done.append(summary)
+        if progress is not None:
+            progress(summary)
+
+    if scheduler is not None:
+        _on_dask(files, scheduler, arrived, options)
+    else:
+        n = min(workers or os.cpu_count() or 1, len(files))
+        if n <= 1:
+            for i, p in enumerate(files):
+                arrived(summarize_report(p, i, **options))
+        else:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(max_workers=n) as pool:
+                futures = [pool.submit(summarize_report, p, i, **options)
+                           for i, p in enumerate(files)]
+                for future in as_completed(futures):
+                    arrived(future.result())
+    return sorted(done, key=lambda s: s.index)
+
+
+def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
+             options: dict[str, Any]) -> None:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError(f"{option('scheduler')} needs dask.distributed: pip install "
+                         "'gpugap[dist]'") from None
+    own = not isinstance(scheduler, Client)
+    try:
+        client = (scheduler if isinstance(scheduler, Client)
+                  else Client(scheduler, timeout="30s"))
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    try:
+        futures = [client.submit(summarize_report, p, i, pure=False, **options)
+                   for i, p in enumerate(paths)]
+        for future in as_completed(futures):
+            arrived(future.result())
+    finally:
+        if own:
+            client.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The job
+
+
+@dataclass
+class Job:
+    """Every rank's summary lined up: ranks, clocks, waits, the straggler, the verdict."""
+
+    ranks: list[RankSummary]               # analyzed reports, by rank
+    failed: list[RankSummary]              # reports that could not be analyzed
+    rank_source: str
+    clock: str
+    offsets_ns: dict[int, int]
+    headline: str
+    kind: str                              # straggler | balanced | single | no-ranks
+    straggler: int | None
+    wait_ns_per_iteration: dict[int, int | None]
+    collectives_matched: int
+    iterations_matched: int
+    metrics: dict[str, float | int | None]
+
+    rank_numbers: dict[int, int] = field(default_factory=dict)   # index -> rank
+    # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
+    waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    iterations: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def straggler_summary(self) -> RankSummary | None:
+        return next((s for s in self.ranks if self.rank_numbers[s.index] == self.straggler),
+                    None)
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per analyzed rank (what the terminal shows, JSON-ready)."""
+        rows = []
+        for s in self.ranks:
+            rank = self.rank_numbers[s.index]
+            rows.append({
+                "rank": rank, "report": s.report, "host": s.host, "gpu": s.gpu,
+                "device": s.device, "nsys_version": s.nsys_version, "status": s.status,
+                "iterations": s.iterations,
+                "iteration_median_ms": _ms(s.iteration_median_ns),
+                "iteration_p90_ms": _ms(s.iteration_p90_ns),
+                "gpu_busy_pct": _round(s.busy_pct),
+                "comm_ms_per_iteration": _ms(s.comm_ns_per_iteration),
+                "exposed_comm_ms_per_iteration": _ms(s.exposed_comm_ns_per_iteration),
+                "comm_compute_overlap_pct": _round(s.comm_overlap_pct),
+                "wait_ms_per_iteration": _ms(self.wait_ns_per_iteration.get(rank)),
+                "clock_offset_ns": self.offsets_ns.get(rank),
+                "collectives": int(s.collective_start.size),
+                "top_cause": None if s.verdict is None else {
+                    "kind": s.verdict["kind"], "rule": s.verdict["rule"],
+                    "cause": s.verdict["cause"], "headline": s.verdict["headline"]}})
+        return rows
+
+    def frame(self) -> pd.DataFrame:
+        """:meth:`table` as a DataFrame: one row per analyzed rank, its top cause in
+        ``top_kind``, ``top_rule``, ``top_cause`` and ``top_headline``."""
+        rows = []
+        for row in self.table():
+            top = row.pop("top_cause") or {}
+            rows.append(row | {f"top_{k}": top.get(k)
+                               for k in ("kind", "rule", "cause", "headline")})
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `job` section: deterministic (ranks in order, floats rounded), so it is the
+        same bytes whichever way the reports were analyzed."""
+        return {"verdict": {"kind": self.kind, "headline": self.headline,
+                            "straggler": self.straggler},
+                "rank_source": self.rank_source, "clock": self.clock,
+                "collectives_matched": self.collectives_matched,
+                "iterations_matched": self.iterations_matched,
+                "metrics": self.metrics, "ranks": self.table(),
+                "failed": [{"report": s.report, "index": s.index, "error": s.error}
+                           for s in self.failed]}
+
+
+@overload
+def _ms(ns: int) -> float: ...
+@overload
+def _ms(ns: None) -> None: ...
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 3)
+
+
+@overload
+def _round(value: float) -> float: ...
+@overload
+def _round(value: None) -> None: ...
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)
+
+
+def _ranks(ok: list[RankSummary]) -> tuple[dict[int, int], str]:
+    found = [s.launcher_rank() for s in ok]
+    known = [f for f in found if f is not None]
+    if ok and len(known) == len(found):
+        numbers = [f[0] for f in known]
+        names = sorted({f[1] for f in known})
+        if len(set(numbers)) == len(numbers):
+            return ({s.index: f[0] for s, f in zip(ok, known, strict=True)},
+                    f"{'/'.join(names)} recorded in each report's environment")
+    return {s.index: i for i, s in enumerate(ok)}, "file order (the reports record no rank)"
+
+
+def _clock(ok: list[RankSummary], align: str) -> tuple[dict[int, int], str]:
+    """Per rank, what to add to its report's times to put it on the job's clock."""
+    base = {s.index: s.session_start_utc_ns or 0 for s in ok}
+    hosts = {s.host for s in ok}
+    if any(s.session_start_utc_ns is None for s in ok):
+        how = "each report's own clock (a report records no session start)"
+    else:
+        how = "session start times" + (" of one host" if len(hosts) == 1 else "")
+    if align == "none" or (align == "auto" and len(hosts) <= 1):
+        return base, how
+    keys = {s.index: s.collective_keys for s in ok}
+    common = sorted(set.intersection(*(set(k) for k in keys.values())) if ok else [])
+    if not common:
+        return base, how + "; not aligned (no collective common to every rank)"
+    ends = {}
+    for s in ok:
+        where = {k: i for i, k in enumerate(keys[s.index])}
+        ends[s.index] = s.collective_end[[where[k] for k in common]] + base[s.index]
+    reference = ends[ok[0].index]
+    shifted = {i: base[i] + int(np.median(reference - e)) for i, e in ends.items()}
+    return shifted, (f"aligned on the ends of {len(common)} collectives ({len(hosts)} "
+                     "hosts: median difference of their end times)")
+
+
+def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
+            straggler_pct: float = STRAGGLER_PCT) -> Job:
+    """The job from its reports' summaries (any order). *align*: 'auto' (line hosts'
+    clocks up on the first collective when the reports come from several hosts),
+    'collective' (always), 'none' (session start times only)."""
+    if align not in ("auto", "collective", "none"):
+        raise UsageError(f"bad clock alignment '{align}'; use auto, collective or none")
+    ok = [s for s in summaries if s.status == "ok" and s.device is not None]
+    failed = sorted((s for s in summaries if s not in ok), key=lambda s: s.index)
+    rank, source = _ranks(sorted(ok, key=lambda s: s.index))
+    ok.sort(key=lambda s: rank[s.index])
+    offsets, clock = _clock(ok, align)
+    # Collectives common to every rank, on the job's clock.
+    keys = {s.index: s.collective_keys for s in ok}
+    common = sorted(set.intersection(*(set(k) for k in keys.values())),
+                    key=_natural) if len(ok) > 1 else []
+    starts = np.zeros((len(ok), len(common)), dtype=np.int64)
+    for r, s in enumerate(ok):
+        where = {k: i for i, k in enumerate(keys[s.index])}
+        idx = np.array([where[k] for k in common], dtype=np.int64)
+        starts[r] = s.collective_start[idx] + offsets[s.index] if idx.size else starts[r]
+    waits = starts.max(axis=0, keepdims=True) - starts if common else starts
+    iteration_of = np.array([k.rpartition("#")[0] for k in common], dtype=object)
+    iterations = list(dict.fromkeys(iteration_of.tolist()))
+    wait_per_it: dict[int, int | None] = {}
+    by_iteration: dict[int, np.ndarray] = {}
+    codes = {it: i for i, it in enumerate(iterations)}
+    group = np.array([codes[it] for it in iteration_of.tolist()], dtype=np.int64)
+    for r, s in enumerate(ok):
+        if not common:
+            wait_per_it[rank[s.index]] = None
+            continue
+        sums = np.bincount(group, weights=waits[r], minlength=len(iterations)).astype(np.int64)
+        by_iteration[rank[s.index]] = sums
+        wait_per_it[rank[s.index]] = int(np.median(sums))
+    # The ranks' waits: every rank's when collectives matched (common), else none.
+    matched = {r: w for r, w in wait_per_it.items() if w is not None}
+    medians = {rank[s.index]: s.iteration_median_ns for s in ok
+               if s.iteration_median_ns is not None}
+    iteration_ns = max(medians.values()) if medians else None
+    skew = (round(100.0 * (max(medians.values()) - min(medians.values()))
+                  / max(min(medians.values()), 1), 3) if len(medians) > 1 else None)
+    worst_wait = max((w for w in wait_per_it.values() if w is not None), default=None)
+    metrics = {
+        "job.ranks": len(ok), "job.failed_reports": len(failed),
+        "job.iteration_ms": _ms(iteration_ns), "job.skew_pct": skew,
+        "job.wait_ms_per_iteration": _ms(worst_wait),
+        "job.wait_pct": (round(100.0 * worst_wait / iteration_ns, 3)
+                         if worst_wait is not None and iteration_ns else None),
+        "job.worst_comm_compute_overlap_pct": min(
+            (_round(s.comm_overlap_pct) for s in ok if s.comm_overlap_pct is not None),
+            default=None),
+        "job.worst_exposed_comm_ms": max(
+            (_ms(s.exposed_comm_ns_per_iteration) for s in ok
+             if s.exposed_comm_ns_per_iteration is not None), default=None),
+        "job.worst_gpu_busy_pct": min((_round(s.busy_pct) for s in ok
+                                       if s.busy_pct is not None), default=None),
+    }
+    # The straggler: the rank the others wait for, or the slowest when nothing matched.
+    straggler = None
+    share = lambda ns: 100.0 * ns / iteration_ns if iteration_ns else 0.0  # noqa: E731
+    if len(ok) > 1 and common:
+        least = min(matched, key=lambda r: (matched[r], r))
+        others = [w for r, w in matched.items() if r != least]
+        # A wait is judged as a share of an iteration: without iteration times, none is.
+        if iteration_ns is not None and share(float(np.median(others))) >= straggler_pct:
+            straggler = least
+    elif len(medians) > 1 and skew is not None and skew >= straggler_pct:
+        straggler = max(medians, key=lambda r: (medians[r], -r))
+    by_rank = {rank[s.index]: s for s in ok}
+
+    def own(r: int) -> str:
+        v = by_rank[r].verdict
+        return "no verdict" if v is None else v["headline"]
+
+    if not ok:
+        kind, head = "no-ranks", "No report of the job could be analyzed"
+    elif len(ok) == 1:
+        r = rank[ok[0].index]
+        kind, head = "single", f"One rank analyzed (rank {r}): {own(r)}"
+    elif straggler is not None and common and iteration_ns is not None:
+        waiting = {r: w for r, w in matched.items() if r != straggler}
+        if len(waiting) == 1:
+            (r, w), = waiting.items()
+            who = f"rank {r} waits {fmt_ns(w)}"
+        else:
+            worst = max(waiting, key=lambda r: (waiting[r], -r))
+            who = (f"the other {len(waiting)} ranks wait a median of "
+                   f"{fmt_ns(int(np.median(list(waiting.values()))))} (rank {worst} the "
+                   f"most, {fmt_ns(waiting[worst])})")
+        kind = "straggler"
+        head = (f"Rank {straggler} is the straggler: {who} per iteration inside collectives "
+                f"for it ({share(max(waiting.values())):.1f}% of a {fmt_ns(iteration_ns)} "
+                f"iteration); rank {straggler}'s own verdict: {own(straggler)}")
+    elif straggler is not None:
+        kind = "straggler"
+        head = (f"Rank {straggler} is the slowest: its iterations take "
+                f"{fmt_ns(medians[straggler])}, {skew:.1f}% more than the fastest rank's "
+                f"(no collectives to match across ranks); its own verdict: {own(straggler)}")
+    else:
+        worst = max(by_rank, key=lambda r: ((by_rank[r].verdict or {}).get("share_pct")
+                                            or 0, -r))
+        waited = (f"no rank waits more than {fmt_ns(worst_wait)} per iteration inside "
+                  f"collectives ({share(worst_wait):.1f}%)" if worst_wait is not None
+                  else "no collectives to match across ranks")
+        spread = f"; iteration times within {skew:.1f}%" if skew is not None else ""
+        kind = "balanced"
+        head = (f"No straggler across {len(ok)} ranks: {waited}{spread}; the worst rank's "
+                f"verdict (rank {worst}): {own(worst)}")
+    return Job(ranks=ok, failed=failed, rank_source=source, clock=clock,
+               offsets_ns={rank[i]: int(o - min(offsets.values()))
+                           for i, o in offsets.items()},
+               headline=head, kind=kind, straggler=straggler,
+               wait_ns_per_iteration=wait_per_it, collectives_matched=len(common),
+               iterations_matched=len(iterations), metrics=metrics, rank_numbers=rank,
+               waits_by_iteration=by_iteration, iterations=iterations)
+
+
+def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None = None,
+                scheduler: str | Client | None = None, progress: Progress | None = None,
+                align: str = "auto", straggler_pct: float = STRAGGLER_PCT,
+                **options: Any) -> Job:
+    """Every report of a job analyzed (see :func:`summarize_all` for *workers*,
+    *scheduler*, *progress*; *options* go to :func:`summarize_report`: nsys, rules,
+    thresholds, iteration, details) and combined (:func:`combine`)."""
+    summaries = summarize_all(expand_reports(paths), workers=workers, scheduler=scheduler,
+                              progress=progress, **options)
+    return combine(summaries, align=align, straggler_pct=straggler_pct)
+
+
+def summary_dict(summary: RankSummary) -> dict[str, Any]:
+    """A summary as JSON-ready data (arrays as lists)."""
+    out = asdict(summary)
+    out["collective_iteration"] = summary.collective_iteration.tolist()
+    out["collective_start"] = summary.collective_start.tolist()
+    out["collective_end"] = summary.collective_end.tolist()
+    return out

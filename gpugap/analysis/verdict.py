@@ -1,0 +1,314 @@
+"""The verdict: the one thing to say first about a report.
+
+Per device, over its steady state (or the user's ``--range``): the costliest problem,
+either a finding (its cost settled from the accounting) or a bucket of problem time no
+finding explains (copies that ran alone, say). When it holds at least 5% of the scope,
+that is the bottleneck: its share of each iteration, a representative iteration (the one
+whose cost is closest to the median) with the CUDA calls behind it, the fix, and the
+iteration time without it. Otherwise the device is healthy (busy at least 90% of the
+time: compute-bound, look inside the kernels next) or its idle time is spread over
+causes none of which matters on its own.
+
+With iterations, the steady state's problems are of two kinds. Recurring ones cost time
+in most iterations (median cost per iteration > 0): they are ranked by that median and
+their share is of the median iteration, since they set the speed of every step.
+Occasional ones hit a few iterations (a recompilation, a checkpoint, a GC pause): they
+are ranked by their total and become the verdict only when no recurring problem
+reaches 5% of an iteration; otherwise, when they cost more in total than the recurring
+verdict, they are named beside it (``also``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpugap import intervals as tl
+from gpugap.accounting import Accounting, DeviceAccount, host
+from gpugap.accounting.buckets import BUSY_IDS, BY_ID, WORK_IDS
+from gpugap.report.trace import Trace
+from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding
+from gpugap.rules.evidence import host_calls
+from gpugap.rules.model import Severity
+from gpugap.units import fmt_ns
+
+HEALTHY_BUSY_PCT = 90.0
+# A bucket of problem time that no finding explains must hold this much of the scope to
+# be the verdict: with no rule to explain it, a small share is more likely the edge of
+# the scope (a pipeline filling, the first copy of a range) than a problem.
+UNEXPLAINED_PCT = 10.0
+# The CUDA calls that show a cause, by host category (gpugap.accounting.host).
+CAUSE_CATEGORIES = {"synchronization": host.SYNC, "sync-wait": host.SYNC,
+                    "allocation": host.ALLOC, "blocking-copy": host.BLOCKING,
+                    "host-blocked": host.BLOCKING, "module-load": host.MODULE,
+                    "launch-bound": host.LAUNCH}
+
+
+@dataclass
+class Verdict:
+    kind: str                      # bottleneck | healthy | spread | no-gpu-work
+    device: int | None
+    scope: str                     # "steady state" | "range NAME" | "whole timeline"
+    headline: str
+    share_pct: float | None = None
+    severity: Severity = Severity.INFO
+    finding: str | None = None     # id of the finding it comes from
+    rule: str | None = None
+    cause: str | None = None
+    bucket: str | None = None
+    fix: str = ""
+    busy_pct: float | None = None
+    wall_ns: int = 0
+    iteration: dict[str, Any] | None = None
+    breakdown: dict[str, float] = field(default_factory=dict)   # bucket -> % of the scope
+    also: list[dict[str, Any]] = field(default_factory=list)    # occasional, costlier
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _scope_windows(dev: DeviceAccount, scope: Mapping[int, tl.Intervals] | None
+                   ) -> tl.Intervals:
+    if scope is not None:
+        return scope.get(dev.device, tl.EMPTY)
+    lo, hi = dev.phases.spans["steady"]
+    return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
+
+
+def _representative(dev: DeviceAccount, f: Finding | None) -> dict[str, Any] | None:
+    """The steady iterations' times and, for *f*, the iteration closest to its median."""
+    steady = dev.phases.steady_iterations
+    if not len(steady):
+        return None
+    lo, hi = dev.phases.iteration_windows(steady)
+    dur = hi - lo
+    out: dict[str, Any] = {"count": int(lo.size), "median_ns": int(np.median(dur)),
+                           "p90_ns": int(np.percentile(dur, 90))}
+    costs = None if f is None else getattr(f, "iteration_costs", None)
+    if costs is None or not len(costs):
+        return out
+    median = float(np.median(costs))
+    k = int(np.argmin(np.abs(costs - median)))
+    index = steady[k]
+    it = dev.phases.iterations
+    out |= {"cost_median_ns": int(median), "cost_p90_ns": int(np.percentile(costs, 90)),
+            "without_ns": int(max(np.median(dur) - median, 0)),
+            "representative": {"index": int(index),
+                               "label": it.labels[index] if it.labels else f"#{index}",
+                               "start_ns": int(lo[k]), "end_ns": int(hi[k]),
+                               "cost_ns": int(costs[k])}}
+    return out
+
+
+def _calls(trace: Trace, dev: DeviceAccount, cause: str | None, window: tuple[int, int],
+           ) -> list[dict[str, Any]]:
+    """The CUDA calls (of the category that shows the cause) and, for host-side causes,
+    the longest other calls of the launching threads during one iteration."""
+    lo, hi = window
+    work = dev.work
+    # The threads that launched the work that ran in the window (its ops, by GPU time).
+    ops = np.arange(*np.searchsorted(work.start, [lo, hi]))
+    gtid = work.gather("gtid", ops)
+    threads = pd.unique(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
+        or [dev.gaps.main_gtid]
+    api = trace.api
+    category = CAUSE_CATEGORIES.get(cause or "")
+    if category is not None and len(api):
+        start, end = api["start"].to_numpy(), api["end"].to_numpy()
+        mine = (np.isin(api["gtid"].to_numpy(), threads) & (end > lo) & (start < hi)
+                & (host.api_categories(trace) == category))
+        rows = api[mine]
+        if len(rows):
+            inside = (np.minimum(rows["end"], hi) - np.maximum(rows["start"], lo))
+            table = (pd.DataFrame({"name": rows["name"].astype(str), "ns": inside})
+                     .groupby("name").agg(count=("ns", "size"), ns=("ns", "sum"))
+                     .sort_values("ns", ascending=False).head(5))
+            return [{"name": n, "count": int(r["count"]), "ns": int(r["ns"])}
+                    for n, r in table.iterrows()]
+    calls = host_calls(trace, [(int(g), lo, hi) for g in threads])
+    merged: dict[tuple[str, str], dict] = {}
+    for rows in calls:
+        for r in rows:
+            key = (r["source"], r["name"])
+            item = merged.setdefault(key, {"name": r["name"], "source": r["source"],
+                                           "count": 0, "ns": 0})
+            item["count"] += r["calls"]
+            item["ns"] += r["ns"]
+    return sorted(merged.values(), key=lambda r: -r["ns"])[:5]
+
+
+def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
+                  scope: Mapping[int, tl.Intervals] | None, scope_name: str | None
+                  ) -> Verdict:
+    windows = _scope_windows(dev, scope)
+    wall = tl.total(windows)
+    label = f"range {scope_name}" if scope_name else (
+        "steady state" if dev.phases.iterations is not None or dev.phases.spans[
+            "start-up"][1] > dev.phases.spans["start-up"][0] else "whole timeline")
+    if wall <= 0:
+        return Verdict("no-gpu-work", dev.device, label,
+                       f"GPU {dev.device}: nothing to judge in the {label}")
+    totals = dev.totals_in(windows)
+    busy = sum(totals[b] for b in BUSY_IDS)
+    breakdown = {b: _pct(v, wall) for b, v in sorted(totals.items(), key=lambda kv: -kv[1])
+                 if v > 0}
+    phase = None if scope is not None else "steady"
+    mine = [f for f in findings if f.device == dev.device and f.cost_ns > 0
+            and (phase is None or f.phase == phase)]
+    explained = {b for f in mine if f.claim is not None for b in f.claim.buckets}
+    unexplained = [(v, b) for b, v in totals.items() if b not in WORK_IDS
+                   and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
+    steady = _representative(dev, None) if scope is None else None
+    occasional: list[Finding] = []
+    if steady is not None and steady["count"] >= 3 and steady["median_ns"] > 0:
+        # Recurring problems by their median cost per iteration, as a share of the
+        # median iteration; occasional ones apart (module doc). Iterations of no length
+        # (launch times a broken report garbled) are no measure: the wall is.
+        median_it = steady["median_ns"]
+        recurring = [f for f in mine if _recurring(f)]
+        occasional = sorted((f for f in mine if not _recurring(f)), key=lambda f: -f.cost_ns)
+        candidates = [(float(np.median(f.iteration_costs)), f, None) for f in recurring]
+        candidates += [(v / steady["count"], None, b) for v, b in unexplained]
+        top_score, top, bucket = max(candidates, key=lambda c: c[0],
+                                     default=(0.0, None, None))
+        # A bucket's mean per iteration can exceed the median iteration (its time falls
+        # between iterations, or in a few long ones): a share of an iteration is <= 100%.
+        share = min(_pct(top_score, median_it), 100.0)
+        top_cost = top.cost_ns if top is not None else int(top_score * steady["count"])
+        if share < WARN_PCT and occasional and _pct(occasional[0].cost_ns, wall) >= WARN_PCT:
+            top, bucket = occasional.pop(0), None
+            top_cost, share = top.cost_ns, _pct(top.cost_ns, wall)
+    else:
+        candidates = [(f.cost_ns, f, None) for f in mine] + [(v, None, b)
+                                                             for v, b in unexplained]
+        top_cost, top, bucket = max(candidates, key=lambda c: c[0], default=(0, None, None))
+        share = _pct(top_cost, wall)
+    busy_pct = _pct(busy, wall)
+    iteration = _representative(dev, top) if scope is None else None
+    per = "each iteration" if iteration else f"the {label}"
+    if top_cost <= 0 or share < WARN_PCT:
+        if busy_pct >= HEALTHY_BUSY_PCT:
+            head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}: compute-bound; look "
+                    "inside the kernels next (e.g. with Nsight Compute)")
+            kind = "healthy"
+        else:
+            idle = [(v, b) for b, v in totals.items() if b not in BUSY_IDS and v > 0]
+            ns, bucket = max(idle, default=(0, "unknown"))
+            head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}; no single cause "
+                    f"reaches {WARN_PCT:g}%: the largest is {BY_ID[bucket].title} "
+                    f"({_pct(ns, wall):.1f}%)")
+            kind = "spread"
+        return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
+                       iteration=_representative(dev, None) if scope is None else None,
+                       breakdown=breakdown)
+    also = [{"finding": f.id, "headline": _occasional_headline(f, wall)}
+            for f in occasional if f.cost_ns > top_cost and _pct(f.cost_ns, wall) >= WARN_PCT]
+    if top is not None and not _recurring(top) and iteration is not None:
+        # An occasional problem as the verdict: where it struck, not a typical iteration.
+        iteration = _representative(dev, None)
+        head = _occasional_headline(top, wall)
+        return Verdict("bottleneck", dev.device, label, head, share_pct=share,
+                       severity=top.severity, finding=top.id, rule=top.rule, cause=top.cause,
+                       bucket=top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1
+                       else None, fix=top.fix, busy_pct=busy_pct, wall_ns=wall,
+                       iteration=iteration, breakdown=breakdown, also=also)
+    if top is not None:
+        fix = top.fix
+        severity = top.severity
+        cause = top.cause
+        bucket = top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1 else None
+    else:
+        fix = BY_ID[bucket].fix
+        severity = Severity.of_share(share, WARN_PCT, ERROR_PCT)   # share >= WARN_PCT here
+        cause = bucket
+    head = f"{_title(top, bucket)}: {share:.1f}% of {per} on GPU {dev.device}"
+    if iteration and "without_ns" in iteration:
+        head += (f" ({fmt_ns(iteration['cost_median_ns'])} of a "
+                 f"{fmt_ns(iteration['median_ns'])} iteration; about "
+                 f"{fmt_ns(iteration['without_ns'])} without it)")
+    if iteration and "representative" in iteration:
+        rep = iteration["representative"]
+        rep["calls"] = _calls(trace, dev, cause if top is None or top.rule == "launch-gap"
+                              else None, (rep["start_ns"], rep["end_ns"]))
+    return Verdict("bottleneck", dev.device, label, head, share_pct=share, severity=severity,
+                   finding=None if top is None else top.id,
+                   rule=None if top is None else top.rule, cause=cause, bucket=bucket,
+                   fix=fix, busy_pct=busy_pct, wall_ns=wall, iteration=iteration,
+                   breakdown=breakdown, also=also)
+
+
+def _recurring(f: Finding) -> bool:
+    """Does *f* cost time in most steady iterations (median cost per iteration > 0)?"""
+    costs = getattr(f, "iteration_costs", None)
+    return costs is not None and len(costs) > 0 and float(np.median(costs)) > 0
+
+
+def _occasional_headline(f: Finding, wall: int) -> str:
+    """'Recompilation: 2.62 s in 1 of 98 iterations (90.6% of the steady state)'."""
+    costs = getattr(f, "iteration_costs", None)
+    where = ""
+    if costs is not None and len(costs):
+        hit = int((np.asarray(costs) > 0).sum())
+        where = f" in {hit} of {len(costs)} iterations"
+    title = _title(f, None)
+    if f.rule == "launch-gap" and f.cause == "compilation" and f.phase == "steady":
+        title = "Recompilation inside the steady state"
+    return (f"{title}: {fmt_ns(f.cost_ns)}{where} on GPU {f.device} "
+            f"({_pct(f.cost_ns, wall):.1f}% of the steady state)")
+
+
+def _title(f: Finding | None, bucket: str | None) -> str:
+    if f is None:
+        return f"{BY_ID[bucket].title} (no overlap with compute)"
+    names = {("launch-gap", "launch-bound"): "Launch-bound",
+             ("launch-gap", "sync-wait"): "Host synchronization",
+             ("launch-gap", "allocation"): "Memory allocation",
+             ("launch-gap", "host-blocked"): "Blocking copies",
+             ("launch-gap", "module-load"): "Module loading",
+             ("launch-gap", "compilation"): "Compilation",
+             ("launch-gap", "input"): "Input-bound (data loading)",
+             ("launch-gap", "host-launch-latency"): "Host work between launches",
+             ("launch-gap", "queued-wait"): "Queued work held by non-GPU dependencies",
+             ("launch-gap", "unknown"): "Idle for unknown reasons",
+             ("blocking-memcpy", "pageable-async"): "Copies through pageable memory",
+             ("blocking-memcpy", "synchronous"): "Synchronous copies",
+             ("copy-compute-serialized", "same-stream"): "Copies and compute taking turns "
+                                                         "(same stream)",
+             ("copy-compute-serialized", "dependency"): "Copies and compute taking turns "
+                                                        "(ordered by events)",
+             ("serialized-streams", "host-launch-bound"): "Launch-bound across streams",
+             ("serialized-streams", "legacy-default-stream"): "Streams serialized by the "
+                                                              "legacy default stream",
+             ("serialized-streams", "explicit-sync"): "Streams serialized by synchronisation",
+             ("serialized-streams", "unknown"): "Streams serialized for no visible reason",
+             ("small-grid", "undersized-grid"): "Grids too small for the GPU",
+             ("exposed-communication", "after-compute"): "Exposed communication "
+                                                         "(collectives after compute)",
+             ("exposed-communication", "same-stream"): "Exposed communication (on the "
+                                                       "compute stream)",
+             ("exposed-communication", "waiting-for-peer"): "Waiting for a late rank "
+                                                            "inside collectives"}
+    return names.get((f.rule, f.cause), f"{f.rule} [{f.cause}]")
+
+
+def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
+           scope: Mapping[int, tl.Intervals] | None = None, scope_name: str | None = None
+           ) -> tuple[Verdict | None, dict[int, Verdict]]:
+    """The verdict of each device, and the one to say first: the worst bottleneck (the
+    largest share), else the first device's."""
+    per_device = {d: decide_device(trace, dev, findings, scope, scope_name)
+                  for d, dev in accounting.devices.items()}
+    if not per_device:
+        return None, {}
+    bottlenecks = [v for v in per_device.values() if v.kind == "bottleneck"]
+    first = max(bottlenecks, key=lambda v: v.share_pct or 0) if bottlenecks else \
+        next(iter(per_device.values()))
+    return first, per_device

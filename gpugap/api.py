@@ -1,0 +1,118 @@
+"""gpugap as a library: the functions behind ``import gpugap``.
+
+    import gpugap
+    analysis = gpugap.analyze("tests/data/captures/train-workers0.sqlite")
+    analysis.frames().accounting          # where every nanosecond went, per phase
+
+Errors are :class:`gpugap.errors.GpugapError` subclasses whose text names Python
+arguments (``force=True``), never command-line flags; bad argument types raise TypeError.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpugap.analysis import Analysis
+from gpugap.analysis import analyze as analyze_trace
+from gpugap.analysis.job import Job, analyze_job
+from gpugap.ci.config import rule_threshold
+from gpugap.errors import UsageError
+from gpugap.report import load as load_report
+from gpugap.report.trace import Trace
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+PathLike = str | os.PathLike[str]
+
+
+def load(report: PathLike, *, nsys: str | None = None, cache: PathLike | None = None
+         ) -> Trace:
+    """Load an nsys report (``.nsys-rep``, exported once with nsys into a private cache,
+    or its ``.sqlite`` export, read in place) into a :class:`~gpugap.report.trace.Trace`:
+    kernels, memcpys, memsets, graphs, api (CUDA API calls), syncs, nvtx, streams,
+    devices, threads as pandas DataFrames, and ``info`` (which nsys wrote it, what was
+    missing or repaired). *nsys*: the nsys executable for a .nsys-rep (default:
+    $GPUGAP_NSYS, PATH, the usual install directories); *cache*: where exports go
+    (default: $GPUGAP_CACHE_DIR, else ~/.cache/gpugap/exports)."""
+    _require_path(report, "report")
+    return load_report(report, nsys=nsys, cache=None if cache is None else Path(cache))
+
+
+def analyze(report: PathLike | Trace, *, iteration: str | None = None,
+            range: str | None = None, rules: Iterable[str] | None = None,
+            thresholds: Mapping[str, Mapping[str, float]] | None = None,
+            all_domains: bool = False, nsys: str | None = None,
+            require_gpu: bool = True) -> Analysis:
+    """Analyze a report (a path, or a Trace from :func:`load`): the verdict, each device's
+    phases and time accounting, metrics, the range table and every finding.
+
+    *iteration*: the NVTX range that marks one iteration ('step' matches 'step 12';
+    'none': no iterations; default: found from the ranges or the repeating kernels).
+    *range*: judge only this NVTX range ('name' or 'domain:name'). *rules*: rule ids to
+    run (default: all; see gpugap.rules.registry()). *thresholds*: rule thresholds,
+    ``{"launch-gap": {"min_gap_us": 50}}``, each checked against the rule's own.
+    *all_domains*: list library NVTX ranges (CUB, NCCL...) in the range table.
+    *require_gpu*: raise NoCudaActivity for a report without GPU work (else an Analysis
+    whose ``status`` is 'no-cuda-activity')."""
+    trace = report if isinstance(report, Trace) else load(report, nsys=nsys)
+    return analyze_trace(trace, rules=_rules(rules), thresholds=checked(thresholds),
+                         range_name=range, iteration=iteration, all_domains=all_domains,
+                         require_gpu=require_gpu)
+
+
+def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None = None,
+                 scheduler: str | Client | None = None, iteration: str | None = None,
+                 rules: Iterable[str] | None = None,
+                 thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                 nsys: str | None = None) -> Job:
+    """The reports of one distributed job (one per rank; a directory or a glob pattern
+    is expanded), each analyzed as :func:`analyze` does, in *workers* processes (default:
+    one per CPU) or on a Dask cluster (*scheduler*: its address or a
+    ``distributed.Client``), then lined up: ranks, the straggler, how long the others
+    wait for it (``Job.frame()``: one row per rank). A report that cannot be analyzed is
+    listed in ``Job.failed`` with its reason."""
+    items = [reports] if isinstance(reports, (str, os.PathLike)) else list(reports)
+    for item in items:
+        _require_path(item, "reports")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise UsageError(f"workers must be a positive integer, not {workers!r}")
+    return analyze_job(items, workers=workers, scheduler=scheduler, nsys=nsys,
+                       rules=_rules(rules), thresholds=checked(thresholds),
+                       iteration=iteration)
+
+
+def checked(thresholds: Mapping[str, Mapping[str, float]] | None
+            ) -> dict[str, dict[str, float]] | None:
+    """*thresholds* with every value checked (a known rule and threshold, a number in
+    range: gpugap.ci.config.rule_threshold), as plain floats."""
+    if thresholds is None:
+        return None
+    if not isinstance(thresholds, Mapping):
+        raise TypeError("thresholds must be a mapping such as "
+                        "{'launch-gap': {'min_gap_us': 50}}")
+    out: dict[str, dict[str, float]] = {}
+    for rule, values in thresholds.items():
+        if not isinstance(values, Mapping):
+            raise TypeError(f"thresholds['{rule}'] must be a mapping of threshold names to "
+                            "numbers")
+        out[rule] = {name: rule_threshold(rule, name, value, "thresholds")
+                     for name, value in values.items()}
+    return out
+
+
+def _rules(rules: Iterable[str] | None) -> list[str] | None:
+    if rules is None:
+        return None
+    if isinstance(rules, str):
+        return [rules]
+    return list(rules)
+
+
+def _require_path(value: object, name: str) -> None:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), not "
+                        f"{type(value).__name__}")

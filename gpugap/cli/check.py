@@ -1,0 +1,469 @@
+"""`gpugap check`, `gpugap baseline save` and `gpugap diff`: gpugap as a CI gate.
+
+Thin: options are merged with the project configuration (gpugap.ci.config), the work is
+gpugap.ci.gates / gpugap.ci.baseline / gpugap.ci.diff, the output gpugap.render.*.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from gpugap.cli.root import (
+    ConfigOpt,
+    JsonOpt,
+    NoConfigOpt,
+    NsysOpt,
+    RangeOpt,
+    SchedulerOpt,
+    SetOpt,
+    WorkersOpt,
+    app,
+    job_progress,
+    load_trace,
+    parse_thresholds,
+    status,
+    stderr,
+    stdout,
+)
+from gpugap.errors import UsageError
+from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+
+if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
+    from gpugap.ci.config import Config
+    from gpugap.ci.diff import Diff
+    from gpugap.ci.gates import Check
+    from gpugap.render.fit import Cell
+
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="replace existing output files (never an input)")]
+MarkdownOpt = Annotated[Path | None, typer.Option(
+    "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
+                       "append it to $GITHUB_STEP_SUMMARY)", metavar="FILE")]
+SeverityOpt = Annotated[str | None, typer.Option(
+    "--min-severity", help="findings.* metrics count findings of this severity and up: "
+                           "info (default), warning, error", metavar="SEVERITY")]
+
+SAVED_RANGES_SHOWN = 8      # baseline save names this many ranges, then counts the rest
+
+baseline_app = typer.Typer(no_args_is_help=True,
+                           help="Save the metrics of known-good runs for gpugap check "
+                                "--baseline.",
+                           short_help="Save the metrics of known-good runs.")
+app.add_typer(baseline_app, name="baseline")
+
+
+def project_config(config: Path | None, no_config: bool, *, range_name: str | None = None,
+                   set_: list[str] | None = None, min_severity: str | None = None
+                   ) -> Config:
+    """The configuration file merged with the command line (which wins)."""
+    from gpugap.ci.config import load_config
+    from gpugap.rules.model import Severity
+
+    if min_severity is not None and min_severity not in Severity.names():
+        raise UsageError(f"bad --min-severity '{min_severity}'; use one of "
+                         f"{', '.join(Severity.names())}")
+    if config is not None and no_config:
+        raise UsageError("--config and --no-config contradict each other; give one")
+    cfg = load_config(config, discover=not no_config)
+    return cfg.overridden(range=range_name, min_severity=min_severity,
+                          thresholds=cfg.merged_thresholds(parse_thresholds(set_)))
+
+
+def write_output(path: Path, text: str, *, force: bool = False) -> None:
+    """Write a file the user named (checked up front with validate_outputs)."""
+    from gpugap.files import write_atomic
+
+    write_atomic(path, text, force=force)
+    stderr.print(f"wrote {safe_text(path, MESSAGE_LIMIT)}", markup=False, highlight=False,
+                 soft_wrap=True)
+
+
+def markdown_out(markdown: Path | None, text: str, *, force: bool = False,
+                 inputs: Sequence[Path | None] = ()) -> None:
+    """To --markdown, else appended to the GitHub job summary when there is one."""
+    from gpugap.files import append_text
+    from gpugap.render.github import step_summary
+
+    if markdown is not None:
+        write_output(markdown, text, force=force)
+    elif (summary := step_summary()) is not None:
+        append_text(summary, text + "\n", inputs)
+
+
+def check_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[Path | None],
+                  force: bool) -> None:
+    """Every output option against the inputs, before any work (gpugap.files)."""
+    from gpugap.files import validate_outputs
+
+    validate_outputs(outputs, inputs, force=force)
+
+
+@app.command(short_help="The CI gate: exit 1 when a report breaks a gate.")
+def check(
+    reports: Annotated[list[Path], typer.Argument(
+        help="reports (.nsys-rep or .sqlite) to check; every gate applies to each",
+        metavar="REPORT")],
+    min_: Annotated[list[str] | None, typer.Option(
+        "--min", help="gate: fail when the metric is below VALUE "
+                      "(repeatable), e.g. --min kernel_overlap_pct=50",
+        metavar="METRIC=VALUE")] = None,
+    max_: Annotated[list[str] | None, typer.Option(
+        "--max", help="gate: fail when the metric is above VALUE "
+                      "(repeatable), e.g. --max findings.blocking-memcpy.count=0",
+        metavar="METRIC=VALUE")] = None,
+    range_: RangeOpt = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="also fail on a regression against this baseline "
+                           "(gpugap baseline save)", metavar="FILE")] = None,
+    tolerance: Annotated[float | None, typer.Option(
+        "--tolerance", help="allowed change before a baseline regression fails: points "
+                            "for *_pct metrics, percent of the baseline otherwise "
+                            "(default 5)", metavar="N")] = None,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="let a gate on a null metric (no copies, say) pass "
+                                "instead of failing")] = False,
+    allow_lost_gpu_data: Annotated[bool, typer.Option(
+        "--allow-lost-gpu-data", help="check a report that lost GPU data (kernel launches "
+                                      "without their kernels, an nsys older than the "
+                                      "CUDA it traced) instead of failing it")] = False,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="write JUnit XML here (one test case per gate)",
+        metavar="FILE")] = None,
+    markdown: MarkdownOpt = None,
+    json_: JsonOpt = False,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+    force: ForceOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+) -> int:
+    """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
+    against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
+    table of pyproject.toml (see docs/ci.md). Gates on job.* metrics (and a baseline
+    saved with --job) hold the REPORTs together, as the ranks of one job. A report that
+    lost GPU data fails too, unless --allow-lost-gpu-data."""
+    from gpugap.ci.baseline import load as load_baseline
+    from gpugap.ci.check import evaluate
+    from gpugap.ci.gates import Check, parse_gate
+    from gpugap.jsonout import dumps
+    from gpugap.render.github import check_annotations, in_github_actions
+    from gpugap.render.junit import check_junit
+    from gpugap.render.markdown import check_markdown
+
+    cfg = project_config(config, no_config, range_name=range_, set_=set_,
+                         min_severity=min_severity)
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise UsageError(f"--tolerance must be a finite number >= 0, not {tolerance:g}")
+    cfg = cfg.overridden(tolerance=tolerance,
+                         allow_missing=allow_missing or cfg.allow_missing,
+                         allow_lost_gpu_data=allow_lost_gpu_data or cfg.allow_lost_gpu_data)
+    gates = [*cfg.gates, *(parse_gate("min", g) for g in min_ or []),
+             *(parse_gate("max", g) for g in max_ or [])]
+    baseline_file = baseline or cfg.baseline_file
+    if tolerance is not None and baseline_file is None:
+        raise UsageError("--tolerance applies to a baseline; give --baseline FILE "
+                         "(or file in [tool.gpugap.baseline])")
+    if not gates and baseline_file is None:
+        raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
+                         "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
+                         "gpugap.toml (see docs/ci.md)")
+    from gpugap.analysis.job import expand_reports
+
+    reports = expand_reports(reports)
+    inputs = [*reports, cfg.path, baseline_file]
+    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force)
+    known = load_baseline(baseline_file) if baseline_file is not None else None
+    policy = cfg.policy()
+    job_gates = [g for g in gates if g.metric.startswith("job.")]
+    report_gates = [g for g in gates if not g.metric.startswith("job.")]
+    job_baseline = known is not None and known.of_job
+
+    checked = []
+    if report_gates or (known is not None and not job_baseline):
+        for report in reports:
+            trace = load_trace(report, nsys)
+            with status(f"Checking {report.name}"):
+                checked.append(evaluate(
+                    trace, report_gates, range_name=cfg.range, thresholds=cfg.thresholds,
+                    min_severity=cfg.min_severity, allow_missing=cfg.allow_missing,
+                    baseline=None if job_baseline else known, policy=policy,
+                    allow_lost_gpu_data=cfg.allow_lost_gpu_data))
+    failed_reports = 0
+    if job_gates or job_baseline:
+        from gpugap.analysis.job import analyze_job
+        from gpugap.ci.measure import job_measurements
+
+        if cfg.range is not None or any(g.range for g in job_gates):
+            raise UsageError("job.* gates cover the whole job's steady state; they take "
+                             "no --range")
+        with job_progress(len(reports)) as progress:
+            job = analyze_job(reports, workers=workers, scheduler=scheduler,
+                              progress=progress, nsys=nsys, thresholds=cfg.thresholds)
+        failed_reports = len(job.failed)
+        checked.append(evaluate(
+            job_measurements(job, thresholds=cfg.thresholds, min_severity=cfg.min_severity),
+            job_gates, allow_missing=cfg.allow_missing,
+            baseline=known if job_baseline else None, policy=policy))
+    result = Check(checked, config=None if cfg.path is None else str(cfg.path),
+                   baseline=None if baseline_file is None else str(baseline_file))
+
+    if junit is not None:
+        write_output(junit, check_junit(result), force=force)
+    markdown_out(markdown, check_markdown(result), force=force, inputs=inputs)
+    if json_:
+        stdout.out(dumps(result.to_dict()), highlight=False)
+    else:
+        render_check(result)
+    if in_github_actions():
+        # Workflow commands work on either stream; keep a --json stdout parseable.
+        for line in check_annotations(result):
+            (stderr if json_ else stdout).out(line, highlight=False)
+    if not result.passed:
+        return 1
+    from gpugap.errors import EXIT_PARTIAL
+
+    return EXIT_PARTIAL if failed_reports else 0
+
+
+def render_check(result: Check) -> None:
+    """A table per report, fitted to the terminal (80 columns in a CI log): result,
+    metric, value, baseline median, limit; the range only when a gate looks at another
+    one than the report's. Then each failure and warning, wrapped."""
+    from gpugap.ci.gates import BASELINE, DATA, FAIL, fmt_value
+    from gpugap.render.fit import fitted_table, print_labelled
+    from gpugap.render.markdown import limit_text
+
+    style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+    for report in result.reports:
+        where = "whole report" if report.scope is None else \
+            f"range '{safe_text(report.scope)}'"
+        title = Text(f"{safe_text(report.report)} ({where})")
+        ranges = any(r.scope != report.scope for r in report.results)
+        medians = any(r.kind == BASELINE for r in report.results)
+        headers = ["result", *(["range"] if ranges else []), "metric", "value",
+                   *(["median"] if medians else []), "limit"]
+        rows: list[list[Cell]] = []
+        for r in report.results:
+            median = (r.baseline or {}).get("median") if r.kind == BASELINE else None
+            rows.append([
+                Text(r.status.upper(), style[r.status]),
+                *([Text("whole") if r.scope is None else safe_rich(r.scope)]
+                  if ranges else []),
+                safe_rich(r.label if r.kind == DATA else r.metric),
+                fmt_value(r.metric, r.value),
+                *([fmt_value(r.metric, median) if r.kind == BASELINE else ""]
+                  if medians else []),
+                limit_text(r)])
+        first_number = 3 if ranges else 2
+        stdout.print(fitted_table(stdout.width, headers, rows, name_column=first_number - 1,
+                                  right=range(first_number, len(headers)), title=title))
+        for r in report.results:
+            if r.status == FAIL:
+                print_labelled(stdout, "FAIL", "bold red", safe_text(r.message, MESSAGE_LIMIT))
+        for w in report.warnings:
+            print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
+    counts = result.counts()
+    if result.passed:
+        stdout.print(f"[green]gpugap check passed[/]: {counts['passed']} of {counts['gates']} "
+                     f"gates held in {len(result.reports)} report(s)"
+                     + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+    else:
+        stdout.print(f"[bold red]gpugap check failed[/]: {counts['failed']} of "
+                     f"{counts['gates']} gates failed in {len(result.reports)} report(s)")
+
+
+@baseline_app.command("save", short_help="Store the metrics of known-good reports.")
+def baseline_save(
+    reports: Annotated[list[Path], typer.Argument(
+        help="known-good reports; several runs of one program give median and spread",
+        metavar="REPORT")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="baseline file to write (default: the file of the "
+                               "tool.gpugap.baseline table)", metavar="FILE")] = None,
+    range_: Annotated[list[str] | None, typer.Option(
+        "--range", help="also store this NVTX range (repeatable); the ranges analyze "
+                        "lists and those the config gates are always stored",
+        metavar="NAME")] = None,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+    force: ForceOpt = False,
+    job: Annotated[bool, typer.Option(
+        "--job", help="the REPORTs are the ranks of one job: store the job's metrics "
+                      "(job.*) for gpugap check --baseline")] = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+) -> int:
+    """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
+    --job, the job.* metrics of the REPORTs taken together as the ranks of one job."""
+    from gpugap.analysis.job import analyze_job, expand_reports
+    from gpugap.ci import baseline as baselines
+    from gpugap.ci.measure import job_measurements, measure, reported_range_names
+    from gpugap.render.fit import print_labelled
+
+    cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    output = output or cfg.baseline_file
+    if output is None:
+        raise UsageError("where should the baseline go? give -o FILE "
+                         "(or file in [tool.gpugap.baseline])")
+    reports = expand_reports(reports)
+    check_outputs([("-o", output)], [*reports, cfg.path], force)
+    wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
+    runs = []
+    if job:
+        if wanted:
+            raise UsageError("a job baseline covers the whole job's steady state; "
+                             "--range does not apply")
+        with job_progress(len(reports)) as progress:
+            combined = analyze_job(reports, workers=workers, scheduler=scheduler,
+                                   progress=progress, nsys=nsys, thresholds=cfg.thresholds)
+        if combined.failed:
+            raise UsageError("a job baseline needs every report: "
+                             + "; ".join(f"{s.report}: {s.error}" for s in combined.failed[:3]))
+        runs.append(job_measurements(combined, thresholds=cfg.thresholds,
+                                     min_severity=cfg.min_severity))
+    for report in [] if job else reports:
+        trace = load_trace(report, nsys)
+        with status(f"Measuring {report.name}"):
+            runs.append(measure(trace, ranges=[*reported_range_names(trace), *wanted],
+                                thresholds=cfg.thresholds, min_severity=cfg.min_severity))
+    saved = baselines.build(runs)
+    baselines.save(saved, output, force=force)
+    ranges = [safe_text(s) for s in saved.scopes if s is not None]
+    shown = ", ".join(ranges[:SAVED_RANGES_SHOWN]) + (
+        f" and {len(ranges) - SAVED_RANGES_SHOWN} more" if len(ranges) > SAVED_RANGES_SHOWN
+        else "")
+    # The file on a line of its own (a path is never broken), the ranges wrapped below.
+    stdout.print(safe_text(f"saved baseline {output} from {len(runs)} run(s): the whole "
+                           f"report and {len(ranges)} NVTX range(s)", None),
+                 soft_wrap=True, highlight=False, markup=False)
+    if ranges:
+        print_labelled(stdout, "ranges:", "", shown)
+    return 0
+
+
+@app.command("diff", short_help="Compare two reports: metrics and findings.")
+def diff_command(
+    before: Annotated[Path, typer.Argument(help="the report before the change",
+                                           metavar="BEFORE")],
+    after: Annotated[Path, typer.Argument(help="the report after the change",
+                                          metavar="AFTER")],
+    json_: JsonOpt = False,
+    markdown: MarkdownOpt = None,
+    range_: RangeOpt = None,
+    min_severity: SeverityOpt = None,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+    force: ForceOpt = False,
+) -> int:
+    """Compare two reports: metric deltas per NVTX range, findings new, fixed, changed."""
+    from gpugap.ci.diff import diff
+    from gpugap.jsonout import dumps
+    from gpugap.render.markdown import diff_markdown
+
+    cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    inputs = [before, after, cfg.path]
+    check_outputs([("--markdown", markdown)], inputs, force)
+    traces = [load_trace(before, nsys), load_trace(after, nsys)]
+    with status("Comparing"):
+        result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
+                      min_severity=cfg.min_severity, directions=cfg.directions)
+    markdown_out(markdown, diff_markdown(result), force=force, inputs=inputs)
+    if json_:
+        stdout.out(dumps(result.to_dict()), highlight=False)
+    else:
+        render_diff(result)
+    return 0
+
+
+def render_diff(result: Diff) -> None:
+    """The main scope's metrics, the other ranges and the findings, each table fitted to
+    the terminal (80 columns in a CI log): names wrap at their dots and dashes; where a
+    table would still be too wide, 'before -> after' cells take two lines."""
+    from gpugap.ci.gates import fmt_value
+    from gpugap.render.fit import fitted_table, leaves_room, print_labelled
+    from gpugap.render.markdown import fmt_delta
+    from gpugap.units import fmt_ns
+
+    colour = {"better": "green", "worse": "bold red"}
+    width = stdout.width
+
+    # Nanosecond counts read better as times on a terminal (JSON keeps them exact).
+    def shown(metric: str, value: float | None) -> str:
+        if metric.endswith("_ns") and value is not None:
+            return fmt_ns(value)
+        return fmt_value(metric, value)
+
+    def shown_delta(metric: str, delta: float | None) -> str:
+        if metric.endswith("_ns") and delta is not None:
+            return ("+" if delta >= 0 else "-") + fmt_ns(abs(delta))
+        return fmt_delta(metric, delta)
+
+    main = result.scope(result.range)
+    where = "whole report" if main.scope is None else f"range '{safe_text(main.scope)}'"
+    rows: list[list[Cell]] = [
+        [safe_rich(m.metric), shown(m.metric, m.before), shown(m.metric, m.after),
+         shown_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, ""))]
+        for m in main.metrics
+        if not (m.metric.count(".") == 2 and not m.before and not m.after)]
+    stdout.print(fitted_table(
+        width, ["metric", "before", "after", "delta", "change"], rows, name_column=0,
+        right=(1, 2, 3), title=Text(f"{safe_text(result.before)} -> "
+                                    f"{safe_text(result.after)} ({where})")))
+    ranges = [s for s in result.scopes if s.scope is not None and s is not main]
+    if ranges:
+        def arrow(metric: str, before: float | None, after: float | None, sep: str) -> str:
+            if before == after:
+                return fmt_value(metric, after)
+            return f"{fmt_value(metric, before)}{sep}-> {fmt_value(metric, after)}"
+
+        def range_rows(sep: str) -> list[list[Cell]]:
+            return [[safe_rich(s.scope), *(arrow(m, s.get(m).before, s.get(m).after, sep)
+                                           for _, m in DIFF_RANGE_COLUMNS)] for s in ranges]
+
+        headers = ["range", *(c for c, _ in DIFF_RANGE_COLUMNS)]
+        rows = range_rows(" ")
+        if not leaves_room(width, headers, rows, 0, 16):
+            rows = range_rows("\n")
+        stdout.print(fitted_table(width, headers, rows, name_column=0, right=range(1, 6),
+                                  title="NVTX ranges (before -> after)"))
+    if result.findings:
+        def finding_rows(sep: str) -> list[list[Cell]]:
+            return [[f.status,
+                     safe_rich(f"{f.rule} [{f.cause}] in "
+                               + (" > ".join(f.where) or "outside NVTX ranges")),
+                     f"{f.count_before} -> {f.count_after}",
+                     f"{f.cost_ms_before:g} -> {f.cost_ms_after:g}{sep}"
+                     f"({f.cost_ms_delta:+.3f})"] for f in result.findings]
+
+        headers = ["status", "finding", "count", "cost ms"]
+        rows = finding_rows(" ")
+        if not leaves_room(width, headers, rows, 1, 30):
+            rows = finding_rows("\n")
+        stdout.print(fitted_table(width, headers, rows, name_column=1, right=(2, 3),
+                                  title="Findings"))
+    summary = result.summary()
+    stdout.print(f"findings: {summary['fixed']} fixed, {summary['new']} new, "
+                 f"{summary['changed']} changed, {summary['unchanged']} unchanged")
+    for w in result.warnings:
+        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
+
+
+# The per-range table of a terminal diff: RANGE_COLUMNS of the Markdown, short headers
+# (as analyze's NVTX table) so that six columns fit 80.
+DIFF_RANGE_COLUMNS = (("busy", "gpu_busy_pct"), ("k-overlap", "kernel_overlap_pct"),
+                      ("copy/comp", "copy_compute_overlap_pct"), ("conc.", "concurrency"),
+                      ("findings", "findings.count"))

@@ -1,0 +1,416 @@
+"""The gpugap command line. Thin: parse, call the library, render, map errors to exit codes.
+
+Exit codes: 0 done, 1 a gate/expectation failed, 2 bad usage or unreadable input,
+3 nsys missing/failing, 4 no CUDA activity in the report, 5 the profiled program failed,
+6 no GPU where one is needed, 7 some reports of a job could not be analyzed (the others
+were).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from gpugap.errors import EXIT_USAGE, GpugapError, UsageError
+
+if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
+    from gpugap.analysis.job import Progress, RankSummary
+    from gpugap.report.trace import Trace
+    from gpugap.rules.model import Severity
+
+# typer >= 0.16 (its own click) prints a Python type beside every parameter in its rich
+# help ("--json <bool>", "--rule <list[str]>"), not in its plain help; older typer's rich
+# help shows the metavars (and its plain help escapes brackets: "\\[required]").
+_PLAIN_HELP = hasattr(typer.core.TyperOption, "display_type_rich")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None if _PLAIN_HELP else "rich",
+                  help="Find the holes in a GPU timeline (Nsight Systems reports), say why "
+                       "they are there and how to fix them.")
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+# Options shared by several commands.
+NsysOpt = Annotated[str | None, typer.Option("--nsys", help="nsys executable to use "
+                                             "(default: $GPUGAP_NSYS, PATH, install dirs)",
+                                             metavar="PATH")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document to stdout")]
+RuleOpt = Annotated[list[str] | None, typer.Option("--rule", help="run only this rule "
+                                                   "(repeatable); see gpugap rules",
+                                                   metavar="RULE")]
+RangeOpt = Annotated[str | None, typer.Option("--range", help="restrict to this NVTX range "
+                                              "(name or domain:name)", metavar="NAME")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="override a rule threshold (repeatable)", metavar="RULE.NAME=VALUE")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="read gates and thresholds from this gpugap.toml / pyproject.toml "
+                     "(default: gpugap.toml here, else the nearest pyproject.toml with "
+                     "a tool.gpugap table)", metavar="FILE")]
+NoConfigOpt = Annotated[bool, typer.Option("--no-config", help="ignore configuration files")]
+IterationOpt = Annotated[str | None, typer.Option(
+    "--iteration", help="the NVTX range that marks one iteration (numbers at the end of "
+                        "its instances' names ignored: 'step' matches 'step 12'); 'none': "
+                        "no iterations. Default: found from the ranges or the repeating "
+                        "kernel sequence", metavar="NAME")]
+MinSeverityOpt = Annotated[str | None, typer.Option(
+    "--min-severity", help="show findings of this severity and up: info (default), "
+                           "warning, error", metavar="SEVERITY")]
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from gpugap import __version__
+
+        sys.stdout.write(f"gpugap {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="print gpugap's version and exit")] = False) -> None:
+    # No docstring: the app's help stays the one given to typer.Typer above.
+    pass
+
+
+@contextmanager
+def status(message: str) -> Iterator[None]:
+    """A spinner on stderr for long work, only for humans on a terminal."""
+    if stderr.is_terminal:
+        with stderr.status(message):
+            yield
+    else:
+        yield
+
+
+def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
+                     ) -> dict[str, dict[str, float]]:
+    """--set RULE.NAME=VALUE (and --min-gap-us), each checked up front: a known rule
+    and threshold, a finite number in its range (gpugap.ci.config.rule_threshold)."""
+    if not items and min_gap_us is None:
+        return {}
+    from gpugap.ci.config import rule_threshold
+
+    out: dict[str, dict[str, float]] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        rule, dot, name = key.strip().partition(".")
+        rule, name = rule.strip(), name.strip()
+        if not (eq and dot and rule and name and value.strip()):
+            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
+                             "e.g. launch-gap.min_gap_us=50")
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"bad --set '{item}': '{value.strip()}' is not a "
+                             "number") from None
+        out.setdefault(rule, {})[name] = rule_threshold(rule, name, number, "--set")
+    if min_gap_us is not None:
+        if not min_gap_us > 0 or min_gap_us == float("inf"):
+            raise UsageError(f"--min-gap-us must be a positive number, not {min_gap_us:g}")
+        out.setdefault("launch-gap", {})["min_gap_us"] = float(min_gap_us)
+    return out
+
+
+def checked_severity(given: str | None, configured: str) -> Severity:
+    """--min-severity (else the configuration's) as a Severity; UsageError naming the
+    choices when it is none."""
+    from gpugap.rules.model import Severity
+
+    severity = given or configured
+    if severity not in Severity.names():
+        raise UsageError(f"bad --min-severity '{given}'; use one of "
+                         f"{', '.join(Severity.names())}")
+    return Severity(severity)
+
+
+def load_trace(report: Path, nsys: str | None) -> Trace:
+    from gpugap.report import load
+
+    with status(f"Loading {report.name}") if stderr.is_terminal else nullcontext():
+        return load(report, nsys=nsys, status=status)
+
+
+WorkersOpt = Annotated[int | None, typer.Option(
+    "--workers", min=1, help="several reports: analyze them in this many worker processes "
+                             "(default: one per CPU)", metavar="N")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", help="several reports: analyze them on this Dask cluster "
+                        "(tcp://HOST:8786; needs the dist extra of gpugap); each worker "
+                        "reads its report", metavar="ADDRESS")]
+
+
+@contextmanager
+def job_progress(count: int) -> Iterator[Progress | None]:
+    """A progress bar per report on stderr (humans on a terminal only): yields the
+    callback gpugap.analysis.job calls as each report's summary arrives."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=stderr, transient=True) as bar:
+        task = bar.add_task("Analyzing reports", total=count)
+
+        def arrived(summary: RankSummary) -> None:
+            from gpugap.text import safe_text
+
+            what = "ok" if summary.ok else f"{summary.status}: {summary.error}"
+            bar.console.print(safe_text(f"{summary.report}: {what}", 200), markup=False,
+                              highlight=False)
+            bar.advance(task)
+
+        yield arrived
+
+
+def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | None,
+                        thresholds: dict[str, dict[str, float]], iteration: str | None,
+                        nsys: str | None, workers: int | None, scheduler: str | None,
+                        severity: str) -> int:
+    """`gpugap analyze R1 R2 ...`: the ranks of one job (gpugap.analysis.job)."""
+    from gpugap import __version__
+    from gpugap.analysis.job import combine, summarize_all
+    from gpugap.errors import EXIT_PARTIAL, ReportError
+    from gpugap.jsonout import dumps
+    from gpugap.render.terminal import render_job
+
+    with job_progress(len(reports)) as progress:
+        summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
+                                  progress=progress, nsys=nsys, rules=rules,
+                                  thresholds=thresholds, iteration=iteration, details=json_)
+    job = combine(summaries)
+    if json_:
+        from gpugap.rules.model import Severity
+
+        floor = Severity(severity)
+        documents = []
+        for s in summaries:
+            if s.analysis is None:
+                documents.append({"report": s.report, "status": s.status, "error": s.error})
+                continue
+            s.analysis["findings"] = [f for f in s.analysis["findings"]
+                                      if Severity(f["severity"]) >= floor]
+            documents.append(s.analysis)
+        sys.stdout.write(dumps({"gpugap_version": __version__, "reports": documents,
+                                "job": job.to_dict()}) + "\n")
+        sys.stdout.flush()
+    else:
+        render_job(job, stdout)
+    if not job.ranks:
+        raise ReportError(f"none of the {len(reports)} reports could be analyzed: "
+                          + "; ".join(f"{s.report}: {s.error}" for s in job.failed[:3]))
+    return EXIT_PARTIAL if job.failed else 0
+
+
+@app.command(short_help="Diagnose a report, or the ranks of one job.")
+def analyze(
+    reports: Annotated[list[Path], typer.Argument(
+        help="a .nsys-rep or its .sqlite export; several (or a directory, or a glob) "
+             "for the ranks of one job", metavar="REPORT")],
+    json_: JsonOpt = False,
+    rule: RuleOpt = None,
+    range_: RangeOpt = None,
+    min_gap_us: Annotated[float | None, typer.Option(
+        "--min-gap-us", help="launch-gap threshold in microseconds (default 100)",
+        metavar="N")] = None,
+    set_: SetOpt = None,
+    nsys: NsysOpt = None,
+    max_findings: Annotated[int, typer.Option(
+        min=0, help="findings shown in the terminal (0: only how many there are)",
+        metavar="N")] = 20,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="write a self-contained HTML timeline with the findings drawn on it",
+        metavar="FILE")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", help="write a static SVG of the timeline (the --range window, else the "
+                      "GPU span)", metavar="FILE")] = None,
+    png: Annotated[Path | None, typer.Option(
+        "--png", help="write that SVG as PNG (needs chromium)", metavar="FILE")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="overwrite existing --html/--svg/--png files")] = False,
+    config: ConfigOpt = None,
+    no_config: NoConfigOpt = False,
+    iteration: IterationOpt = None,
+    min_severity: MinSeverityOpt = None,
+    all_domains: Annotated[bool, typer.Option(
+        "--all-domains", help="list the NVTX ranges of libraries (CUB, NCCL, cuBLAS...) "
+                              "beside the program's")] = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+) -> int:
+    """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
+    time goes, and every finding with its cause, cost and fix. Several reports (the
+    ranks of one job): each analyzed, then the job's verdict (the straggler and what
+    waiting for it costs the others), one row per rank."""
+    from gpugap.analysis.job import expand_reports
+
+    found = expand_reports(reports)
+    if len(found) > 1:
+        for name, value in (("--html", html), ("--svg", svg), ("--png", png),
+                            ("--range", range_)):
+            if value:
+                raise UsageError(f"{name} takes one report, not the {len(found)} of a job")
+        from gpugap.ci.config import load_config
+
+        if config is not None and no_config:
+            raise UsageError("--config and --no-config contradict each other; give one")
+        cfg = load_config(config, discover=not no_config)
+        severity = checked_severity(min_severity, cfg.min_severity)
+        return analyze_job_reports(
+            found, json_=json_, rules=rule, iteration=iteration, nsys=nsys, workers=workers,
+            thresholds=cfg.merged_thresholds(parse_thresholds(set_, min_gap_us)),
+            scheduler=scheduler, severity=severity)
+    report = found[0]
+    from gpugap.report.prefetch import start as prefetch
+
+    prefetch(report)   # read the big tables in the background while the imports below run
+    from gpugap.analysis import analyze as run_analysis
+    from gpugap.ci.config import load_config
+    from gpugap.errors import NoCudaActivity
+    from gpugap.jsonout import dumps
+    from gpugap.render.outputs import timeline_outputs
+    from gpugap.render.terminal import render
+    from gpugap.rules.model import Severity
+
+    if config is not None and no_config:
+        raise UsageError("--config and --no-config contradict each other; give one")
+    # Rule thresholds: the project's configuration, then the command line on top.
+    cfg = load_config(config, discover=not no_config)
+    severity = checked_severity(min_severity, cfg.min_severity)
+    thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
+    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_,
+                               inputs=[report, cfg.path])
+    trace = load_trace(report, nsys)
+    with status("Analyzing"):
+        result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
+                              require_gpu=False, iteration=iteration,
+                              all_domains=all_domains)
+    if json_:
+        # Plain text: rich would re-scan a large document for nothing.
+        document = result.to_dict()
+        document["findings"] = [f for f in document["findings"]
+                                if Severity(f["severity"]) >= severity]
+        sys.stdout.write(dumps(document) + "\n")
+        sys.stdout.flush()
+    else:
+        render(result, stdout, max_findings=max_findings, min_severity=severity)
+    with status("Drawing the timeline") if outputs.wanted else nullcontext():
+        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False,
+                                                             soft_wrap=True))
+    if result.status == "no-cuda-activity":
+        raise NoCudaActivity(result.error or "no CUDA activity")
+    return 0
+
+
+@app.command("rules", short_help="List the rules, their causes, thresholds and fixes.")
+def list_rules(json_: JsonOpt = False,
+               markdown: Annotated[bool, typer.Option(
+                   "--markdown", help="print docs/rules.md")] = False) -> int:
+    """List the rules with their causes, thresholds (defaults) and fixes."""
+    from gpugap.jsonout import dumps
+    from gpugap.rules import registry
+
+    if markdown:
+        from gpugap.render.rules_doc import rules_markdown
+
+        stdout.out(rules_markdown(), highlight=False)
+        return 0
+    reg = registry()
+    if json_:
+        stdout.out(dumps([{"id": r.id, "title": r.title, "rationale": r.rationale,
+                           "fix": r.fix,
+                           "causes": {c.id: c.meaning for c in r.causes.values()},
+                           "thresholds": {k: {"default": t.default, "unit": t.unit,
+                                              "help": t.help}
+                                          for k, t in r.thresholds.items()}}
+                          for r in reg.values()]))
+        return 0
+    for r in reg.values():
+        stdout.print(f"[bold]{r.id}[/bold]: {r.title}")
+        stdout.print(f"  why: {r.rationale}")
+        for cause in r.causes.values():
+            stdout.print(f"  cause [magenta]{cause.id}[/magenta]: {cause.meaning}")
+        for name, t in r.thresholds.items():
+            stdout.print(f"  {r.id}.{name} = {t.default:g} {t.unit}: {t.help}")
+    return 0
+
+
+_ARGV: list[str] = []
+
+
+def current_argv() -> list[str]:
+    """The arguments main() was called with (commands that must see a literal --)."""
+    return _ARGV
+
+
+def _name_arguments_only(command: Any) -> None:
+    """typer >= 0.16 writes a Python type beside each argument in --help (`REPORT
+    <list[Path]>`) whatever its metavar: the metavar alone says what it takes, as every
+    option's does (RULE, FILE, N). Duck-typed: older typer (click's parameters) has no
+    display_type_rich and shows the metavar only."""
+    for param in command.params:
+        if param.param_type_name == "argument" and hasattr(param, "display_type_rich"):
+            param.display_type_rich = lambda ctx: None
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _name_arguments_only(sub)
+
+
+def usage_error_line(exc: Any, command: Any, argv: list[str]) -> str:
+    """An option parser's usage error (click's, or typer's own) as gpugap's one line:
+    `gpugap: error: no such option: --foo; see gpugap analyze --help`."""
+    from gpugap.text import MESSAGE_LIMIT, safe_text
+
+    lines = [" ".join(line.split()) for line in str(exc.format_message()).splitlines()]
+    message = "; ".join(line.rstrip(".") for line in lines if line)
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        where = ctx.command_path
+    else:                  # some errors come without their context: the command named
+        where = "gpugap"
+        for arg in argv:
+            command = (getattr(command, "commands", None) or {}).get(arg)
+            if command is None:
+                break
+            where += f" {arg}"
+    return f"gpugap: error: {safe_text(message, MESSAGE_LIMIT)}; see {where} --help"
+
+
+def main(argv: list[str] | None = None) -> int:
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
+    command = typer.main.get_command(app)
+    _name_arguments_only(command)
+    try:
+        rv = command.main(args=argv, standalone_mode=False, prog_name="gpugap")
+        return rv if isinstance(rv, int) else 0
+    except GpugapError as exc:
+        from gpugap.text import MESSAGE_LIMIT, safe_text
+
+        # One line whatever the message quotes (file names, report text): see render.safe.
+        stderr.print(f"gpugap: error: {safe_text(exc.cli_message(), MESSAGE_LIMIT)}",
+                     soft_wrap=True, markup=False, highlight=False)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        stderr.print("gpugap: aborted")
+        return 130
+    except Exception as exc:
+        # Usage errors of the option parser (click's, or the one vendored by newer typer):
+        # duck-typed so gpugap works with either.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError" and hasattr(exc, "show"):
+            exc.show(file=sys.stderr)        # `gpugap` or `gpugap baseline` alone: the help
+        else:
+            stderr.print(usage_error_line(exc, command, _ARGV), soft_wrap=True,
+                         markup=False, highlight=False)
+        return EXIT_USAGE

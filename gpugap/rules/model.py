@@ -1,0 +1,147 @@
+"""The typed values rules produce, besides findings: severities, causes and marks.
+
+- :class:`Severity`: info < warning < error, the one order every filter and sort uses.
+- :class:`Cause`: one cause a rule tells apart: its id (what findings, gates and docs
+  name), what it means, and the fix for it.
+- Marks (:data:`Mark`): where a finding is drawn on a timeline, in the report's own
+  terms (times, devices, streams, threads, events by correlation id), so a renderer
+  draws any rule's findings without knowing the rule: :class:`Band` (GPU time across a
+  device's stream lanes), :class:`Span` (time on a host thread), :class:`Outline` (one
+  event) and :class:`Link` (an arrow from one event to another).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How much a finding matters, ordered info < warning < error (definition order).
+
+    A str: a member equals, hashes and prints as its name ("warning"), so findings
+    serialise as before and plain names from options and config files compare with it."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    __hash__ = str.__hash__        # Enum hashes the member's name; equal to "info": same hash
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def rank(self) -> int:
+        """0 for info, 1 for warning, 2 for error."""
+        return _ORDER.index(self)
+
+    def __lt__(self, other: object) -> bool:
+        return self.rank < Severity(other).rank
+
+    def __le__(self, other: object) -> bool:
+        return self.rank <= Severity(other).rank
+
+    def __gt__(self, other: object) -> bool:
+        return self.rank > Severity(other).rank
+
+    def __ge__(self, other: object) -> bool:
+        return self.rank >= Severity(other).rank
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """('info', 'warning', 'error'): the names options and config files accept."""
+        return tuple(s.value for s in _ORDER)
+
+    @classmethod
+    def of_rank(cls, rank: int) -> Severity:
+        return _ORDER[rank]
+
+    @classmethod
+    def of_share(cls, share_pct: float, warn_pct: float, error_pct: float) -> Severity:
+        """The severity of a cost that is *share_pct* of its scope."""
+        return (cls.ERROR if share_pct >= error_pct else cls.WARNING if share_pct >= warn_pct
+                else cls.INFO)
+
+
+_ORDER: tuple[Severity, ...] = tuple(Severity)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One cause a rule reports: *id* (findings' ``cause``, gates' and docs' name for
+    it), what it means, the fix for it (a rule may refine it per finding), and the
+    colour its marks are drawn in (None: its rule's)."""
+
+    id: str
+    meaning: str
+    fix: str
+    color: str | None = None
+
+
+# --- marks -------------------------------------------------------------------------
+
+GPU_EVENT_KINDS = ("kernel", "memcpy", "memset", "graph")    # gpugap.report.trace.OP_KINDS
+EVENT_KINDS = (*GPU_EVENT_KINDS, "api")
+
+
+@dataclass(frozen=True)
+class EventRef:
+    """One event of the report: a GPU operation (*kind* kernel, memcpy, memset or graph)
+    or a CUDA API call (*kind* 'api'), by its correlation id. *stream*, *pid* and
+    *start_ns* (when it began) pick among events sharing the id: the kernels of one graph
+    launch, the processes of a multi-process report."""
+
+    kind: str
+    correlation_id: int
+    stream: int | None = None
+    pid: int | None = None
+    start_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class Band:
+    """GPU time [start_ns, end_ns] shaded across *device*'s stream lanes (only those of
+    *streams* when given), labelled; drawn in the colour of *cause* (None: the rule's)."""
+
+    start_ns: int
+    end_ns: int
+    device: int | None
+    streams: tuple[int, ...] = ()
+    label: str = ""
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class Span:
+    """Host time [start_ns, end_ns] marked on thread *gtid*: on its *lane* ('api': the
+    CUDA API lane, 'nvtx': the NVTX lane) where it has one, else its other lane."""
+
+    start_ns: int
+    end_ns: int
+    gtid: int
+    lane: str = "api"
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Outline:
+    """One event outlined."""
+
+    event: EventRef
+
+
+@dataclass(frozen=True)
+class Link:
+    """An arrow from *source* to *target*; *ends*: which end of each it joins, 's'tart
+    or 'e'nd ('es': from the end of the source to the start of the target)."""
+
+    source: EventRef
+    target: EventRef
+    ends: str = "es"
+
+
+Mark = Band | Span | Outline | Link

@@ -1,0 +1,144 @@
+"""The layers of docs/architecture.md, checked against every import of every module:
+no import cycle, no import of a lower layer, function-local imports only in the CLI."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "gpugap"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = modules()
+
+
+def resolve(name: str) -> str:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports(name: str, path: Path):
+    """(is function-local, line, gpugap modules imported) of each import statement. The
+    imports of a module-level ``if TYPE_CHECKING:`` block (the names a lazy package
+    exports, for type checkers) are not function-local: they never run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for block in tree.body
+                   if isinstance(block, ast.If) and isinstance(block.test, ast.Name)
+                   and block.test.id == "TYPE_CHECKING"
+                   for statement in block.body for n in ast.walk(statement)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{base}" if base else package
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                       for a in node.names]
+        else:
+            continue
+        found = {resolve(t) for t in targets if t.split(".")[0] == "gpugap"} - {name, ""}
+        if found:
+            yield node.col_offset > 0 and id(node) not in typing_only, node.lineno, found
+
+
+def layers() -> list[tuple[str, list[str]]]:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"```layers\n(.*?)```", text, flags=re.S)
+    assert block, "docs/architecture.md has no ```layers block"
+    return [(line.split()[0], line.split()[1:]) for line in block.group(1).splitlines()
+            if line.strip()]
+
+
+def layer_of(module: str, table: list[tuple[str, list[str]]]) -> int | None:
+    if module == "gpugap":
+        return 0                    # the package's __init__: the version and lazy names
+    for rank, (_, prefixes) in enumerate(table):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def test_every_module_has_a_layer():
+    table = layers()
+    orphans = sorted(m for m in MODULES if layer_of(m, table) is None)
+    assert not orphans, f"modules in no layer of docs/architecture.md: {orphans}"
+    # ... and every package the table names exists.
+    named = [p for _, prefixes in table for p in prefixes]
+    assert all(p in MODULES for p in named), [p for p in named if p not in MODULES]
+
+
+def test_imports_go_to_lower_layers_only():
+    table = layers()
+    wrong = []
+    for name, path in MODULES.items():
+        mine = layer_of(name, table)
+        for _, line, targets in imports(name, path):
+            for target in targets:
+                theirs = layer_of(target, table)
+                if target != "gpugap" and theirs > mine:
+                    wrong.append(f"{path.relative_to(ROOT)}:{line} ({table[mine][0]}) "
+                                 f"imports {target} ({table[theirs][0]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in MODULES.items():
+        for _, _, targets in imports(name, path):
+            graph[name] |= targets - {"gpugap"}
+    # Tarjan's strongly connected components: any of more than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in list(MODULES):
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_function_local_imports_only_in_cli_commands():
+    local = [f"{path.relative_to(ROOT)}:{line}"
+             for name, path in MODULES.items() if not name.startswith("gpugap.cli")
+             for is_local, line, _ in imports(name, path) if is_local]
+    assert not local, local
