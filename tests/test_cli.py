@@ -122,3 +122,25 @@ def test_max_findings_says_what_it_hid(capsys):
     part = findings_part(one)
     assert panels(part) == 1
     assert part.count("... and 2 more hidden (--max-findings 1); --json lists all\n") == 2
+
+
+@pytest.mark.parametrize("args", [["analyze", str(TRAIN)], ["analyze", "--json", str(TRAIN)],
+                                  ["rules"]])
+def test_closed_pipe_is_not_a_failed_gate(args):
+    # `gpugap analyze R | head -1`: the reader goes away. Made deterministic by closing the
+    # pipe's read end before gpugap writes anything: its first write meets EPIPE.
+    import os
+    import subprocess
+    import sys
+
+    from gpugap.errors import EXIT_PIPE_CLOSED
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gpugap", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == EXIT_PIPE_CLOSED, proc.stderr
+    assert proc.stderr == ""                  # no traceback, no "Exception ignored"

@@ -90,6 +90,7 @@ def test_wheel_holds_gpugap_and_its_scenarios_and_nothing_else(wheel):
     assert "gpugap/scenarios/h2d_copy.py" in sources
     assert sorted(sources - names) == []          # a new subpackage unlisted in pyproject
     assert f"{dist_info}/licenses/LICENSE" in names
+    assert "gpugap/py.typed" in names             # PEP 561: type checkers read gpugap's types
 
 
 def test_wheel_declares_the_apache_license(wheel):

@@ -3,11 +3,12 @@
 Exit codes: 0 done, 1 a gate/expectation failed, 2 bad usage or unreadable input,
 3 nsys missing/failing, 4 no CUDA activity in the report, 5 the profiled program failed,
 6 no GPU where one is needed, 7 some reports of a job could not be analyzed (the others
-were).
+were), 141 the reader of stdout closed it early (`gpugap analyze R | head -1`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from gpugap.errors import EXIT_USAGE, GpugapError, UsageError
+from gpugap.errors import EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from gpugap.analysis.job import Progress, RankSummary
@@ -384,13 +385,29 @@ def usage_error_line(exc: Any, command: Any, argv: list[str]) -> str:
     return f"gpugap: error: {safe_text(message, MESSAGE_LIMIT)}; see {where} --help"
 
 
+def _pipe_closed() -> int:
+    """`gpugap analyze R | head -1`: the reader has what it wanted. Exit as a process that
+    SIGPIPE killed would, with stdout on /dev/null so that Python's flush at exit finds
+    nothing to complain about."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_PIPE_CLOSED
+
+
 def main(argv: list[str] | None = None) -> int:
     _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
     _name_arguments_only(command)
     try:
         rv = command.main(args=argv, standalone_mode=False, prog_name="gpugap")
+        sys.stdout.flush()               # a closed pipe shows here, not at interpreter exit
         return rv if isinstance(rv, int) else 0
+    except BrokenPipeError:
+        return _pipe_closed()
+    except SystemExit as exc:
+        # rich and click meet a closed stdout with exit(1), the code of a failed gate.
+        if isinstance(exc.__context__, BrokenPipeError):
+            return _pipe_closed()
+        raise
     except GpugapError as exc:
         from gpugap.text import MESSAGE_LIMIT, safe_text
 
