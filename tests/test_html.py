@@ -604,6 +604,26 @@ def test_svg_has_lanes_findings_and_legend(tmp_path):
     assert "range measured" in m and f"findings ({len(measured.findings)})" in m
 
 
+def test_svg_legend_lists_what_its_window_draws(tmp_path):
+    # default-stream-bad's memsets, allocations and module loads all happen before its
+    # 'measured' range: the whole report's legend names them, the range's must not.
+    from gpugap.analysis import analyze
+    from gpugap.render.timeline import CATEGORIES
+
+    def legend(svg_text: str) -> set[str]:
+        texts = set(re.findall(r'class="mu">([^<]*)</text>', svg_text))
+        return texts & {c[1] for c in CATEGORIES}
+
+    trace = load_report("default-stream-bad")
+    write_svg(analyze(trace), trace, tmp_path / "whole.svg")
+    write_svg(analyze(trace, range_name="measured"), trace, tmp_path / "m.svg")
+    whole, measured = (legend((tmp_path / n).read_text()) for n in ("whole.svg", "m.svg"))
+    start_up_only = {"memset", "API: alloc / free / register", "API: module / library load"}
+    assert start_up_only <= whole
+    assert not start_up_only & measured
+    assert {"kernel", "API: launch", "NVTX range"} <= measured < whole, measured
+
+
 @pytest.mark.needs_chromium
 def test_png_from_chromium(tmp_path):
     name = "h2d-copy-bad"

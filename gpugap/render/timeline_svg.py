@@ -312,9 +312,16 @@ def _style() -> str:
             + "".join(rules) + "</style>")
 
 
-def _legend(svg: _Svg, panels: list[Timeline], y: float, width: int) -> float:
-    used_cats = sorted(set().union(*(set(np.unique(tl.cat).tolist()) for tl in panels)))
-    rules = sorted({f.rule for tl in panels for f in tl.findings})
+def _legend(svg: _Svg, panels: list[Timeline], y: float, width: int,
+            view: tuple[float, float]) -> float:
+    """What the drawn window holds: the categories of its events, the rules of its
+    findings (a --range window of a big report draws a fraction of either)."""
+    v0, v1 = view
+    used_cats = sorted(set().union(*(
+        set(np.unique(tl.cat[(tl.start + tl.dur >= v0) & (tl.start <= v1)]).tolist())
+        for tl in panels)))
+    rules = sorted({f.rule for tl in panels for f in tl.findings
+                    if tl.rel(f.end_ns) >= v0 and tl.rel(f.start_ns) <= v1})
     items: list[tuple[str, str, str]] = [(CATEGORIES[c][2], CATEGORIES[c][1],
                                           "hatch" if CATEGORIES[c][0] in PAGEABLE else "")
                                          for c in used_cats]
@@ -362,7 +369,7 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     y += 18
     for tl in panels:
         y = _draw_panel(svg, tl, y, width, v, stats) + 10
-    y = _legend(svg, panels, y + 8, width) + 6
+    y = _legend(svg, panels, y + 8, width, v) + 6
     for p, tl in enumerate(panels):
         for i, f in enumerate(tl.findings[:MAX_FINDINGS_LISTED]):
             y += 14
