@@ -36,6 +36,19 @@ def analyze_report(name: str):
     return analyze(load_report(name))
 
 
+def code_strings(source: str) -> list[str]:
+    """The string literals of a Python module that are not docstrings."""
+    import ast
+
+    tree = ast.parse(source)
+    docs = {id(body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef))
+            for body in [node.body] if body and isinstance(body[0], ast.Expr)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docs]
+
+
 @pytest.fixture
 def trace_of():
     return load_report

@@ -32,7 +32,14 @@ from gpugap.cli import main
 from gpugap.render.html import write_html
 from gpugap.render.timeline import CATEGORY_INDEX, Panel, build_timeline
 from gpugap.render.timeline_svg import write_png, write_svg
-from tests.conftest import DATA, analyze_report, load_report, report_path, require_tool
+from tests.conftest import (
+    DATA,
+    analyze_report,
+    code_strings,
+    load_report,
+    report_path,
+    require_tool,
+)
 
 CAPTURES = DATA / "captures"
 
@@ -483,26 +490,13 @@ def test_a_new_rule_is_drawn_with_no_change_to_the_renderer(browser, tmp_path, m
     assert state["findings"] == state["marked"] == len(analysis.findings)
 
 
-def _code_strings(source: str) -> list[str]:
-    """The string literals of a Python module that are not docstrings."""
-    import ast
-
-    tree = ast.parse(source)
-    docs = {id(body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                 ast.AsyncFunctionDef))
-            for body in [node.body] if body and isinstance(body[0], ast.Expr)}
-    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
-            and isinstance(node.value, str) and id(node) not in docs]
-
-
 def test_renderers_name_no_rule():
     """Renderers draw findings from their marks: no rule's id in render/'s code (its
     string literals and scripts; docstrings may quote one as an example)."""
     from gpugap.rules import registry
 
     render = Path(__file__).parents[1] / "gpugap" / "render"
-    code = {p.name: " ".join(_code_strings(p.read_text())) for p in render.rglob("*.py")}
+    code = {p.name: " ".join(code_strings(p.read_text())) for p in render.rglob("*.py")}
     code |= {p.name: p.read_text() for p in render.rglob("*.js")}
     assert "html.py" in code and "timeline.js" in code
     for rule in registry():

@@ -220,6 +220,7 @@ def test_severity_has_one_order_and_reads_as_its_name() -> None:
 def test_causes_are_typed_with_a_meaning_and_a_fix() -> None:
     import importlib
 
+    from gpugap.accounting import BUCKETS, host
     from gpugap.rules import RULE_MODULES, Cause, registry
 
     for module_name in RULE_MODULES:
@@ -229,7 +230,9 @@ def test_causes_are_typed_with_a_meaning_and_a_fix() -> None:
         for cause_id, cause in rule.causes.items():
             assert isinstance(cause, Cause) and cause.id == cause_id
             assert cause.meaning and cause.fix, (rule.id, cause_id)
+            assert cause.call_category in (None, *host.CATEGORIES), (rule.id, cause_id)
         assert callable(module.message), f"{module_name}: its wording in message()"
+    assert {b.call_category for b in BUCKETS} <= {None, *host.CATEGORIES}
 
 
 # Reports on which every rule fires (exposed-communication needs two GPUs: ddp-manual).
@@ -285,3 +288,123 @@ def test_every_finding_is_marked_on_events_that_exist() -> None:
                     assert isinstance(mark, Span) and mark.gtid in threads
                     assert mark.start_ns <= mark.end_ns and mark.lane in ("api", "nvtx")
     assert seen == set(registry())
+
+
+def steady_idle_rule(cause, **declared):
+    """A rule written the way a new one would be, in its own module: one finding per
+    device that claims all the idle time of its steady state, as *cause*; *declared*:
+    what else the rule says of itself (its priority)."""
+    from gpugap.accounting import IDLE_IDS
+    from gpugap.rules import Finding, Rule, Severity
+    from gpugap.rules.base import Claim
+
+    def detect(trace, config, context):
+        findings = []
+        for device in context.accounting.devices:
+            span = context.phase_span(device, "steady")
+            findings.append(Finding(
+                rule="steady-idle", cause=cause.id, severity=Severity.INFO,
+                start_ns=int(span[0][0]), end_ns=int(span[1][-1]), cost_ns=0,
+                message="the steady state's idle time", fix=cause.fix, device=int(device),
+                phase="steady", claim=Claim(int(device), span, IDLE_IDS)))
+        return findings
+
+    return Rule(id="steady-idle", title="Idle time of the steady state", thresholds={},
+                rationale="a test of what a rule declares", fix=cause.fix, causes=(cause,),
+                detect=detect, **declared)
+
+
+@pytest.fixture
+def register_rule(monkeypatch):
+    """Registers a rule the way a new one is: its module, one line in RULE_MODULES."""
+    import sys
+    import types
+
+    import gpugap.rules
+
+    def register(rule) -> None:
+        module = types.ModuleType("gpugap.rules.steady_idle")
+        module.RULE = rule
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        monkeypatch.setattr(gpugap.rules, "RULE_MODULES",
+                            (*gpugap.rules.RULE_MODULES, "steady_idle"))
+    return register
+
+
+def _sync_item():
+    """A real capture whose steady state is idle in host synchronization (its verdict)."""
+    from gpugap.report import load
+    from tests.conftest import DATA
+
+    return load(DATA / "captures" / "sync-item.sqlite")
+
+
+def test_a_new_rule_settles_and_heads_the_verdict_as_its_causes_declare(register_rule):
+    """Adding a rule touches its module, its tests and the registry: settling and the
+    verdict take its priority, title and calls from its Cause, with no change to
+    gpugap.rules.settle or gpugap.analysis.verdict."""
+    from gpugap.accounting import IDLE_IDS, host
+    from gpugap.rules import Cause
+
+    register_rule(steady_idle_rule(Cause(
+        "idle", "the GPU had nothing to run", "keep it fed",
+        title="Idle in the steady state", priority=-1, call_category="synchronization")))
+    trace = _sync_item()
+    analysis = analyze(trace)
+
+    # Priority -1: it settles before every other rule, so it takes all the steady
+    # state's idle time and no other steady finding keeps any of it.
+    dev = analysis.accounting.devices[0]
+    idle = analysis.findings_of("steady-idle", "idle")
+    assert [f.id for f in idle] == ["steady-idle/idle@0:steady"]
+    totals = dev.totals_in(analysis.judged(0))
+    assert idle[0].cost_ns == sum(totals[b] for b in IDLE_IDS) > 0
+    assert idle[0].consequence_of is None
+    assert [f.id for f in analysis.findings if f.phase == "steady" and f.cost_ns > 0
+            ] == [idle[0].id]
+    # Its title heads the verdict; the calls shown are those of its call category.
+    verdict = analysis.verdict
+    assert (verdict.rule, verdict.cause) == ("steady-idle", "idle")
+    assert verdict.headline.startswith("Idle in the steady state: ")
+    calls = verdict.iteration["representative"]["calls"]
+    sync_names = set(trace.api["name"][host.api_categories(trace) == host.SYNC])
+    assert calls and {c["name"] for c in calls} <= sync_names
+
+
+def test_a_new_rule_that_declares_nothing_settles_last(register_rule):
+    """A rule that declares no priority and a cause with no title: its findings settle
+    after every other rule's (consequences of theirs), and a verdict calls it by its ids."""
+    from gpugap.rules import Cause
+
+    trace = _sync_item()
+    without = analyze(trace)
+    register_rule(steady_idle_rule(Cause("idle", "the GPU had nothing to run",
+                                         "keep it fed")))
+    analysis = analyze(trace)
+    [idle] = analysis.findings_of("steady-idle", "idle")
+    # launch-gap's steady findings explain this idle time first: it is theirs.
+    assert idle.consequence_of == without.verdict.finding
+    assert idle.consequence_of.startswith("launch-gap/") and idle.cost_ns == 0
+    assert analysis.verdict.headline == without.verdict.headline
+    alone = analyze(trace, rules=["steady-idle"]).verdict
+    assert alone.rule == "steady-idle"
+    assert alone.headline.startswith("steady-idle [idle]: ")
+
+
+def test_settle_and_verdict_name_no_rule_or_cause():
+    """What settling and the verdict need of a rule or a cause, the rule declares
+    (Rule.priority, Cause.title, Cause.priority, Cause.call_category...): no rule's or
+    cause's id among their string literals (docstrings may quote one as an example)."""
+    import re
+    from pathlib import Path
+
+    from gpugap.rules import registry
+    from tests.conftest import code_strings
+
+    gpugap = Path(__file__).parents[1] / "gpugap"
+    rules = registry().values()
+    ids = {r.id for r in rules} | {c for r in rules for c in r.causes}
+    for path in (gpugap / "rules" / "settle.py", gpugap / "analysis" / "verdict.py"):
+        words = {w for text in code_strings(path.read_text())
+                 for w in re.findall(r"[A-Za-z0-9_-]+", text)}
+        assert words and sorted(words & ids) == [], path.name

@@ -21,7 +21,12 @@ class Bucket:
     title: str           # short, for tables: "launch-bound"
     meaning: str         # one sentence
     fix: str = ""        # for idle buckets and exposed copies; empty for compute
+    # The category of CUDA calls that show it (gpugap.accounting.host.CATEGORIES).
+    call_category: str | None = None
 
+
+# Idle time before an operation that has no launching call in the report.
+UNKNOWN = "unknown"
 
 BUCKETS: tuple[Bucket, ...] = (
     Bucket("compute", True, "compute", "kernels ran (other than communication)"),
@@ -61,29 +66,34 @@ BUCKETS: tuple[Bucket, ...] = (
            "arrived: kernels too small for the launch overhead",
            "Launch fewer, larger kernels: capture the step in a CUDA graph "
            "(torch.cuda.graphs / torch.compile(mode='reduce-overhead')), fuse element-wise "
-           "work (torch.compile), batch small operations, or use a bigger batch."),
+           "work (torch.compile), batch small operations, or use a bigger batch.",
+           call_category="launch"),
     Bucket("synchronization", False, "synchronization",
            "the host waited for the GPU (stream/device/event synchronize, or a synchronous "
            "device-to-host copy such as .item(), .cpu(), nonzero() or boolean-mask "
            "indexing), so nothing was queued when the GPU caught up",
            "Keep values on the GPU and read them rarely: accumulate losses/metrics as "
            "tensors and call .item() every N steps; use torch.where or masks instead of "
-           "boolean indexing and nonzero(); order work with events, not host syncs."),
+           "boolean indexing and nonzero(); order work with events, not host syncs.",
+           call_category="synchronization"),
     Bucket("allocation", False, "allocation",
            "the host was in cudaMalloc/cudaFree or a host allocation (cudaFree waits for the "
            "whole device)",
            "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
            "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use "
-           "the stream-ordered allocator (cudaMallocAsync)."),
+           "the stream-ordered allocator (cudaMallocAsync).",
+           call_category="allocation"),
     Bucket("blocking-copy", False, "blocking copy",
            "the host was blocked in a copy call (pageable host memory, or a synchronous copy)",
            "Use pinned host memory and asynchronous copies (pin_memory(), "
-           "non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers)."),
+           "non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers).",
+           call_category="blocking-copy"),
     Bucket("module-load", False, "module loading",
            "the host was loading kernels or libraries (CUDA lazy loading, library "
            "initialisation) or JIT-linking code",
            "Warm up before the region that matters (run each operation once), or set "
-           "CUDA_MODULE_LOADING=EAGER to load everything at start-up."),
+           "CUDA_MODULE_LOADING=EAGER to load everything at start-up.",
+           call_category="module-load"),
     Bucket("compilation", False, "compilation",
            "the host was compiling (torch.compile/Inductor/Triton or another JIT) before "
            "the first launch of the compiled code",
@@ -105,7 +115,7 @@ BUCKETS: tuple[Bucket, ...] = (
            "held it (a host function, an event of another device or process)",
            "Keep host functions out of streams (do that work on a host thread) and start "
            "producers on other devices earlier."),
-    Bucket("unknown", False, "unknown",
+    Bucket(UNKNOWN, False, "unknown",
            "the next operation has no launching call in the report",
            "Profile with CUDA API tracing (nsys -t cuda) so launches can be matched."),
 )

@@ -194,16 +194,16 @@ class Analyzer:
         result.scope_windows = scope
         context = Context(accounting, scope)
         findings = rule_registry.finish(trace, self.selected, settle(
-            rule_registry.detect(trace, context, self.selected, self.effective), context,
-            scope))
+            rule_registry.detect(trace, context, self.selected, self.effective),
+            self.selected, context, scope))
         for f in findings:
             # Name the process of a finding's device when one process drove it.
             dev = accounting.devices.get(f.device) if f.device is not None else None
             if f.pid is None and dev is not None and dev.work.pids.size == 1:
                 f.pid = int(dev.work.pids[0])
         result.findings = findings
-        result.verdict, per_device_verdict = decide(trace, accounting, findings, scope,
-                                                    range_name)
+        result.verdict, per_device_verdict = decide(trace, accounting, findings,
+                                                    self.selected, scope, range_name)
         result.metrics = metrics.compute(trace, scope_windows)
         devices = metrics.active_devices(trace)
         for device in devices:

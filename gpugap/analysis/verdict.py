@@ -20,7 +20,7 @@ verdict, they are named beside it (``also``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,11 +29,11 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, DeviceAccount, host
-from gpugap.accounting.buckets import BUSY_IDS, BY_ID, WORK_IDS
+from gpugap.accounting.buckets import BUSY_IDS, BY_ID, UNKNOWN, WORK_IDS
 from gpugap.report.trace import Trace
-from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding
+from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding, Rule
 from gpugap.rules.evidence import host_calls
-from gpugap.rules.model import Severity
+from gpugap.rules.model import Cause, Severity
 from gpugap.units import fmt_ns
 
 HEALTHY_BUSY_PCT = 90.0
@@ -41,11 +41,6 @@ HEALTHY_BUSY_PCT = 90.0
 # be the verdict: with no rule to explain it, a small share is more likely the edge of
 # the scope (a pipeline filling, the first copy of a range) than a problem.
 UNEXPLAINED_PCT = 10.0
-# The CUDA calls that show a cause, by host category (gpugap.accounting.host).
-CAUSE_CATEGORIES = {"synchronization": host.SYNC, "sync-wait": host.SYNC,
-                    "allocation": host.ALLOC, "blocking-copy": host.BLOCKING,
-                    "host-blocked": host.BLOCKING, "module-load": host.MODULE,
-                    "launch-bound": host.LAUNCH}
 
 
 @dataclass
@@ -108,10 +103,11 @@ def _representative(dev: DeviceAccount, f: Finding | None) -> dict[str, Any] | N
     return out
 
 
-def _calls(trace: Trace, dev: DeviceAccount, cause: str | None, window: tuple[int, int],
-           ) -> list[dict[str, Any]]:
-    """The CUDA calls (of the category that shows the cause) and, for host-side causes,
-    the longest other calls of the launching threads during one iteration."""
+def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
+           window: tuple[int, int]) -> list[dict[str, Any]]:
+    """The CUDA calls of *call_category* (gpugap.accounting.host.CATEGORIES: the calls
+    that show the cause) or, without one, the longest calls of the launching threads
+    during one iteration."""
     lo, hi = window
     work = dev.work
     # The threads that launched the work that ran in the window (its ops, by GPU time).
@@ -120,7 +116,7 @@ def _calls(trace: Trace, dev: DeviceAccount, cause: str | None, window: tuple[in
     threads = pd.unique(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
         or [dev.gaps.main_gtid]
     api = trace.api
-    category = CAUSE_CATEGORIES.get(cause or "")
+    category = None if call_category is None else host.CATEGORIES.index(call_category)
     if category is not None and len(api):
         start, end = api["start"].to_numpy(), api["end"].to_numpy()
         mine = (np.isin(api["gtid"].to_numpy(), threads) & (end > lo) & (start < hi)
@@ -146,8 +142,11 @@ def _calls(trace: Trace, dev: DeviceAccount, cause: str | None, window: tuple[in
 
 
 def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
+                  causes: Mapping[tuple[str, str], Cause],
                   scope: Mapping[int, tl.Intervals] | None, scope_name: str | None
                   ) -> Verdict:
+    """The verdict of one device; *causes*: the Cause of each (rule id, cause id) of
+    *findings* (what the verdict calls it, the calls that show it)."""
     windows = _scope_windows(dev, scope)
     wall = tl.total(windows)
     label = f"range {scope_name}" if scope_name else (
@@ -201,7 +200,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
             kind = "healthy"
         else:
             idle = [(v, b) for b, v in totals.items() if b not in BUSY_IDS and v > 0]
-            ns, bucket = max(idle, default=(0, "unknown"))
+            ns, bucket = max(idle, default=(0, UNKNOWN))
             head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}; no single cause "
                     f"reaches {WARN_PCT:g}%: the largest is {BY_ID[bucket].title} "
                     f"({_pct(ns, wall):.1f}%)")
@@ -209,12 +208,12 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
         return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
                        iteration=_representative(dev, None) if scope is None else None,
                        breakdown=breakdown)
-    also = [{"finding": f.id, "headline": _occasional_headline(f, wall)}
+    also = [{"finding": f.id, "headline": _occasional_headline(f, _cause(causes, f), wall)}
             for f in occasional if f.cost_ns > top_cost and _pct(f.cost_ns, wall) >= WARN_PCT]
     if top is not None and not _recurring(top) and iteration is not None:
         # An occasional problem as the verdict: where it struck, not a typical iteration.
         iteration = _representative(dev, None)
-        head = _occasional_headline(top, wall)
+        head = _occasional_headline(top, _cause(causes, top), wall)
         return Verdict("bottleneck", dev.device, label, head, share_pct=share,
                        severity=top.severity, finding=top.id, rule=top.rule, cause=top.cause,
                        bucket=top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1
@@ -225,19 +224,22 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
         severity = top.severity
         cause = top.cause
         bucket = top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1 else None
+        top_cause = _cause(causes, top)
+        title, call_category = _title(top, top_cause), top_cause.call_category
     else:
         fix = BY_ID[bucket].fix
         severity = Severity.of_share(share, WARN_PCT, ERROR_PCT)   # share >= WARN_PCT here
         cause = bucket
-    head = f"{_title(top, bucket)}: {share:.1f}% of {per} on GPU {dev.device}"
+        title = f"{BY_ID[bucket].title} (no overlap with compute)"
+        call_category = BY_ID[bucket].call_category
+    head = f"{title}: {share:.1f}% of {per} on GPU {dev.device}"
     if iteration and "without_ns" in iteration:
         head += (f" ({fmt_ns(iteration['cost_median_ns'])} of a "
                  f"{fmt_ns(iteration['median_ns'])} iteration; about "
                  f"{fmt_ns(iteration['without_ns'])} without it)")
     if iteration and "representative" in iteration:
         rep = iteration["representative"]
-        rep["calls"] = _calls(trace, dev, cause if top is None or top.rule == "launch-gap"
-                              else None, (rep["start_ns"], rep["end_ns"]))
+        rep["calls"] = _calls(trace, dev, call_category, (rep["start_ns"], rep["end_ns"]))
     return Verdict("bottleneck", dev.device, label, head, share_pct=share, severity=severity,
                    finding=None if top is None else top.id,
                    rule=None if top is None else top.rule, cause=cause, bucket=bucket,
@@ -251,60 +253,38 @@ def _recurring(f: Finding) -> bool:
     return costs is not None and len(costs) > 0 and float(np.median(costs)) > 0
 
 
-def _occasional_headline(f: Finding, wall: int) -> str:
+def _occasional_headline(f: Finding, cause: Cause, wall: int) -> str:
     """'Recompilation: 2.62 s in 1 of 98 iterations (90.6% of the steady state)'."""
     costs = getattr(f, "iteration_costs", None)
     where = ""
     if costs is not None and len(costs):
         hit = int((np.asarray(costs) > 0).sum())
         where = f" in {hit} of {len(costs)} iterations"
-    title = _title(f, None)
-    if f.rule == "launch-gap" and f.cause == "compilation" and f.phase == "steady":
-        title = "Recompilation inside the steady state"
+    title = (cause.occasional_title if cause.occasional_title is not None
+             and f.phase == "steady" else _title(f, cause))
     return (f"{title}: {fmt_ns(f.cost_ns)}{where} on GPU {f.device} "
             f"({_pct(f.cost_ns, wall):.1f}% of the steady state)")
 
 
-def _title(f: Finding | None, bucket: str | None) -> str:
-    if f is None:
-        return f"{BY_ID[bucket].title} (no overlap with compute)"
-    names = {("launch-gap", "launch-bound"): "Launch-bound",
-             ("launch-gap", "sync-wait"): "Host synchronization",
-             ("launch-gap", "allocation"): "Memory allocation",
-             ("launch-gap", "host-blocked"): "Blocking copies",
-             ("launch-gap", "module-load"): "Module loading",
-             ("launch-gap", "compilation"): "Compilation",
-             ("launch-gap", "input"): "Input-bound (data loading)",
-             ("launch-gap", "host-launch-latency"): "Host work between launches",
-             ("launch-gap", "queued-wait"): "Queued work held by non-GPU dependencies",
-             ("launch-gap", "unknown"): "Idle for unknown reasons",
-             ("blocking-memcpy", "pageable-async"): "Copies through pageable memory",
-             ("blocking-memcpy", "synchronous"): "Synchronous copies",
-             ("copy-compute-serialized", "same-stream"): "Copies and compute taking turns "
-                                                         "(same stream)",
-             ("copy-compute-serialized", "dependency"): "Copies and compute taking turns "
-                                                        "(ordered by events)",
-             ("serialized-streams", "host-launch-bound"): "Launch-bound across streams",
-             ("serialized-streams", "legacy-default-stream"): "Streams serialized by the "
-                                                              "legacy default stream",
-             ("serialized-streams", "explicit-sync"): "Streams serialized by synchronisation",
-             ("serialized-streams", "unknown"): "Streams serialized for no visible reason",
-             ("small-grid", "undersized-grid"): "Grids too small for the GPU",
-             ("exposed-communication", "after-compute"): "Exposed communication "
-                                                         "(collectives after compute)",
-             ("exposed-communication", "same-stream"): "Exposed communication (on the "
-                                                       "compute stream)",
-             ("exposed-communication", "waiting-for-peer"): "Waiting for a late rank "
-                                                            "inside collectives"}
-    return names.get((f.rule, f.cause), f"{f.rule} [{f.cause}]")
+def _cause(causes: Mapping[tuple[str, str], Cause], f: Finding) -> Cause:
+    """The Cause of *f*; one that says nothing more than its id when its rule does not
+    declare it."""
+    return causes.get((f.rule, f.cause)) or Cause(f.cause, "", "")
+
+
+def _title(f: Finding, cause: Cause) -> str:
+    """What the verdict calls *f*'s cause: its title, else 'rule-id [cause-id]'."""
+    return cause.title if cause.title is not None else f"{f.rule} [{f.cause}]"
 
 
 def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
-           scope: Mapping[int, tl.Intervals] | None = None, scope_name: str | None = None
-           ) -> tuple[Verdict | None, dict[int, Verdict]]:
+           rules: Iterable[Rule], scope: Mapping[int, tl.Intervals] | None = None,
+           scope_name: str | None = None) -> tuple[Verdict | None, dict[int, Verdict]]:
     """The verdict of each device, and the one to say first: the worst bottleneck (the
-    largest share), else the first device's."""
-    per_device = {d: decide_device(trace, dev, findings, scope, scope_name)
+    largest share), else the first device's. *rules*: those that made *findings* (what
+    their causes are called, the calls that show them)."""
+    causes = {(r.id, c.id): c for r in rules for c in r.causes.values()}
+    per_device = {d: decide_device(trace, dev, findings, causes, scope, scope_name)
                   for d, dev in accounting.devices.items()}
     if not per_device:
         return None, {}

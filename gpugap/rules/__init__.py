@@ -44,8 +44,8 @@ def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
     """Every selected rule on *trace*, costs settled from the accounting (see
     gpugap.rules.settle): steady-state findings first, largest cost first."""
     rules = rules or select()
-    return finish(trace, rules, settle(detect(trace, context, rules, thresholds), context,
-                                       scope))
+    return finish(trace, rules, settle(detect(trace, context, rules, thresholds), rules,
+                                       context, scope))
 
 
 def finish(trace: Trace, rules: list[Rule], findings: list[Finding]) -> list[Finding]:

@@ -164,6 +164,11 @@ class Finding:
         return asdict_plain(out)
 
 
+# The priority of a rule that declares none: its findings settle after those of every
+# rule that does, as consequences of theirs rather than causes of them.
+DEFAULT_PRIORITY = 100
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -177,12 +182,20 @@ class Rule:
     # Completes the findings settling kept (costly evidence, messages quoting costs).
     finish: Callable[[Trace, list[Finding]], None] | None = None
     color: str | None = None           # its findings' colour on a timeline (None: any)
+    # When its findings' claims settle, lower first: causes before the consequences
+    # they explain (gpugap.rules.settle); a Cause may have its own (Cause.priority).
+    priority: int = DEFAULT_PRIORITY
 
     def __post_init__(self) -> None:
         causes = self.causes
         if not isinstance(causes, Mapping):
             causes = {c.id: c for c in causes}
         object.__setattr__(self, "causes", dict(causes))
+
+    def priority_of(self, cause: str) -> int:
+        """When findings of *cause* settle: the cause's priority, else the rule's."""
+        own = self.causes.get(cause)
+        return self.priority if own is None or own.priority is None else own.priority
 
     def defaults(self) -> dict[str, float]:
         return {k: t.default for k, t in self.thresholds.items()}

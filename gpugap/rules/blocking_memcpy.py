@@ -39,8 +39,10 @@ FIX_SYNC = (
     "Use cudaMemcpyAsync from pinned memory on a non-default stream and synchronise only "
     "where the data is needed (torch: non_blocking=True with pinned memory; keep .item(), "
     ".cpu() and .tolist() out of the hot loop).")
-CAUSES = (Cause("pageable-async", "async copy API on pageable host memory", FIX_PAGEABLE),
-          Cause("synchronous", "synchronous copy API", FIX_SYNC))
+CAUSES = (Cause("pageable-async", "async copy API on pageable host memory", FIX_PAGEABLE,
+                title="Copies through pageable memory"),
+          Cause("synchronous", "synchronous copy API", FIX_SYNC,
+                title="Synchronous copies"))
 
 
 def _claim(context: Context, device: int, g) -> Claim | None:
@@ -159,5 +161,6 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#d62728",
+    priority=10,
 )
 

@@ -32,11 +32,13 @@ CAUSES = (
     Cause("same-stream", "copy on the same stream as the kernels around it",
           "Move the copies to a dedicated copy stream and double-buffer: copy batch i+1 while "
           "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent, "
-          "torch.cuda.Event + stream.wait_event), from pinned host memory."),
+          "torch.cuda.Event + stream.wait_event), from pinned host memory.",
+          title="Copies and compute taking turns (same stream)"),
     Cause("dependency", "copy on its own stream but ordered against the kernels",
           "Deepen the pipeline: issue the copy for the next batch before the compute of this "
           "one and keep one more buffer in flight, so the event that orders them is already "
-          "satisfied when the copy runs."),
+          "satisfied when the copy runs.",
+          title="Copies and compute taking turns (ordered by events)"),
 )
 
 
@@ -190,4 +192,5 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#b8860b",
+    priority=20,
 )

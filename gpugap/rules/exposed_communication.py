@@ -44,16 +44,19 @@ CAUSES = (
           "gradients is ready; tune bucket_cap_mb) or FSDP. Reducing gradients by hand, "
           "launch each all_reduce(async_op=True) from a gradient hook "
           "(register_post_accumulate_grad_hook) during backward, not in a loop after it, "
-          "and wait on the handles before the optimizer step."),
+          "and wait on the handles before the optimizer step.",
+          title="Exposed communication (collectives after compute)"),
     Cause("same-stream", "communication serialized with compute on one stream",
           "Run collectives on their own stream so compute can proceed beside them (NCCL's "
           "default in PyTorch: don't force them onto the compute stream), ordered with "
-          "events rather than by sharing one stream."),
+          "events rather than by sharing one stream.",
+          title="Exposed communication (on the compute stream)"),
     Cause("waiting-for-peer", "a collective lasting far longer than needed: a peer is late",
           "Another rank is late: this one waits inside the collective. Analyze the late "
           "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
           "and balance the work: even batches, data loading in workers, no extra host work "
-          "on one rank (logging, checkpointing) inside the step."),
+          "on one rank (logging, checkpointing) inside the step.",
+          title="Waiting for a late rank inside collectives"),
 )
 # after-compute when most communication already hides under compute (what is left is
 # the step's tail).
@@ -254,4 +257,5 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#00897b",
+    priority=15,
 )

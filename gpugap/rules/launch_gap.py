@@ -54,51 +54,58 @@ FIX_HOST_WORK = (
     "The host spends long stretches outside CUDA between launches: move that CPU work "
     "(Python logic, preprocessing, I/O) off the launching thread or out of the loop, or "
     "queue more GPU work before it so the GPU has something to do meanwhile.")
+# Module loading and compilation settle first (priority 0): they explain what other
+# findings see of the same time (the warm-up latency of a lazily loaded module).
 CAUSES = (
     Cause("launch-bound", "kernels finish before the host launches the next",
           "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
           "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
-          "batch small operations together, or raise the batch size."),
+          "batch small operations together, or raise the batch size.",
+          title="Launch-bound", call_category="launch"),
     Cause("sync-wait", "the host waited for the GPU and the queue drained",
           "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
           "tensors and call .item() every N steps; use torch.where or masks instead of "
           "boolean indexing and nonzero(); order dependent work with events "
           "(cudaStreamWaitEvent, torch.cuda.Event) instead of synchronising the host.",
-          color="#d62728"),
+          color="#d62728", title="Host synchronization", call_category="synchronization"),
     Cause("allocation", "cudaMalloc/cudaFree or host allocation",
           "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
           "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use the "
           "stream-ordered allocator (cudaMallocAsync/cudaFreeAsync) instead of "
-          "cudaMalloc/cudaFree, which waits for the whole device."),
+          "cudaMalloc/cudaFree, which waits for the whole device.",
+          title="Memory allocation", call_category="allocation"),
     Cause("host-blocked", "blocked in a copy call",
           "Take the blocking call out of the hot path: pinned memory and asynchronous copies "
           "(pin_memory(), non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers).",
-          color="#c2185b"),
+          color="#c2185b", title="Blocking copies", call_category="blocking-copy"),
     Cause("module-load", "library/module loading (lazy loading, library init)",
           "Warm up before the region that matters: run each operation once (first "
           "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load modules "
           "eagerly with CUDA_MODULE_LOADING=EAGER (longer start-up, no stalls later).",
-          color="#b5651d"),
+          color="#b5651d", title="Module loading", call_category="module-load", priority=0),
     Cause("compilation", "JIT compilation (torch.compile, Triton)",
           "Compile before the region that matters (one warm-up call), keep the compile "
           "caches between runs (TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on persistent "
           "storage, torch.compiler cache artifacts), and avoid recompiles (stable shapes, "
-          "dynamic=True or torch._dynamo.mark_dynamic for sizes that change)."),
+          "dynamic=True or torch._dynamo.mark_dynamic for sizes that change).",
+          title="Compilation",
+          occasional_title="Recompilation inside the steady state", priority=0),
     Cause("input", "data loading before the next batch's upload",
           "Load data in background workers (DataLoader(num_workers=N, "
           "persistent_workers=True, prefetch_factor=2+)), pin memory (pin_memory=True) and "
-          "copy with non_blocking=True, so the next batch is ready before the GPU needs it."),
+          "copy with non_blocking=True, so the next batch is ready before the GPU needs it.",
+          title="Input-bound (data loading)"),
     Cause("host-launch-latency", "host work between launches (Python, CPU, I/O)",
-          FIX_HOST_WORK, color="#e8890c"),
+          FIX_HOST_WORK, color="#e8890c", title="Host work between launches"),
     Cause("queued-wait", "queued in time, held in its stream by non-GPU work",
           "Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
           "cudaStreamAddCallback) stalls every later operation of its stream until the host "
           "returns: do that work on a host thread, signalled by an event query. For a wait "
           "on another device or process, start the producer's work earlier (pipeline it).",
-          color="#6a3d9a"),
+          color="#6a3d9a", title="Queued work held by non-GPU dependencies"),
     Cause("unknown", "no API call matches the next operation",
           "Profile with CUDA API tracing on (nsys -t cuda) so the launch of the next "
-          "operation can be seen.", color="#7f7f7f"),
+          "operation can be seen.", color="#7f7f7f", title="Idle for unknown reasons"),
 )
 # launch-bound, where the work already is compiled or runs as a CUDA graph.
 FIX_LAUNCH_BOUND_COMPILED = (
@@ -323,4 +330,5 @@ RULE = Rule(
     detect=detect,
     finish=finish,
     color="#e8890c",
+    priority=40,
 )

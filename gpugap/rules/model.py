@@ -2,7 +2,9 @@
 
 - :class:`Severity`: info < warning < error, the one order every filter and sort uses.
 - :class:`Cause`: one cause a rule tells apart: its id (what findings, gates and docs
-  name), what it means, and the fix for it.
+  name), what it means, the fix for it, and what the rest of gpugap needs to know of it
+  without naming it (its colour, its title in a verdict, when its findings settle, the
+  CUDA calls that show it).
 - Marks (:data:`Mark`): where a finding is drawn on a timeline, in the report's own
   terms (times, devices, streams, threads, events by correlation id), so a renderer
   draws any rule's findings without knowing the rule: :class:`Band` (GPU time across a
@@ -73,13 +75,26 @@ _ORDER: tuple[Severity, ...] = tuple(Severity)
 @dataclass(frozen=True)
 class Cause:
     """One cause a rule reports: *id* (findings' ``cause``, gates' and docs' name for
-    it), what it means, the fix for it (a rule may refine it per finding), and the
-    colour its marks are drawn in (None: its rule's)."""
+    it), what it means, the fix for it (a rule may refine it per finding), and:
+
+    - *color*: the colour its marks are drawn in (None: its rule's);
+    - *title*: what a verdict calls it when it is the bottleneck ("Launch-bound"; None:
+      ``rule-id [cause-id]``), and *occasional_title*: what it calls it when it strikes
+      a few iterations of the steady state (None: *title*);
+    - *priority*: when its findings' claims settle, lower first, causes before their
+      consequences (gpugap.rules.settle; None: its rule's ``Rule.priority``);
+    - *call_category*: the category of CUDA calls that show it
+      (gpugap.accounting.host.CATEGORIES), listed for the verdict's representative
+      iteration (None: the launching threads' longest calls of any kind)."""
 
     id: str
     meaning: str
     fix: str
     color: str | None = None
+    title: str | None = None
+    occasional_title: str | None = None
+    priority: int | None = None
+    call_category: str | None = None
 
 
 # --- marks -------------------------------------------------------------------------

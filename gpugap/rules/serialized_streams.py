@@ -46,21 +46,25 @@ CAUSE_LIST = (
     Cause("legacy-default-stream", "implicit synchronisation through the legacy NULL stream",
           "Keep work off the legacy default stream between them: compile with nvcc "
           "--default-stream per-thread (or use cudaStreamPerThread / CU_STREAM_PER_THREAD), "
-          "or create the streams with cudaStreamNonBlocking (torch streams already are)."),
+          "or create the streams with cudaStreamNonBlocking (torch streams already are).",
+          title="Streams serialized by the legacy default stream"),
     Cause("resource-saturation", "each kernel fills the GPU (expected)",
           "Nothing to fix: each kernel already fills the GPU, so overlap is neither possible "
           "nor needed. Overlap matters only for kernels that leave SMs idle."),
     Cause("host-launch-bound", "kernels finish before the host launches the next",
           "Launch fewer, larger kernels: one batched/grouped GEMM instead of many small ones "
           "(torch.bmm/baddbmm, grouped GEMM in CUTLASS or cuBLASLt), fuse element-wise work "
-          "(torch.compile), or capture the sequence once in a CUDA graph and replay it."),
+          "(torch.compile), or capture the sequence once in a CUDA graph and replay it.",
+          title="Launch-bound across streams"),
     Cause("explicit-sync", "stream/device/event synchronisation between them",
           "Remove synchronisation between independent work; order only what depends, with "
           "events (cudaEventRecord + cudaStreamWaitEvent), and synchronise the host once at "
-          "the end."),
+          "the end.",
+          title="Streams serialized by synchronisation"),
     Cause("unknown", "launched in time, yet serialized",
           "Check CUDA_DEVICE_MAX_CONNECTIONS (work from more streams than hardware queues "
-          "falsely serialises), stream priorities, and cross-stream event waits."),
+          "falsely serialises), stream priorities, and cross-stream event waits.",
+          title="Streams serialized for no visible reason"),
 )
 
 _WAIT = re.compile("StreamWaitEvent")
@@ -563,4 +567,5 @@ RULE = Rule(
     causes=CAUSE_LIST,
     detect=detect,
     color="#8e44ad",
+    priority=30,
 )

@@ -1,9 +1,10 @@
 """Costs of findings from the one accounting of time.
 
 Every finding claims the nanoseconds it explains (gpugap.rules.base.Claim). Claims are
-settled in order, causes before consequences (``PRIORITY``): a finding's cost is its
-claim's weight times the nanoseconds of its claim that no earlier finding took. So the
-costs of all findings in a scope never add up to more than its wall time. When more
+settled in order, causes before consequences (each rule, and any of its causes, declares
+when its findings settle: ``Rule.priority``, ``Cause.priority``): a finding's cost is
+its claim's weight times the nanoseconds of its claim that no earlier finding took. So
+the costs of all findings in a scope never add up to more than its wall time. When more
 than half of what a finding claims was already taken, it is a consequence of the
 finding that took most of it (``consequence_of``) and costs only the rest: the warm-up
 latency that a module-load gap explains, the small grid of kernels a serialized run
@@ -18,7 +19,7 @@ share (``Finding.min_share_pct``) and fall below it in their scope are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 
@@ -26,26 +27,10 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDS
-from gpugap.rules.base import Context, Finding, severity_for
+from gpugap.rules.base import Context, Finding, Rule, severity_for
 from gpugap.rules.model import Severity
 
-# Lower settles first. A (rule, None) entry is the rule's default.
-PRIORITY: dict[tuple[str, str | None], int] = {
-    ("launch-gap", "module-load"): 0,
-    ("launch-gap", "compilation"): 0,
-    ("blocking-memcpy", None): 10,
-    ("exposed-communication", None): 15,
-    ("copy-compute-serialized", None): 20,
-    ("serialized-streams", None): 30,
-    ("launch-gap", None): 40,
-    ("small-grid", None): 50,
-    ("warmup-latency", None): 60,
-}
 ONE_TIME_WARNING_NS = 10e9
-
-
-def priority(f: Finding) -> int:
-    return PRIORITY.get((f.rule, f.cause), PRIORITY.get((f.rule, None), 100))
 
 
 def assign_ids(findings: list[Finding]) -> None:
@@ -122,15 +107,18 @@ def _settle_device(dev, claims: list[_Claiming]) -> None:
                     c.per_iteration += tl.total_between(fresh, ilo, ihi)
 
 
-def settle(findings: list[Finding], context: Context,
+def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
            scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
-    """Costs, consequences, shares, severities and per-iteration figures of *findings*,
-    within *scope* (per device: the windows of a --range; None: each finding's phase).
-    Returns them ordered steady first, then by cost; findings outside the scope go."""
+    """Costs, consequences, shares, severities and per-iteration figures of *findings*
+    (made by *rules*), within *scope* (per device: the windows of a --range; None: each
+    finding's phase). Returns them ordered steady first, then by cost; findings outside
+    the scope go."""
     assign_ids(findings)
+    by_id = {r.id: r for r in rules}
     kept: list[Finding] = []
     claims: dict[int, list[_Claiming]] = {}
-    for f in sorted(findings, key=lambda f: (priority(f), f.start_ns)):
+    for f in sorted(findings, key=lambda f: (by_id[f.rule].priority_of(f.cause),
+                                             f.start_ns)):
         if f.claim is None:
             f.cost_ns = 0
             if scope is None or _at_in_scope(f, scope):

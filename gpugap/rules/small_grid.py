@@ -33,7 +33,8 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
        "a grid-stride loop with grid = SMs x resident blocks per SM), batch many small "
        "problems into one launch (batched/grouped GEMM), or, when they are independent, run "
        "them concurrently on separate streams so they share the idle SMs.")
-CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX),)
+CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX,
+                title="Grids too small for the GPU"),)
 
 
 _CHUNK = 1 << 20
@@ -265,4 +266,5 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#c2185b",
+    priority=50,      # after serialized-streams: a serialized run explains its small grids
 )

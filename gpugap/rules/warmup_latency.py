@@ -429,4 +429,5 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#0b84a5",
+    priority=60,      # last: the module loading that launch-gap settles explains it
 )
