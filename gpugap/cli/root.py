@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     except GpugapError as exc:
         from gpugap.text import MESSAGE_LIMIT, safe_text
 
-        # One line whatever the message quotes (file names, report text): see render.safe.
+        # One line whatever the message quotes (file names, report text): see gpugap.text.
         stderr.print(f"gpugap: error: {safe_text(exc.cli_message(), MESSAGE_LIMIT)}",
                      soft_wrap=True, markup=False, highlight=False)
         return exc.exit_code
