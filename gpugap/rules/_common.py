@@ -122,14 +122,16 @@ def range_label_codes(trace: Trace, times, max_depth: int = 1
         key = pd.factorize(key * width + part)[0].astype(np.int64)
         if depth == 0:
             attached = ok & ~blank[c[kk]]
-    distinct, first = np.unique(key, return_index=True)
+    # key holds codes 0, 1, 2... numbered in order of first appearance (factorize): each
+    # first appears where it exceeds every key before it.
+    first = np.flatnonzero(np.r_[True, key[1:] > np.maximum.accumulate(key)[:-1]])
     texts = []
     for i in first.tolist():
         texts.append(" > ".join(vocab[p[i] - 1] for p in parts if p[i]))
     # Distinct keys give distinct label strings unless names contain ' > '; fold them so
     # equal labels share one code.
     labels, fold = np.unique(np.array(texts, dtype=object), return_inverse=True)
-    return fold[np.searchsorted(distinct, key)], labels
+    return fold[key], labels
 
 
 def split_label(label: str) -> list[str]:

@@ -74,18 +74,28 @@ CAUSES = ("", "explicit-sync", "host-launch-bound", "legacy-default-stream",
 _CODE = {c: i for i, c in enumerate(CAUSES)}
 
 
-def _count_between(event_gtid: np.ndarray, event_t: np.ndarray, gtid: np.ndarray,
-                   lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """How many events of the same thread fall in [lo, hi) for each query (0 when
-    hi <= lo: B launched before A, or B's launch unknown and read as 0)."""
+def _by_key(keys: np.ndarray, times: np.ndarray) -> dict[int, np.ndarray]:
+    """The times of each key, sorted (grouped once, searched per batch of queries)."""
+    order = np.lexsort((times, keys))
+    keys, times = keys[order], times[order]
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
+    bounds = np.r_[first, keys.size]
+    return {int(keys[i]): times[i:j] for i, j in zip(bounds[:-1].tolist(),
+                                                      bounds[1:].tolist(), strict=True)}
+
+
+def _count_between(events: dict[int, np.ndarray], gtid: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """How many events of the same key (thread, process) fall in [lo, hi) for each
+    query (0 when hi <= lo: B launched before A, or B's launch unknown and read as 0).
+    *events*: each key's event times, sorted (_by_key)."""
     out = np.zeros(lo.size, dtype=np.int64)
-    if event_t.size == 0 or lo.size == 0:
+    if not events or lo.size == 0:
         return out
     for g in pd.unique(gtid).tolist():
-        t = event_t[event_gtid == g]
-        if not t.size:
+        t = events.get(int(g))
+        if t is None or not t.size:
             continue
-        t = np.sort(t)
         q = gtid == g
         if bool(q.all()):
             out = np.searchsorted(t, hi, "left") - np.searchsorted(t, lo, "left")
@@ -124,18 +134,66 @@ class _Kernels:
 
 
 # Transitions are classified in batches of this many: memory stays bounded.
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 
 
 def _index_dtype(n: int):
     return np.int32 if n < 2**31 - 1 else np.int64
 
 
-def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str, float]
-                 ) -> dict[str, np.ndarray]:
-    """One entry per kernel B = i + 1 (after the first) with its predecessor A (``a``),
-    the cause code of the pair (_SAME for same-stream, _NONE for overlapping), the idle
-    time between them, and the syncs / legacy-stream launches between their launches."""
+class _Between:
+    """What happened on the host between two launches: the synchronisations (host side,
+    or a stream waiting on an event) of the later kernel's thread, and the launches onto
+    the legacy default stream of its process."""
+
+    def __init__(self, trace: Trace) -> None:
+        api = trace.api
+        sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"],
+                                                                              _WAIT))
+        self.syncs = _by_key(api["gtid"].to_numpy(dtype=np.int64)[sync_rows],
+                             api["start"].to_numpy(dtype=np.int64)[sync_rows])
+        # The legacy default stream: which kernels ran on it, and when work was launched
+        # onto it (per process). Streams are keyed pid << 32 | stream id.
+        streams = trace.streams
+        stream_keys = _keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
+        self.legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
+        self.nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream"
+                                             ).to_numpy()]
+        legacy_pid, legacy_launch = [], []
+        for f in (trace.kernels, trace.memcpys, trace.memsets):
+            if not len(f) or not self.legacy_keys.size:
+                continue
+            launch = f["api_start"].to_numpy(dtype=np.float64)
+            on = np.flatnonzero(np.isin(_keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
+                                        self.legacy_keys) & ~np.isnan(launch))
+            legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
+            legacy_launch.append(launch[on].astype(np.int64))
+        self.legacy = _by_key(
+            np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
+            np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64))
+
+    def counts(self, k: _Kernels, a: np.ndarray, b: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For kernel pairs (a, b): the syncs and the legacy-stream launches between
+        their launches, and both launch times (0 when unknown)."""
+        lo = np.nan_to_num(k.api_start[a], nan=0).astype(np.int64)
+        hi = np.nan_to_num(k.api_start[b], nan=0).astype(np.int64)
+        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
+        n_sync = _count_between(self.syncs, gtid_b, lo, hi)
+        n_legacy = _count_between(self.legacy, k.pid[b].astype(np.int64), lo + 1, hi)
+        return n_sync, n_legacy, lo, hi
+
+
+def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
+    return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
+                 between: _Between) -> dict[str, np.ndarray]:
+    """One entry per kernel B = i + 1 (after the first): its predecessor A (``a``) and
+    the cause code of the pair (_SAME for same-stream, _NONE for overlapping). The idle
+    time between them and the syncs / legacy-stream launches between their launches
+    are recomputed where needed (_idle, _Between.counts): no per-kernel array of them."""
     start, end, stream, pid = k.start, k.end, k.stream, k.pid
     n = end.size
     index = _index_dtype(n)
@@ -146,38 +204,8 @@ def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str
     a_all = arg[:-1]
 
     api_start = k.api_start
-    # Host-side synchronisation (or a stream waiting on an event) between the launches.
-    api = trace.api
-    sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"], _WAIT))
-    sync_gtid = api["gtid"].to_numpy(dtype=np.int64)[sync_rows]
-    sync_t = api["start"].to_numpy(dtype=np.int64)[sync_rows]
-
-    # The legacy default stream: which kernels ran on it, and when work was launched
-    # onto it (per process). Streams are keyed pid << 32 | stream id.
-    def keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
-        return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
-
-    streams = trace.streams
-    stream_keys = keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
-    legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
-    nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream").to_numpy()]
-    legacy_pid, legacy_launch = [], []
-    for f in (trace.kernels, trace.memcpys, trace.memsets):
-        if not len(f) or not legacy_keys.size:
-            continue
-        launch = f["api_start"].to_numpy(dtype=np.float64)
-        on = np.flatnonzero(np.isin(keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
-                                    legacy_keys) & ~np.isnan(launch))
-        legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
-        legacy_launch.append(launch[on].astype(np.int64))
-    legacy_pid = np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64)
-    legacy_launch = np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64)
-
     m = max(n - 1, 0)
     code = np.empty(m, dtype=np.int8)
-    idle = np.empty(m, dtype=np.int64)
-    syncs = np.empty(m, dtype=np.int32)
-    legacy_between = np.empty(m, dtype=np.int32)
     tolerance_share = config["overlap_tolerance"]
     for lo_i in range(0, m, _CHUNK):
         hi_i = min(lo_i + _CHUNK, m)
@@ -188,16 +216,12 @@ def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str
         serial = start[b] >= reach[lo_i:hi_i] - tolerance
         cross = stream[a] != stream[b]
         late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
-        lo = np.nan_to_num(api_start[a], nan=0).astype(np.int64)
-        hi = np.nan_to_num(api_start[b], nan=0).astype(np.int64)
-        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
-        n_sync = _count_between(sync_gtid, sync_t, gtid_b, lo, hi)
-        pid_b = pid[b].astype(np.int64)
-        n_legacy = _count_between(legacy_pid, legacy_launch, pid_b, lo + 1, hi)
-        ka, kb = keys(pid[a], stream[a]), keys(pid_b, stream[b])
-        blocking_pair = ~np.isin(ka, nonblocking_keys) & ~np.isin(kb, nonblocking_keys)
-        implicit = blocking_pair & (np.isin(ka, legacy_keys) | np.isin(kb, legacy_keys)
-                                    | (n_legacy > 0))
+        n_sync, n_legacy, _, _ = between.counts(k, a, b)
+        ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
+        blocking_pair = (~np.isin(ka, between.nonblocking_keys)
+                         & ~np.isin(kb, between.nonblocking_keys))
+        implicit = blocking_pair & (np.isin(ka, between.legacy_keys)
+                                    | np.isin(kb, between.legacy_keys) | (n_legacy > 0))
         saturated = k.blocks[a].astype(np.int64) >= cap[a]
         c = np.select(
             [~serial, ~cross, late & (n_sync > 0), late, implicit, n_sync > 0, saturated],
@@ -206,12 +230,13 @@ def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str
              _CODE["resource-saturation"]], default=_CODE["unknown"]).astype(np.int8)
         c[~serial] = _NONE
         code[lo_i:hi_i] = c
-        idle[lo_i:hi_i] = np.maximum(start[b] - end[a], 0)
-        syncs[lo_i:hi_i] = n_sync
-        legacy_between[lo_i:hi_i] = n_legacy
     del reach
-    return {"a": a_all, "code": code, "idle": idle, "syncs": syncs,
-            "legacy_between": legacy_between}
+    return {"a": a_all, "code": code}
+
+
+def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """The GPU idle time of transitions *i* (kernel B = i + 1 after A = a[i])."""
+    return np.maximum(k.start[i + 1] - k.end[a[i]], 0)
 
 
 def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -243,6 +268,8 @@ def _capacity(trace: Trace) -> np.ndarray:
     configs = k.iloc[first][cols].reset_index(drop=True)
     cap = (sm_counts(configs, trace.devices)
            * resident_blocks_per_sm(configs, trace.devices))
+    if cap.size and int(cap.max()) < 2**31:          # half the room per kernel
+        cap = cap.astype(np.int32)
     return cap[codes]
 
 
@@ -251,6 +278,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     if len(kernels) < 3:
         return []
     cap_all = _capacity(trace)
+    between = _Between(trace)
     findings: list[Finding] = []
     device_of = kernels["device"].to_numpy()
     devices = pd.unique(device_of)
@@ -266,12 +294,16 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
         cap = cap_all if positions is None else cap_all[positions]
-        t = _transitions(trace, k, cap, config)
+        t = _transitions(k, cap, config, between)
         # The NVTX range each transition's later kernel was launched in, and the phase it
         # ran in: a run does not cross from one range or phase into another.
-        phase = pd.factorize(context.phase_of(int(device), k.start[1:]))[0]
-        t["range"] = _launch_range_codes(trace, k).astype(np.int64) * 4 + phase
-        findings += _runs_to_findings(trace, int(device), k, cap, t, config, context)
+        phase = context.phase_code(int(device), k.start[1:])
+        ranges = _launch_range_codes(trace, k)
+        t["new_range"] = np.zeros(t["code"].size, dtype=bool)
+        t["new_range"][1:] = (ranges[1:] != ranges[:-1]) | (phase[1:] != phase[:-1])
+        del phase, ranges
+        findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
+                                      between)
     return findings
 
 
@@ -317,9 +349,7 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     previous = np.empty_like(carried)
     previous[:1] = missing
     previous[1:] = carried[:-1]
-    new_range = np.zeros(m, dtype=bool)
-    if "range" in t and m > 1:
-        new_range[1:] = t["range"][1:] != t["range"][:-1]
+    new_range = t["new_range"] if "new_range" in t else np.zeros(m, dtype=bool)
     boundary = ((code == _NONE) | (carried != previous) | (carried == missing)
                 | (previous == missing) | too_long | new_range)
     del previous
@@ -345,7 +375,7 @@ def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | Non
 
 def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
                       t: dict[str, np.ndarray], config: Mapping[str, float],
-                      context: Context) -> list[Finding]:
+                      context: Context, between: _Between) -> list[Finding]:
     keep, run, carried = _runs(t, config)
     if run.size == 0:
         return []
@@ -361,7 +391,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
-             "idle": np.add.reduceat(t["idle"][keep], bounds)[good]}
+             "idle": np.add.reduceat(_idle(k, t["a"], keep), bounds)[good]}
     members = _member_sums(k, stats["first"], stats["last"])
     cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
     cost = np.where(cause_names == "host-launch-bound", stats["idle"],
@@ -381,12 +411,14 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members_w = np.arange(worst["first"], worst["last"] + 1)
         in_worst = keep[run == worst["run"]]
+        in_worst = pd.Series(in_worst[t["code"][in_worst] != _SAME]).head(
+            int(config["max_examples"])).to_numpy()            # those with a cause
+        a, b = t["a"][in_worst], in_worst.astype(np.int64) + 1
+        syncs, legacy_between, _, _ = between.counts(k, a, b)
         shown = pd.DataFrame(
-            {"a": t["a"][in_worst], "b": in_worst.astype(np.int64) + 1,
-             "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
-             "idle": t["idle"][in_worst], "syncs": t["syncs"][in_worst],
-             "legacy_between": t["legacy_between"][in_worst]})
-        shown = shown[shown["cause"] != ""].head(int(config["max_examples"]))
+            {"a": a, "b": b, "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
+             "idle": _idle(k, t["a"], in_worst), "syncs": syncs,
+             "legacy_between": legacy_between})
         examples = _examples(trace, k, cap, shown)
         streams = sorted({s for ss in g["streams"] for s in ss})
         n_kernels = int((g["last"] - g["first"] + 1).sum())
