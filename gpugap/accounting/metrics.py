@@ -178,8 +178,9 @@ def _stream_overlap(ss: np.ndarray, se: np.ndarray) -> int:
 
 
 # Intervals are handled in batches of about this many pieces, so memory stays bounded
-# (a few hundred MB at most) however many kernels a report holds.
-CHUNK = 1 << 20
+# (tens of MB a batch) however many kernels a report holds; every sum is of integers, so
+# the batches change no result.
+CHUNK = 1 << 18
 
 
 def _candidates(starts: np.ndarray, reach: np.ndarray, ws: np.ndarray, we: np.ndarray

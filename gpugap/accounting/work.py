@@ -77,7 +77,7 @@ def op_buckets(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cached
 
 
-CHUNK_OPS = 1 << 20       # ops walked at a time (a module setting: tests make it small)
+CHUNK_OPS = 1 << 18       # ops walked at a time (a module setting: tests make it small)
 
 
 class DeviceWork:

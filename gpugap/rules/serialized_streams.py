@@ -197,23 +197,25 @@ def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
     start, end, stream, pid = k.start, k.end, k.stream, k.pid
     n = end.size
     index = _index_dtype(n)
-    reach = np.maximum.accumulate(end)
-    # A = the kernel that set the running maximum of end times (the last to finish).
-    arg = np.where(end == reach, np.arange(n, dtype=index), index(0))
-    np.maximum.accumulate(arg, out=arg)
-    a_all = arg[:-1]
-
     api_start = k.api_start
     m = max(n - 1, 0)
+    a_all = np.empty(m, dtype=index)
     code = np.empty(m, dtype=np.int8)
     tolerance_share = config["overlap_tolerance"]
+    reached, last = np.iinfo(np.int64).min, 0        # carried from the batch before
     for lo_i in range(0, m, _CHUNK):
         hi_i = min(lo_i + _CHUNK, m)
-        a = a_all[lo_i:hi_i]
+        # The running maximum of end times up to each kernel i, and A = the kernel that
+        # set it (the last to finish).
+        reach = np.maximum(np.maximum.accumulate(end[lo_i:hi_i]), reached)
+        arg = np.where(end[lo_i:hi_i] == reach, np.arange(lo_i, hi_i, dtype=index), last)
+        np.maximum.accumulate(arg, out=arg)
+        reached, last = int(reach[-1]), int(arg[-1])
+        a_all[lo_i:hi_i] = a = arg
         b = np.arange(lo_i + 1, hi_i + 1)
         dur_a, dur_b = end[a] - start[a], end[b] - start[b]
         tolerance = tolerance_share * np.minimum(dur_a, dur_b)
-        serial = start[b] >= reach[lo_i:hi_i] - tolerance
+        serial = start[b] >= reach - tolerance
         cross = stream[a] != stream[b]
         late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
@@ -230,13 +232,23 @@ def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
              _CODE["resource-saturation"]], default=_CODE["unknown"]).astype(np.int8)
         c[~serial] = _NONE
         code[lo_i:hi_i] = c
-    del reach
     return {"a": a_all, "code": code}
 
 
 def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
     """The GPU idle time of transitions *i* (kernel B = i + 1 after A = a[i])."""
     return np.maximum(k.start[i + 1] - k.end[a[i]], 0)
+
+
+def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
+               ) -> np.ndarray:
+    """np.add.reduceat(_idle(k, a, keep), bounds), a batch of transitions at a time."""
+    out = np.zeros(bounds.size, dtype=np.int64)
+    for p0 in range(0, keep.size, _CHUNK):
+        p1 = min(p0 + _CHUNK, keep.size)
+        run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
+        np.add.at(out, run, _idle(k, a, keep[p0:p1]))
+    return out
 
 
 def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -326,36 +338,63 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     ones end it; a change of cause starts a new one; a long single-stream stretch (more
     than max_same_stream same-stream transitions in a row) is a phase of its own, not
     part of an alternation between streams. Returns the kept transitions (their
-    indices), the run of each and the cause carried into it."""
+    indices), where each run begins among them (runs are contiguous stretches of them)
+    and the cause carried into each run."""
     code = t["code"]
     m = code.size
     index = _index_dtype(m + 1)
-    idx = np.arange(m, dtype=index)
-    same = code == _SAME
-    # Position of each same-stream transition within its streak.
-    cs = np.cumsum(same, dtype=index)
-    last_other = np.where(same, index(-1), idx)
-    np.maximum.accumulate(last_other, out=last_other)
-    streak_pos = cs - np.where(last_other >= 0, cs[np.maximum(last_other, 0)], 0)
-    del cs, last_other
-    too_long = same & (streak_pos > config["max_same_stream"])
-    del streak_pos, same
-    # The cause carried forward over same-stream and overlapping transitions.
-    carrier = np.where(code > _SAME, idx, index(-1))
-    np.maximum.accumulate(carrier, out=carrier)
     missing = -2
-    carried = np.where(carrier >= 0, code[np.maximum(carrier, 0)], missing).astype(np.int8)
-    del carrier, idx
-    previous = np.empty_like(carried)
-    previous[:1] = missing
-    previous[1:] = carried[:-1]
-    new_range = t["new_range"] if "new_range" in t else np.zeros(m, dtype=bool)
-    boundary = ((code == _NONE) | (carried != previous) | (carried == missing)
-                | (previous == missing) | too_long | new_range)
-    del previous
-    run = np.cumsum(boundary, dtype=index)
-    keep = np.flatnonzero((code != _NONE) & ~too_long & (carried != missing)).astype(index)
-    return keep, run[keep], carried[keep]
+    new_range = t.get("new_range")
+    keeps, firsts, causes = [], [], []
+    # A batch at a time, with what carries over from the batch before: the length of the
+    # same-stream streak it ended in, the cause carried, the run numbers (the last one,
+    # and the last one kept).
+    streak, cause, run_at, last_kept = 0, missing, 0, -1
+    kept = 0
+    for i0 in range(0, m, _CHUNK):
+        i1 = min(i0 + _CHUNK, m)
+        c = code[i0:i1]
+        idx = np.arange(i1 - i0, dtype=index)
+        same = c == _SAME
+        # Position of each same-stream transition within its streak.
+        cs = np.cumsum(same, dtype=index)
+        last_other = np.where(same, index(-1), idx)
+        np.maximum.accumulate(last_other, out=last_other)
+        streak_pos = np.where(last_other >= 0, cs - cs[np.maximum(last_other, 0)],
+                              cs + streak)
+        too_long = same & (streak_pos > config["max_same_stream"])
+        streak = int(streak_pos[-1]) if same[-1] else 0
+        del cs, last_other, streak_pos, same
+        # The cause carried forward over same-stream and overlapping transitions.
+        carrier = np.where(c > _SAME, idx, index(-1))
+        np.maximum.accumulate(carrier, out=carrier)
+        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)], cause).astype(np.int8)
+        del carrier, idx
+        previous = np.empty_like(carried)
+        previous[:1] = cause
+        previous[1:] = carried[:-1]
+        cause = int(carried[-1])
+        boundary = ((c == _NONE) | (carried != previous) | (carried == missing)
+                    | (previous == missing) | too_long)
+        if new_range is not None:
+            boundary |= new_range[i0:i1]
+        del previous
+        run = np.cumsum(boundary, dtype=index) + index(run_at)
+        run_at = int(run[-1])
+        keep = np.flatnonzero((c != _NONE) & ~too_long & (carried != missing))
+        run = run[keep]
+        first = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if run.size else keep
+        if first.size and int(run[0]) == last_kept:      # the run goes on from before
+            first = first[1:]
+        if run.size:
+            last_kept = int(run[-1])
+        keeps.append((keep + i0).astype(index))
+        firsts.append(first + kept)
+        causes.append(carried[keep[first]])
+        kept += keep.size
+    if not keeps:
+        return np.zeros(0, dtype=index), np.zeros(0, dtype=np.int64), np.zeros(0, np.int8)
+    return np.concatenate(keeps), np.concatenate(firsts), np.concatenate(causes)
 
 
 def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | None:
@@ -376,22 +415,25 @@ def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | Non
 def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
                       t: dict[str, np.ndarray], config: Mapping[str, float],
                       context: Context, between: _Between) -> list[Finding]:
-    keep, run, carried = _runs(t, config)
-    if run.size == 0:
+    keep, bounds, carried = _runs(t, config)
+    del t["new_range"]
+    if keep.size == 0:
         return []
-    # Runs are contiguous stretches of the kept transitions.
-    bounds = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    # Runs are contiguous stretches of the kept transitions: keep[bounds[j]:bounds[j+1]].
     transitions = np.add.reduceat((t["code"][keep] != _SAME).astype(np.int64), bounds)
     good = transitions >= config["min_transitions"]
     if not good.any():
         return []
-    stats = {"run": run[bounds][good], "cause": carried[bounds][good],
+    stretch = np.flatnonzero(good)                  # each good run's stretch of keep
+    stats = {"run": stretch, "cause": carried[good],
              "transitions": transitions[good],
              "first": np.minimum.reduceat(t["a"][keep], bounds)[good].astype(np.int64),
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
-             "idle": np.add.reduceat(_idle(k, t["a"], keep), bounds)[good]}
+             "idle": _idle_sums(k, t["a"], keep, bounds)[good]}
+    del carried
+    ends = np.r_[bounds[1:], keep.size]
     members = _member_sums(k, stats["first"], stats["last"])
     cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
     cost = np.where(cause_names == "host-launch-bound", stats["idle"],
@@ -410,7 +452,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         cost = int(g["cost"].sum())
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members_w = np.arange(worst["first"], worst["last"] + 1)
-        in_worst = keep[run == worst["run"]]
+        in_worst = keep[bounds[worst["run"]]:ends[worst["run"]]]
         in_worst = pd.Series(in_worst[t["code"][in_worst] != _SAME]).head(
             int(config["max_examples"])).to_numpy()            # those with a cause
         a, b = t["a"][in_worst], in_worst.astype(np.int64) + 1

@@ -36,7 +36,22 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
 CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX),)
 
 
+# Kernels per batch. Part of the arithmetic: each kernel's share of the wall time (a
+# float) is summed per batch, then batch by batch, so another size could change the last
+# digits of a result.
 _CHUNK = 1 << 20
+
+
+class _SmCounts:
+    """occupancy.sm_counts of kernels, from their device ids (one lookup per device, not
+    an array of every kernel's)."""
+
+    def __init__(self, kernels: pd.DataFrame, devices: pd.DataFrame) -> None:
+        self.ids = np.sort(pd.unique(kernels["device"].to_numpy()))
+        self.counts = sm_counts(pd.DataFrame({"device": self.ids}), devices)
+
+    def __call__(self, device: np.ndarray) -> np.ndarray:
+        return self.counts[np.searchsorted(self.ids, device)]
 
 
 class _IdleSm:
@@ -45,19 +60,19 @@ class _IdleSm:
     kernel's device SM count. Kernels of one device in start order (as exports are) are
     swept as they are taken (intervals.SharedIdle): no array of every kernel's values."""
 
-    def __init__(self, trace: Trace, sms: np.ndarray) -> None:
+    def __init__(self, trace: Trace, sms_of: _SmCounts) -> None:
         k = trace.kernels
         blocks = k["blocks"].to_numpy(dtype=np.int64)
         start, end = k["start"].to_numpy(), k["end"].to_numpy()
         device = k["device"].to_numpy()
-        devices = np.sort(pd.unique(device))
+        devices = sms_of.ids
         self._sweep: tl.SharedIdle | None = None
         if devices.size <= 1 and tl.is_sorted(start):
             self._sweep = tl.SharedIdle(
                 start.astype(np.int64, copy=False), end.astype(np.int64, copy=False),
-                lambda at: np.minimum(blocks[at] / sms[at], 1.0))
+                lambda at: np.minimum(blocks[at] / sms_of(device[at]), 1.0))
             return
-        share = np.minimum(blocks / sms, 1.0)
+        share = np.minimum(blocks / sms_of(device), 1.0)
         if devices.size <= 1:
             self._idle, self._own = tl.shared_idle_each(start, end, share)
             return
@@ -111,23 +126,25 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     name_text = np.asarray(names.cat.categories, dtype=object)
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
-    sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
+    sms_of = _SmCounts(k, trace.devices)
     comm = kernel_flags(trace) == COMM
-    idle_sm = _IdleSm(trace, sms_all)
+    idle_sm = _IdleSm(trace, sms_of)
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
     # each chunk contributes partial sums per group and per launch configuration, all
     # combined at the end (vectorised: no Python work per kernel name or configuration).
     gid_of: dict[tuple[int, str, str], int] = {}
     totals, partial, streams, configs = [], [], [], []
     spans: dict[int, list[tl.Intervals]] = {}      # per group: its small kernels' unions
-    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
-    # sum, min, max or first-seen value per group.
-    for i0 in range(0, len(k), _CHUNK):
+
+    def add_chunk(i0: int) -> None:
+        """One batch of kernels: its partial sums per group and configuration (its
+        arrays go when it returns, before the next batch is built)."""
         part = slice(i0, min(i0 + _CHUNK, len(k)))
         idle_ns, own_ns = idle_sm.take(part.start, part.stop)     # before the chunk's arrays
-        sms = sms_all[part].astype(np.int64)
-        blocks = cols["blocks"][part].astype(np.int64)
-        start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
+        sms = sms_of(cols["device"][part])
+        blocks = cols["blocks"][part].astype(np.int64, copy=False)
+        start = cols["start"][part].astype(np.int64, copy=False)
+        end = cols["end"][part].astype(np.int64, copy=False)
         launch = cols["api_start"][part]
         at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
         # Kernels outside the scope weigh nothing and are never small; communication
@@ -155,17 +172,17 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         totals.append(pd.DataFrame({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
-            continue
-        idle_cost = np.rint(idle_ns[rows]).astype(np.int64)
-        frame = pd.DataFrame({"gid": to_global[group[rows]], "name": name_code[part][rows],
-                              "blocks": blocks[rows],
-                              "threads": cols["threads_per_block"][part][rows],
-                              "dur": dur[rows], "sms": sms[rows],
-                              "corr": cols["corr"][part][rows],
-                              "cost": idle_cost, "own": own_ns[rows],
-                              "start": start[rows], "end": end[rows],
-                              "at": at[rows], "stream": cols["stream"][part][rows],
-                              "row": rows + i0})
+            return
+        data = {"gid": to_global[group[rows]], "name": name_code[part][rows],
+                "blocks": blocks[rows], "threads": cols["threads_per_block"][part][rows],
+                "dur": dur[rows], "sms": sms[rows], "corr": cols["corr"][part][rows],
+                "cost": np.rint(idle_ns[rows]).astype(np.int64), "own": own_ns[rows],
+                "start": start[rows], "end": end[rows], "at": at[rows],
+                "stream": cols["stream"][part][rows], "row": rows + i0}
+        # The batch's arrays go before its small kernels' frame is built.
+        del idle_ns, own_ns, sms, blocks, start, end, launch, at, dur, small, group, rows
+        frame = pd.DataFrame(data)
+        del data
         partial.append(frame.groupby("gid", sort=False).agg(
             small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
             own=("own", "sum"), start=("start", "min"), end=("end", "max"),
@@ -177,6 +194,11 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         configs.append(frame.groupby(["gid", "name", "blocks", "threads"], sort=False).agg(
             count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
             corr=("corr", "first"), row=("row", "first")).reset_index())
+
+    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
+    # sum, min, max or first-seen value per group.
+    for i0 in range(0, len(k), _CHUNK):
+        add_chunk(i0)
     if not partial:
         return []
     acc = _sums(totals, partial, len(gid_of))

@@ -128,7 +128,7 @@ def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
     return out
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 
 
 def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: int
