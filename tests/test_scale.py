@@ -210,6 +210,18 @@ def test_batched_metrics_equal_the_plain_sweep(monkeypatch, seed):
     assert got == naive_device_metrics(k, c, m, lo, hi, windows, g=g)
 
 
+def test_reach_search_in_batches_equals_the_running_max(monkeypatch):
+    """metrics finds each window's first candidate interval from the running max of the
+    ends, built a batch (of 7 here) at a time."""
+    monkeypatch.setattr(metrics, "CHUNK", 7)
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        ends = rng.integers(0, 1_000, int(rng.integers(0, 60)))
+        t = rng.integers(-10, 1_100, 30)
+        want = np.searchsorted(np.maximum.accumulate(ends), t, side="right")
+        assert np.array_equal(metrics._reach_search(ends, t), want)
+
+
 def test_union_helpers_equal_the_plain_ones():
     rng = np.random.default_rng(7)
     for _ in range(50):

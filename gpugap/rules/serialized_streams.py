@@ -263,26 +263,39 @@ def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
 
 def _capacity(trace: Trace) -> np.ndarray:
     """occupancy.capacity of every kernel, computed once per distinct launch
-    configuration (device, block size, registers, shared memory) and spread back."""
+    configuration (device, block size, registers, shared memory) and spread back, a
+    batch of kernels at a time (int32: half the room per kernel, int64 if it must)."""
     k = trace.kernels
     cols = ["device", "threads_per_block", "registers", "shared_static", "shared_dynamic"]
-    key = np.zeros(len(k), dtype=np.int64)
-    width = 1
-    for c in cols:
-        codes, uniq = pd.factorize(k[c].to_numpy())
-        if width * (len(uniq) + 1) >= 2**62:            # pragma: no cover (absurd variety)
-            return kernel_capacity(trace)
-        key = key * (len(uniq) + 1) + codes
-        width *= len(uniq) + 1
-    codes, _ = pd.factorize(key)
-    first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(k))[::-1]      # a row of each configuration
-    configs = k.iloc[first][cols].reset_index(drop=True)
-    cap = (sm_counts(configs, trace.devices)
-           * resident_blocks_per_sm(configs, trace.devices))
-    if cap.size and int(cap.max()) < 2**31:          # half the room per kernel
-        cap = cap.astype(np.int32)
-    return cap[codes]
+    values = [k[c].to_numpy() for c in cols]
+    out = np.empty(len(k), dtype=np.int32)
+    known: dict[tuple, int] = {}                  # configuration -> capacity
+    for i0 in range(0, len(k), _CHUNK):
+        part = [v[i0:i0 + _CHUNK] for v in values]
+        key = np.zeros(part[0].size, dtype=np.int64)
+        width = 1
+        for v in part:
+            codes, uniq = pd.factorize(v)
+            if width * (len(uniq) + 1) >= 2**62:        # pragma: no cover (absurd variety)
+                return kernel_capacity(trace)
+            key = key * (len(uniq) + 1) + codes
+            width *= len(uniq) + 1
+        codes, _ = pd.factorize(key)
+        del key
+        first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(codes.size)[::-1]   # a row of each configuration
+        found = list(zip(*(v[first].tolist() for v in part), strict=True))
+        new = [c for c in dict.fromkeys(found) if c not in known]
+        if new:
+            configs = pd.DataFrame(new, columns=cols)
+            cap = (sm_counts(configs, trace.devices)
+                   * resident_blocks_per_sm(configs, trace.devices))
+            known.update(zip(new, cap.tolist(), strict=True))
+        cap = np.array([known[c] for c in found], dtype=np.int64)
+        if cap.size and int(cap.max()) >= 2**31 and out.dtype == np.int32:
+            out = out.astype(np.int64)
+        out[i0:i0 + codes.size] = cap[codes]
+    return out
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -307,29 +320,31 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         k = _Kernels(kernels, positions)
         cap = cap_all if positions is None else cap_all[positions]
         t = _transitions(k, cap, config, between)
-        # The NVTX range each transition's later kernel was launched in, and the phase it
-        # ran in: a run does not cross from one range or phase into another.
-        phase = context.phase_code(int(device), k.start[1:])
-        ranges = _launch_range_codes(trace, k)
-        t["new_range"] = np.zeros(t["code"].size, dtype=bool)
-        t["new_range"][1:] = (ranges[1:] != ranges[:-1]) | (phase[1:] != phase[:-1])
-        del phase, ranges
+        t["new_range"] = _range_changes(trace, context, int(device), k)
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
                                       between)
     return findings
 
 
-def _launch_range_codes(trace: Trace, k: _Kernels) -> np.ndarray:
-    """Per transition (kernel B = i + 1): a code of the range label B was launched in."""
-    codes = np.empty(max(k.start.size - 1, 0), dtype=np.int32)
+def _range_changes(trace: Trace, context: Context, device: int, k: _Kernels
+                   ) -> np.ndarray:
+    """Per transition (kernel B = i + 1): was B launched in another NVTX range, or did it
+    run in another phase, than the kernel B before it? (A run does not cross from one
+    range or phase into another.) A batch of kernels at a time."""
+    out = np.zeros(max(k.start.size - 1, 0), dtype=bool)
     ids: dict[str, int] = {}          # label -> code, the same across batches
+    last = None
     for lo in range(1, k.start.size, _CHUNK):
         b = np.arange(lo, min(lo + _CHUNK, k.start.size))
         part, labels = range_label_codes(trace, k.at(b))
         label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
-                             dtype=np.int32)
-        codes[lo - 1:lo - 1 + b.size] = label_ids[part]
-    return codes
+                             dtype=np.int64)
+        code = label_ids[part] * 4 + context.phase_code(device, k.start[b])
+        if last is not None:
+            out[lo - 1] = code[0] != last
+        out[lo:lo - 1 + b.size] = code[1:] != code[:-1]
+        last = code[-1]
+    return out
 
 
 def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
@@ -488,7 +503,6 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
     time and id, and the streams present (sorted lists). Runs are taken in batches of about
     _CHUNK member kernels."""
-    dur = k.end - k.start
     ids = np.sort(pd.unique(k.stream)) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
@@ -509,8 +523,8 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
         key = run_of * width + np.searchsorted(ids, k.stream[member])
         del run_of
         # Kernel times are integers far below 2**53: float sums are exact.
-        sums = np.bincount(key, weights=dur[member], minlength=(b - a) * width
-                           ).reshape(b - a, width)
+        sums = np.bincount(key, weights=k.end[member] - k.start[member],
+                           minlength=(b - a) * width).reshape(b - a, width)
         present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
         kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
         busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
