@@ -222,6 +222,23 @@ def test_reach_search_in_batches_equals_the_running_max(monkeypatch):
         assert np.array_equal(metrics._reach_search(ends, t), want)
 
 
+def test_slice_max_equals_the_plain_max():
+    """The range table's projected ends take the max of slices of every kernel's end
+    without copying them: what max() of each slice gives."""
+    from gpugap.accounting.ranges import _slice_max
+
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        n = int(rng.integers(0, 20))
+        values = rng.integers(-50, 50, n)
+        lo = rng.integers(0, n + 1, 8)
+        hi = np.clip(lo + rng.integers(-2, n + 2, 8), 0, n)
+        empty = rng.integers(-100, 100, 8)
+        want = [values[a:b].max() if b > a else e
+                for a, b, e in zip(lo.tolist(), hi.tolist(), empty.tolist(), strict=True)]
+        assert _slice_max(values, lo, hi, empty).tolist() == (want if n else empty.tolist())
+
+
 def test_union_helpers_equal_the_plain_ones():
     rng = np.random.default_rng(7)
     for _ in range(50):
@@ -240,9 +257,14 @@ def test_union_helpers_equal_the_plain_ones():
             assert np.array_equal(ge[gg == group], u[1])
 
 
-def test_join_on_correlation_ids_equals_the_sort_join():
+@pytest.mark.parametrize("batch", [1 << 20, 7])
+def test_join_on_correlation_ids_equals_the_sort_join(batch, monkeypatch):
+    """match_rows joins the ops (in batches: of 7 here) to their launch calls as a sort
+    join does."""
+    from gpugap.report import loader
     from gpugap.report.loader import match_rows
 
+    monkeypatch.setattr(loader, "OPS_BATCH", batch)
     rng = np.random.default_rng(3)
     for pids in ([7], [7, 9, 11]):
         api_pid = rng.choice(pids, 500)
@@ -262,6 +284,19 @@ def test_join_on_correlation_ids_equals_the_sort_join():
         got = match_rows(op_pid, op_corr, np.full(500, pids[0]), api_corr)
         want = np.where((op_pid == pids[0]) & (op_corr >= 1), op_corr - 1, -1)
         assert np.array_equal(got, want)
+
+
+def test_launch_columns_in_batches_equal_one_batch(monkeypatch):
+    """attach_launches copies each op's launch call in batches of ops (7 here): the same
+    frames as in one batch."""
+    from gpugap.report import loader
+
+    path = CAPTURES / "train-workers.sqlite"
+    whole = load(path)
+    monkeypatch.setattr(loader, "OPS_BATCH", 7)
+    sliced = load(path)
+    for name in ("kernels", "memcpys", "memsets", "api"):
+        pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
 
 
 def test_interval_algebra_equals_the_nanosecond_sets():
