@@ -65,7 +65,7 @@ class Settings:
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
 
-CHUNK_GAPS = 1 << 16      # gaps handled at a time (a module setting: tests make it small)
+CHUNK_GAPS = 1 << 15      # gaps handled at a time (a module setting: tests make it small)
 LOOKBACK_NS = 10_000_000  # calls longer than this are looked up apart (see _Calls)
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.errors import ReportError
+from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
 from gpugap.report import validate as V
@@ -950,6 +951,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
                                "(no META_DATA_EXPORT table)")
     info.problems = problems.counts
     info.warnings.extend(problems.lines() + loader.warnings)
+    give_back()                                   # the reading's buffers, to the system
     return trace
 
 
