@@ -154,39 +154,93 @@ def shared_idle_each(starts, ends, shares, chunk: int = 1 << 18
     counting any instant twice, and sum(idle) / sum(own) over a set of intervals is the
     idle share of the resource while they ran.
 
-    Works in start-ordered batches of *chunk* intervals, carrying the ones still running
-    into the next batch, so memory stays bounded on millions of intervals.
+    Works in start-ordered batches of *chunk* intervals (SharedIdle), carrying the ones
+    still running into the next batch, so memory stays bounded on millions of
+    intervals.
     """
     s = np.asarray(starts, dtype=np.int64)
-    e = np.maximum(np.asarray(ends, dtype=np.int64), s)
+    e = np.asarray(ends, dtype=np.int64)
     w = np.asarray(shares, dtype=np.float64)
     n = s.size
-    idle, own = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.float64)
     if n == 0:
-        return idle, own
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
     order = None if is_sorted(s) else np.argsort(s, kind="stable")
     if order is not None:
         s, e, w = s[order], e[order], w[order]
-    last_end = int(e.max())
-    carry = np.zeros(0, dtype=np.int64)
-    for a in range(0, n, chunk):
-        b = min(a + chunk, n)
-        # Window [lo, hi): every instant belongs to exactly one window.
-        lo, hi = int(s[a]), (int(s[b]) if b < n else last_end)
-        idx = np.concatenate([carry, np.arange(a, b, dtype=np.int64)])
-        ps, pe = np.maximum(s[idx], lo), np.minimum(e[idx], hi)
-        live = pe > ps
-        if live.any():
-            at = idx[live]
-            piece_idle, piece_own = _shared_window(ps[live], pe[live], w[at])
-            idle[at] += piece_idle
-            own[at] += piece_own
-        carry = idx[e[idx] > hi]
+    idle, own = SharedIdle(s, e, w, chunk).take(0, n)
     if order is not None:
         back = np.empty_like(order)
         back[order] = np.arange(n)
         idle, own = idle[back], own[back]
     return idle, own
+
+
+class SharedIdle:
+    """shared_idle_each of intervals already in start order, read a stretch at a time:
+    ``take(i0, i1)`` (stretches in order, each from where the last ended) sweeps only as
+    far as those intervals need, and keeps only the values not yet taken, so a caller
+    walking millions of intervals in batches holds no array of them all. *shares*: an
+    array, or a function giving the shares of the intervals at given indices."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, shares, chunk: int = 1 << 18
+                 ) -> None:
+        self._s, self._e = starts, ends          # an end below its start reads as the start
+        self._shares = shares
+        self._chunk = chunk
+        self._n = starts.size
+        self._last_end = (max(int(ends.max()), int(starts.max())) if self._n else 0)
+        self._next = 0                            # the next batch's first interval
+        self._carry = np.zeros(0, dtype=np.int64)
+        self._base = 0                            # the buffer's row 0 is this interval
+        self._idle = np.zeros(0, dtype=np.float64)
+        self._own = np.zeros(0, dtype=np.float64)
+
+    def _share(self, at: np.ndarray) -> np.ndarray:
+        shares = self._shares
+        return shares(at) if callable(shares) else np.asarray(shares, np.float64)[at]
+
+    def _sweep(self) -> None:
+        """One batch: window [lo, hi) from its first start to the next batch's (every
+        instant in exactly one window), with the intervals carried into it."""
+        a, n, s = self._next, self._n, self._s
+        b = min(a + self._chunk, n)
+        lo, hi = int(s[a]), (int(s[b]) if b < n else self._last_end)
+        if b - self._base > self._idle.size:      # room for this batch (doubling)
+            size = min(max(b - self._base, 2 * self._idle.size), n - self._base)
+            self._idle = np.r_[self._idle, np.zeros(size - self._idle.size)]
+            self._own = np.r_[self._own, np.zeros(size - self._own.size)]
+        idx = np.concatenate([self._carry, np.arange(a, b, dtype=np.int64)])
+        start = s[idx]
+        end = np.maximum(self._e[idx], start)
+        ps, pe = np.maximum(start, lo), np.minimum(end, hi)
+        live = pe > ps
+        if live.any():
+            at = idx[live]
+            piece_idle, piece_own = _shared_window(ps[live], pe[live], self._share(at))
+            self._idle[at - self._base] += piece_idle
+            self._own[at - self._base] += piece_own
+        self._carry = idx[end > hi]
+        self._next = b
+
+    def _done(self) -> int:
+        """Intervals before this one have their final values."""
+        if self._next >= self._n:
+            return self._n
+        return int(self._carry.min()) if self._carry.size else self._next
+
+    def take(self, i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
+        """(idle, own) of intervals [i0, i1); i0 is where the last take ended (0 first)."""
+        if i0 != self._base:
+            raise ValueError(f"SharedIdle.take({i0}, {i1}): takes must follow one another "
+                             f"(next: {self._base})")
+        while self._done() < i1:
+            self._sweep()
+        idle, own = self._idle[:i1 - i0], self._own[:i1 - i0]
+        # What was taken goes: the rest moves to a buffer of its own (no reference to the
+        # taken part, whose memory goes with it).
+        self._idle, self._own = self._idle[i1 - i0:].copy(), self._own[i1 - i0:].copy()
+        self._base = i1
+        return idle, own
 
 
 def _shared_window(ps: np.ndarray, pe: np.ndarray, w: np.ndarray
@@ -221,12 +275,19 @@ def pieces(starts, ends, u: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarr
         u:             [==)  [=====)    [=====)
         pieces:        [==)  [==)       [=)
     """
+    ps, pe, i, _ = pieces_in(starts, ends, u)
+    return ps, pe, i
+
+
+def pieces_in(starts, ends, u: Intervals
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """pieces, with the index in u of the piece of u each lies in."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     us, ue = u
     if s.size == 0 or us.size == 0:
         z = np.zeros(0, dtype=np.int64)
-        return z, z, z
+        return z, z, z, z
     first = np.searchsorted(ue, s, side="right")      # first piece of u ending after s
     last = np.searchsorted(us, e, side="left")        # pieces of u starting before e
     counts = np.maximum(last - first, 0)
@@ -236,7 +297,7 @@ def pieces(starts, ends, u: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ps = np.maximum(s[idx], us[k])
     pe = np.minimum(e[idx], ue[k])
     keep = pe > ps
-    return ps[keep], pe[keep], idx[keep]
+    return ps[keep], pe[keep], idx[keep], k[keep]
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

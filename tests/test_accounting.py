@@ -239,13 +239,15 @@ def test_phases_of_real_programs():
 
 @pytest.mark.parametrize("name", ["decode", "sync-item", "alloc-nocache"])
 def test_time_slices_change_nothing(name, monkeypatch):
-    """The accounting works in slices of CHUNK_GAPS gaps; slices of 7 gaps give the same
-    bucket times in every iteration as one slice for the whole report."""
-    from gpugap.accounting import attribution
+    """The accounting works in slices of CHUNK_GAPS gaps and walks the ops CHUNK_OPS at a
+    time; slices of 7 gaps and 5 ops give the same bucket times in every iteration as
+    one slice for the whole report."""
+    from gpugap.accounting import attribution, work
 
     trace = load(CAPTURES / f"{name}.sqlite")
     whole = account(trace).devices[0]
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    monkeypatch.setattr(work, "CHUNK_OPS", 5)
     sliced = account(load(CAPTURES / f"{name}.sqlite")).devices[0]
     tiles(sliced)
     lo, hi = whole.phases.iteration_windows()
@@ -257,9 +259,9 @@ def test_time_slices_change_nothing(name, monkeypatch):
                                   CAPTURES.parent / "scenarios" / "moe-experts-bad.sqlite",
                                   CAPTURES.parent / "scenarios" / "default-stream-bad.sqlite"])
 def test_settling_block_by_block_changes_nothing(path, monkeypatch):
-    """Findings settle block by block; blocks of 7 gaps give the same costs, shares,
-    consequences and per-iteration figures as one block."""
-    from gpugap.accounting import attribution
+    """Findings settle block by block; blocks of 7 gaps (and ops walked 5 at a time) give
+    the same costs, shares, consequences and per-iteration figures as one block."""
+    from gpugap.accounting import attribution, work
     from gpugap.analysis import analyze
 
     def said(a):
@@ -268,6 +270,7 @@ def test_settling_block_by_block_changes_nothing(path, monkeypatch):
 
     whole = analyze(load(path))
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    monkeypatch.setattr(work, "CHUNK_OPS", 5)
     sliced = analyze(load(path))
     assert sliced.accounting.devices[0].block_start.size > 5       # many blocks
     assert said(sliced) == said(whole)

@@ -210,6 +210,35 @@ def test_batched_metrics_equal_the_plain_sweep(monkeypatch, seed):
     assert got == naive_device_metrics(k, c, m, lo, hi, windows, g=g)
 
 
+def test_reach_search_in_batches_equals_the_running_max(monkeypatch):
+    """metrics finds each window's first candidate interval from the running max of the
+    ends, built a batch (of 7 here) at a time."""
+    monkeypatch.setattr(metrics, "CHUNK", 7)
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        ends = rng.integers(0, 1_000, int(rng.integers(0, 60)))
+        t = rng.integers(-10, 1_100, 30)
+        want = np.searchsorted(np.maximum.accumulate(ends), t, side="right")
+        assert np.array_equal(metrics._reach_search(ends, t), want)
+
+
+def test_slice_max_equals_the_plain_max():
+    """The range table's projected ends take the max of slices of every kernel's end
+    without copying them: what max() of each slice gives."""
+    from gpugap.accounting.ranges import _slice_max
+
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        n = int(rng.integers(0, 20))
+        values = rng.integers(-50, 50, n)
+        lo = rng.integers(0, n + 1, 8)
+        hi = np.clip(lo + rng.integers(-2, n + 2, 8), 0, n)
+        empty = rng.integers(-100, 100, 8)
+        want = [values[a:b].max() if b > a else e
+                for a, b, e in zip(lo.tolist(), hi.tolist(), empty.tolist(), strict=True)]
+        assert _slice_max(values, lo, hi, empty).tolist() == (want if n else empty.tolist())
+
+
 def test_union_helpers_equal_the_plain_ones():
     rng = np.random.default_rng(7)
     for _ in range(50):
@@ -228,9 +257,14 @@ def test_union_helpers_equal_the_plain_ones():
             assert np.array_equal(ge[gg == group], u[1])
 
 
-def test_join_on_correlation_ids_equals_the_sort_join():
+@pytest.mark.parametrize("batch", [1 << 20, 7])
+def test_join_on_correlation_ids_equals_the_sort_join(batch, monkeypatch):
+    """match_rows joins the ops (in batches: of 7 here) to their launch calls as a sort
+    join does."""
+    from gpugap.report import loader
     from gpugap.report.loader import match_rows
 
+    monkeypatch.setattr(loader, "OPS_BATCH", batch)
     rng = np.random.default_rng(3)
     for pids in ([7], [7, 9, 11]):
         api_pid = rng.choice(pids, 500)
@@ -250,6 +284,19 @@ def test_join_on_correlation_ids_equals_the_sort_join():
         got = match_rows(op_pid, op_corr, np.full(500, pids[0]), api_corr)
         want = np.where((op_pid == pids[0]) & (op_corr >= 1), op_corr - 1, -1)
         assert np.array_equal(got, want)
+
+
+def test_launch_columns_in_batches_equal_one_batch(monkeypatch):
+    """attach_launches copies each op's launch call in batches of ops (7 here): the same
+    frames as in one batch."""
+    from gpugap.report import loader
+
+    path = CAPTURES / "train-workers.sqlite"
+    whole = load(path)
+    monkeypatch.setattr(loader, "OPS_BATCH", 7)
+    sliced = load(path)
+    for name in ("kernels", "memcpys", "memsets", "api"):
+        pd.testing.assert_frame_equal(getattr(sliced, name), getattr(whole, name))
 
 
 def test_interval_algebra_equals_the_nanosecond_sets():
@@ -308,6 +355,222 @@ def test_merged_ops_are_the_stable_order_by_start():
     assert np.array_equal(ops.start, start[order])
     assert np.array_equal(ops.source, source[order])
     assert np.array_equal(ops.row, row[order])
+
+
+CAPTURES = ROOT / "tests" / "data" / "captures"
+
+
+@pytest.mark.parametrize("name", ["ddp-manual", "train-workers", "small-graph-node"])
+def test_op_order_slices_equal_the_merged_arrays(name):
+    """OpOrder builds the merged ops slice by slice or at positions, without the arrays
+    of the whole device: the same values and types as MergedOps (one device of two, and
+    the whole report)."""
+    trace = load(CAPTURES / f"{name}.sqlite")
+    ix = trace.op_index
+    rng = np.random.default_rng(5)
+    for device in [None, *ix.devices]:
+        order = ix.order(device)
+        whole = ix.merged(device)
+        columns = ("start", "end", "source", "row")
+        n = len(whole)
+        assert len(order) == n
+        cuts = np.unique(np.r_[0, rng.integers(0, n + 1, 12), n])
+        for o0, o1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            for name_, got in zip(columns, order.slice(o0, o1), strict=True):
+                want = getattr(whole, name_)[o0:o1]
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+        at = rng.integers(0, n, 200)
+        for name_, got in zip(columns, order.take(at), strict=True):
+            assert np.array_equal(got, getattr(whole, name_)[at])
+        times = np.r_[whole.start, whole.start + 1, whole.start - 1]
+        for side in ("left", "right"):
+            assert np.array_equal(order.searchsorted(times, side),
+                                  np.searchsorted(whole.start, times, side))
+        assert order.bounds() == (int(whole.start.min()),
+                                  int(np.maximum(whole.end, whole.start).max()))
+
+
+def plain_launched_before(work, at):
+    """The op each thread launched just before each op at *at*, from the whole launch
+    order (launch time, then position), as the accounting once built it."""
+    launched = work.api_start
+    known = np.flatnonzero(~np.isnan(launched))
+    order = known[np.argsort(launched[known], kind="stable")]
+    gtid = work.gtid
+    by_thread = order[np.argsort(gtid[order], kind="stable")]
+    before = np.full(len(work), -1, dtype=np.int64)
+    same = gtid[by_thread][1:] == gtid[by_thread][:-1]
+    before[by_thread[1:][same]] = by_thread[:-1][same]
+    return before[at]
+
+
+@pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
+                                  "small-graph-node"])
+def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
+    """launched_before and ends_launched_before walk the ops in slices (of 5 here) per
+    thread: what the launch order of every op at once gives."""
+    from gpugap.accounting import work as work_module
+    from gpugap.accounting.work import device_work
+
+    monkeypatch.setattr(work_module, "CHUNK_OPS", 5)
+    trace = load(CAPTURES / f"{name}.sqlite")
+    for device in trace.op_index.devices:
+        work = device_work(trace, device)
+        at = np.arange(len(work))
+        assert np.array_equal(work.launched_before(at), plain_launched_before(work, at))
+        launched = work.api_start
+        order = np.flatnonzero(~np.isnan(launched))
+        order = order[np.argsort(launched[order], kind="stable")]
+        times, reach = launched[order], np.maximum.accumulate(work.end[order])
+        t = np.r_[times, times + 1, times - 1, 0, 2**62].astype(np.float64)
+        k = np.searchsorted(times, t, side="left")
+        want = np.where(k > 0, reach[np.maximum(k - 1, 0)], -1)
+        assert np.array_equal(work.ends_launched_before(t), want)
+        assert np.array_equal(work.launch_times(), times)
+
+
+@pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
+                                  "decode"])
+def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypatch):
+    """Gaps are found walking the ops 5 at a time and, once the accounting is built, read
+    back from its pieces (blocks of 7 gaps): the holes of the ops' union in the window,
+    the op after each, the main launching thread and gap_of as computed from the whole
+    arrays."""
+    from gpugap.accounting import account, attribution
+    from gpugap.accounting import work as work_module
+
+    monkeypatch.setattr(work_module, "CHUNK_OPS", 5)
+    monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    for dev in account(load(CAPTURES / f"{name}.sqlite")).devices.values():
+        work, gaps = dev.work, dev.gaps
+        gs, ge = tl.gaps(tl.union(work.start, work.end), *dev.window)
+        nxt = np.searchsorted(work.start, ge, side="left")
+        nxt = np.where(nxt < len(work), nxt, -1)
+        assert np.array_equal(np.asarray(gaps.start), gs)
+        assert np.array_equal(np.asarray(gaps.end), ge)
+        assert np.array_equal(np.asarray(gaps.next_op), nxt)
+        assert np.array_equal(gaps.end[np.arange(3, len(gaps), 5)], ge[3::5])
+        threads = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
+        assert gaps.main_gtid == int(threads.index[0])
+        t = np.r_[gs, ge, gs - 1, ge - 1, dev.window[0] - 1, dev.window[1]]
+        k = np.searchsorted(gs, t, side="right") - 1
+        want = np.where((k >= 0) & (t < ge[np.maximum(k, 0)]), k, -1)
+        assert np.array_equal(dev.gap_of(t), want)
+
+
+def test_exclusive_partition_equals_the_nanosecond_ranking():
+    """host.exclusive ranks only the intervals that overlap others: its pieces are the
+    maximal runs of the best-ranked code at each nanosecond, and its union theirs."""
+    from gpugap.accounting import host
+
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        n = int(rng.integers(1, 30))
+        spread = 10 if trial % 2 else 400              # overlapping, or mostly apart
+        start = rng.integers(0, spread, n)
+        end = start + rng.integers(0, 30, n)
+        codes = rng.integers(0, 6, n).astype(np.int8)   # 5 is ranked nowhere
+        order = [3, 0, 4, 1, 2]
+        s, e, c, covered = host.exclusive(start, end, codes, order)
+        best = np.full(spread + 40, len(order))
+        for a, z, code in zip(start.tolist(), end.tolist(), codes.tolist(), strict=True):
+            if code in order:
+                best[a:z] = np.minimum(best[a:z], order.index(code))
+        t = np.flatnonzero(best < len(order))
+        label = best[t]
+        new = np.r_[True, (np.diff(t) > 1) | (label[1:] != label[:-1])] if t.size else t
+        first = np.flatnonzero(new)
+        last = np.r_[first[1:] - 1, t.size - 1] if t.size else first
+        assert s.tolist() == t[first].tolist()
+        assert e.tolist() == (t[last] + 1).tolist()
+        assert c.tolist() == [order[i] for i in label[first].tolist()]
+        whole = tl.union(t, t + 1)
+        assert np.array_equal(covered[0], whole[0]) and np.array_equal(covered[1], whole[1])
+
+
+def test_shared_idle_taken_in_pieces_equals_the_whole_sweep():
+    """small-grid takes each batch's idle SM time from a sweep (intervals.SharedIdle)
+    instead of every kernel's at once: the same floats, whatever the pieces."""
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        n = 300
+        start = np.sort(rng.integers(0, 5_000, n))
+        end = start + rng.choice([0, 1, 5, 50, 800, 4_000], n)
+        shares = rng.random(n)
+        idle, own = tl.shared_idle_each(start, end, shares, chunk=17)
+        sweep = tl.SharedIdle(start, end, lambda at, w=shares: w[at], chunk=17)
+        cuts = np.unique(np.r_[0, rng.integers(0, n, 6), n])
+        got = [sweep.take(a, b) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(),
+                                                strict=True)]
+        assert np.array_equal(np.concatenate([g[0] for g in got]), idle)
+        assert np.array_equal(np.concatenate([g[1] for g in got]), own)
+    with pytest.raises(ValueError):
+        tl.SharedIdle(start, end, shares).take(5, 10)
+
+
+def plain_runs(code, new_range, max_same):
+    """serialized-streams' runs over every transition at once (its first version)."""
+    m = code.size
+    idx = np.arange(m)
+    same = code == 0
+    cs = np.cumsum(same)
+    last_other = np.maximum.accumulate(np.where(same, -1, idx))
+    streak_pos = cs - np.where(last_other >= 0, cs[np.maximum(last_other, 0)], 0)
+    too_long = same & (streak_pos > max_same)
+    carrier = np.maximum.accumulate(np.where(code > 0, idx, -1))
+    carried = np.where(carrier >= 0, code[np.maximum(carrier, 0)], -2)
+    previous = np.r_[-2, carried[:-1]]
+    boundary = ((code == -1) | (carried != previous) | (carried == -2) | (previous == -2)
+                | too_long | new_range)
+    run = np.cumsum(boundary)
+    keep = np.flatnonzero((code != -1) & ~too_long & (carried != -2))
+    bounds = np.flatnonzero(np.r_[True, run[keep][1:] != run[keep][:-1]]) if keep.size \
+        else keep
+    return keep, bounds, carried[keep][bounds]
+
+
+def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
+    from gpugap.rules import serialized_streams as ss
+
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        m = int(rng.integers(0, 60))
+        code = rng.choice([-1, 0, 0, 0, 1, 2, 3, 4, 5], m).astype(np.int8)
+        ranges = rng.integers(0, 3, m)
+        new_range = np.r_[False, ranges[1:] != ranges[:-1]] if m else np.zeros(0, bool)
+        max_same = int(rng.integers(0, 5))
+        want = plain_runs(code, new_range, max_same)
+        for chunk in (1, 3, 7, 1 << 18):
+            monkeypatch.setattr(ss, "_CHUNK", chunk)
+            got = ss._runs({"code": code, "new_range": new_range},
+                           {"max_same_stream": max_same})
+            for w, g in zip(want, got, strict=True):
+                assert np.array_equal(w, g)
+
+
+@pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
+                                  "pipeline"])
+def test_batch_uploads_equal_the_whole_launch_order(name):
+    """The copies that upload a batch, found from each copy's predecessor in its
+    thread's launch order (launched_before), equal those of the whole order."""
+    from gpugap.accounting.attribution import _H2D, _batch_uploads
+    from gpugap.accounting.work import device_work
+
+    trace = load(CAPTURES / f"{name}.sqlite")
+    for device in trace.op_index.devices:
+        work = device_work(trace, device)
+        is_h2d = np.isin(work.bucket, _H2D)
+        launched = work.api_start
+        known = np.flatnonzero(~np.isnan(launched))
+        order = known[np.argsort(launched[known], kind="stable")]
+        by_thread = order[np.argsort(work.gtid[order], kind="stable")]
+        prev_h2d = np.zeros(len(work), dtype=bool)
+        same = work.gtid[by_thread][1:] == work.gtid[by_thread][:-1]
+        prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
+        first = np.flatnonzero(is_h2d & ~prev_h2d)
+        want = first[work.gather("bytes", first) >= 65536]
+        got = _batch_uploads(work, np.flatnonzero(is_h2d), 65536)
+        assert np.array_equal(got, want)
 
 
 def test_range_labels_equal_the_per_time_strings():

@@ -17,6 +17,7 @@ from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
 from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import detect as detect_phases
 from gpugap.accounting.work import device_work
+from gpugap.memory import give_back
 from gpugap.report.trace import Trace
 
 
@@ -37,6 +38,7 @@ def account(trace: Trace, settings: Settings | None = None, *,
                                warmup_factor=settings.warmup_factor)
         devices[device] = account_device(trace, work, phases, settings)
     trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
+    give_back()                                   # the batches' memory, to the system
     return Accounting(devices, settings)
 
 

@@ -65,7 +65,7 @@ class Settings:
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
 
-CHUNK_GAPS = 1 << 16      # gaps handled at a time (a module setting: tests make it small)
+CHUNK_GAPS = 1 << 15      # gaps handled at a time (a module setting: tests make it small)
 LOOKBACK_NS = 10_000_000  # calls longer than this are looked up apart (see _Calls)
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)
@@ -73,17 +73,82 @@ _H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
 _BUSY = [CODE[b] for b in BUSY_IDS]
 
 
-@dataclass
 class Gaps:
-    """The idle gaps of a device, with the operation that ended each."""
+    """The idle gaps of a device, with the operation that ended each: ``start``, ``end``
+    and ``next_op`` (its position in DeviceWork, -1 for none), indexed like arrays.
 
-    start: np.ndarray
-    end: np.ndarray
-    next_op: np.ndarray       # int32 position in DeviceWork, -1 for the trailing gap
-    main_gtid: int            # the thread the trailing gap follows
+    While the accounting builds the partition they are arrays of starts and next ops (a
+    gap ends where its next op starts, or at the window's end *hi*); once it is built
+    (``read_back``) they are read back from it, a block at a time: a gap is a run of
+    idle pieces, and block k of the partition holds gaps k * CHUNK_GAPS on. So a device
+    account holds no array per gap (a device of ten million kernels has as many)."""
+
+    def __init__(self, start: np.ndarray, next_op: np.ndarray, main_gtid: int,
+                 work: DeviceWork, hi: int) -> None:
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = (start, next_op)
+        self._count = start.size
+        self.main_gtid = main_gtid       # the thread the trailing gap follows
+        self._work, self._hi = work, hi
+        self._account: DeviceAccount | None = None
+        self._last: tuple[int, tl.Intervals] | None = None     # the block read last
 
     def __len__(self) -> int:
-        return self.start.size
+        return self._count
+
+    @property
+    def start(self) -> _GapColumn:
+        return _GapColumn(self, 0)
+
+    @property
+    def end(self) -> _GapColumn:
+        return _GapColumn(self, 1)
+
+    @property
+    def next_op(self) -> _GapColumn:
+        """int32 position in DeviceWork (int64 for 2**31 ops or more), -1: none."""
+        return _GapColumn(self, 2)
+
+    def read_back(self, account: DeviceAccount) -> None:
+        """From now on, read the gaps from *account*'s partition (the arrays go)."""
+        self._account = account
+        self._arrays = None
+
+    def next_after(self, ends: np.ndarray, work: DeviceWork) -> np.ndarray:
+        """next_op of gaps that end at *ends*: the first op to start at or after."""
+        found = work.searchsorted(ends, side="left")
+        return np.where(found < len(work), found, -1).astype(
+            np.int32 if len(work) < 2**31 - 1 else np.int64)
+
+    def _read(self, column: int, at) -> np.ndarray:
+        if self._arrays is not None:
+            if column != 1:
+                return self._arrays[column // 2][at]
+            nxt = self._arrays[1][at]
+            following = np.atleast_1d(nxt)
+            ends = np.full(following.size, self._hi, dtype=np.int64)
+            known = following >= 0
+            ends[known] = np.minimum(self._work.take(following[known]).start, self._hi)
+            return ends.reshape(np.shape(nxt)) if np.ndim(nxt) else ends[0]
+        index = np.arange(self._count)[at] if isinstance(at, slice) else np.asarray(at)
+        flat = index.ravel().astype(np.int64)
+        out = np.empty(flat.size, dtype=np.int64)
+        block = flat // CHUNK_GAPS
+        for k in np.unique(block).tolist():
+            sel = block == k
+            runs = self._block(k)[1 if column == 2 else column]
+            out[sel] = runs[flat[sel] - k * CHUNK_GAPS]
+        if column == 2:
+            out = self.next_after(out, self._work)
+        return out.reshape(index.shape) if index.ndim else out.reshape(())[()]
+
+    def _block(self, k: int) -> tl.Intervals:
+        """The gaps of block k (starts, ends), read from its pieces."""
+        if self._last is not None and self._last[0] == k:
+            return self._last[1]
+        assert self._account is not None
+        runs = gap_runs(*self._account.decode(k, k + 1))
+        self._last = (k, runs)
+        return runs
 
     def thread(self, work: DeviceWork, g) -> np.ndarray:
         """The thread held responsible for gaps *g* (-1: unknown)."""
@@ -91,6 +156,43 @@ class Gaps:
         found = work.gather("gtid", np.maximum(nxt, 0))
         found = np.where(np.isnan(found), -1, np.nan_to_num(found)).astype(np.int64)
         return np.where(nxt >= 0, found, self.main_gtid)
+
+
+class _GapColumn(np.lib.mixins.NDArrayOperatorsMixin):
+    """One column of Gaps: indexed like an array, read where it is needed."""
+
+    def __init__(self, gaps: Gaps, column: int) -> None:
+        self._gaps, self._column = gaps, column
+
+    def __len__(self) -> int:
+        return len(self._gaps)
+
+    def __getitem__(self, at):
+        return self._gaps._read(self._column, at)
+
+    @property
+    def size(self) -> int:
+        return len(self._gaps)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self._gaps._read(self._column, slice(None))
+        return whole if dtype is None else whole.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(np.asarray(x) if isinstance(x, _GapColumn) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+_IDLE = np.array([b not in BUSY_IDS for b in IDS])
+
+
+def gap_runs(s: np.ndarray, e: np.ndarray, c: np.ndarray) -> tl.Intervals:
+    """The gaps among pieces (in time order, one after another): runs of idle pieces
+    (busy time always lies between two gaps)."""
+    idle = _IDLE[c]
+    before = np.r_[False, idle[:-1]]
+    after = np.r_[idle[1:], False]
+    return s[idle & ~before], e[idle & ~after]
 
 
 @dataclass
@@ -121,12 +223,17 @@ class DeviceAccount:
     def blocks(self, lo: int | None = None, hi: int | None = None):
         """(block start, block end, starts, ends, codes) of the blocks overlapping
         [lo, hi) (default: all), one at a time."""
+        for _, *block in self._blocks(lo, hi):
+            yield tuple(block)
+
+    def _blocks(self, lo: int | None = None, hi: int | None = None):
+        """blocks, each with its number first."""
         n = self.block_start.size - 1
         k0 = 0 if lo is None else max(int(np.searchsorted(self.block_start, lo, "right")) - 1,
                                       0)
         k1 = n if hi is None else min(int(np.searchsorted(self.block_start, hi, "left")), n)
         for k in range(k0, k1):
-            yield (int(self.block_start[k]), int(self.block_start[k + 1]),
+            yield (k, int(self.block_start[k]), int(self.block_start[k + 1]),
                    *self.decode(k, k + 1))
 
     def pieces(self, lo: int, hi: int, buckets=None
@@ -176,22 +283,34 @@ class DeviceAccount:
 
     def per_gap(self, bucket: str, span: tl.Intervals) -> tuple[np.ndarray, np.ndarray]:
         """(the gaps holding time of *bucket* inside *span*, that time in each)."""
-        gaps, ns = [], []
+        held, ns, _ = self.held_gaps(bucket, span)
+        return held, ns
+
+    def held_gaps(self, bucket: str, span: tl.Intervals
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """per_gap, with the end of each gap (read in the same pass)."""
+        gaps, ns, ends = [], [], []
         code = IDS.index(bucket)
+        z = np.zeros(0, dtype=np.int64)
         if span[0].size == 0:
-            z = np.zeros(0, dtype=np.int64)
-            return z, z
-        for blo, bhi, s, e, c in self.blocks(int(span[0].min()), int(span[1].max())):
+            return z, z, z
+        for k, blo, bhi, s, e, c in self._blocks(int(span[0].min()), int(span[1].max())):
             mine = c == code
             ps, pe = tl.intersect((s[mine], e[mine]), tl.clip(span, blo, bhi))
             if ps.size:
-                gaps.append(self.gap_of(ps))
+                gs, ge = gap_runs(s, e, c)
+                local = np.searchsorted(gs, ps, side="right") - 1
+                inside = (local >= 0) & (ps < ge[np.maximum(local, 0)]) if gs.size \
+                    else np.zeros(ps.size, dtype=bool)
+                gaps.append(np.where(inside, k * CHUNK_GAPS + local, -1))
+                ends.append(ge[np.maximum(local, 0)] if gs.size else ps)
                 ns.append(pe - ps)
         if not gaps:
-            z = np.zeros(0, dtype=np.int64)
-            return z, z
-        held, inverse = np.unique(np.concatenate(gaps), return_inverse=True)
-        return held, np.bincount(inverse, weights=np.concatenate(ns)).astype(np.int64)
+            return z, z, z
+        held, first, inverse = np.unique(np.concatenate(gaps), return_index=True,
+                                         return_inverse=True)
+        return (held, np.bincount(inverse, weights=np.concatenate(ns)).astype(np.int64),
+                np.concatenate(ends)[first])
 
     def summary(self) -> dict:
         """Phases, bucket time per phase, and the steady state's figures (share of each
@@ -226,11 +345,23 @@ class DeviceAccount:
         return out
 
     def gap_of(self, t) -> np.ndarray:
-        """The gap (index) containing each time, -1 where the GPU was busy."""
+        """The gap (index) containing each time, -1 where the GPU was busy. A gap lies in
+        one block: each time is looked for in the gaps of its block."""
         t = np.asarray(t, dtype=np.int64)
-        k = np.searchsorted(self.gaps.start, t, side="right") - 1
-        ok = (k >= 0) & (t < self.gaps.end[np.maximum(k, 0)])
-        return np.where(ok, k, -1)
+        n = self.block_start.size - 1
+        block = np.clip(np.searchsorted(self.block_start, t, side="right") - 1, 0, n - 1)
+        out = np.full(t.shape, -1, dtype=np.int64)
+        for k in np.unique(block).tolist():
+            sel = block == k
+            gs, ge = self.gaps._block(k) if self.gaps._arrays is None else (
+                self.gaps.start[k * CHUNK_GAPS:(k + 1) * CHUNK_GAPS],
+                self.gaps.end[k * CHUNK_GAPS:(k + 1) * CHUNK_GAPS])
+            if not gs.size:
+                continue
+            local = np.searchsorted(gs, t[sel], side="right") - 1
+            ok = (local >= 0) & (t[sel] < ge[np.maximum(local, 0)])
+            out[sel] = np.where(ok, k * CHUNK_GAPS + local, -1)
+        return out
 
 
 def _between(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -269,40 +400,85 @@ def _between(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
     return out
 
 
-def _batch_uploads(work: DeviceWork, min_bytes: int) -> np.ndarray:
-    """Per op: a host-to-device copy of a batch (big enough, first of its group in its
-    thread's launch order)."""
-    n = len(work)
-    is_h2d = np.isin(work.bucket, _H2D)
-    out = np.zeros(n, dtype=bool)
-    if not is_h2d.any():
-        return out
-    order = work.launch_order
-    by_thread = order[np.argsort(work.gtid[order], kind="stable")]
-    prev_h2d = np.zeros(n, dtype=bool)
-    same = work.gtid[by_thread][1:] == work.gtid[by_thread][:-1]
-    prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
-    h2d = np.flatnonzero(is_h2d & ~prev_h2d)
-    out[h2d] = work.gather("bytes", h2d) >= min_bytes
+def _scan(work: DeviceWork, window: tuple[int, int]
+          ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """One walk over the device's ops, slice by slice: the gaps of their union inside
+    the window (starts, ends: as intervals.gaps(intervals.union(...), *window) gives
+    them), the main launching thread (the one that launched most ops; ties: the first
+    seen) and the positions of the host-to-device copies."""
+    lo, hi = window
+    reach = lo                   # the latest end so far (the window's start before any)
+    starts, ends, h2d = [], [], []
+    threads: dict[int, int] = {}
+    for o0, o1 in work.slices():
+        ops = work.slice(o0, o1)
+        gtid = work.threads_of(ops.source, ops.row)
+        codes, seen = pd.factorize(gtid[gtid >= 0])     # in order of first appearance
+        for g, count in zip(seen.tolist(), np.bincount(codes).tolist(), strict=True):
+            threads[g] = threads.get(g, 0) + count
+        del gtid, codes
+        h2d.append(o0 + np.flatnonzero((ops.bucket == _H2D[0]) | (ops.bucket == _H2D[1])))
+        lasting = ops.end > ops.start               # ops of no length leave no mark
+        s, e = ops.start[lasting], ops.end[lasting]
+        del ops, lasting
+        if not s.size:
+            continue
+        after = np.maximum.accumulate(e)           # the reach after each op
+        np.maximum(after, reach, out=after)
+        before = np.r_[reach, after[:-1]]
+        new = s > before                           # a gap ends at this op's start
+        _add_gaps(starts, ends, before[new], s[new], hi)
+        reach = int(after[-1])
+    if hi > reach:                                 # the trailing gap
+        _add_gaps(starts, ends, np.array([reach]), np.array([hi]), hi)
+    main = max(threads, key=lambda g: threads[g]) if threads else -1   # first of the most
+    return (_joined(starts), _joined(ends), main,
+            np.concatenate(h2d) if h2d else np.zeros(0, dtype=np.int64))
+
+
+def _add_gaps(starts: list[np.ndarray], ends: list[np.ndarray], s: np.ndarray,
+              e: np.ndarray, hi: int) -> None:
+    """Gaps (in time order, each ending after it starts, none before the window) clipped
+    to the window's end *hi* (those left with no length dropped)."""
+    if s.size and int(e[-1]) > hi:             # ops beyond the window
+        s, e = tl.clip((s, e), int(s[0]), hi)
+    starts.append(s)
+    ends.append(e)
+
+
+def _joined(parts: list[np.ndarray], dtype=np.int64) -> np.ndarray:
+    """np.concatenate, letting each part go once copied (the peak is one copy)."""
+    out = np.empty(sum(p.size for p in parts), dtype=dtype)
+    at = 0
+    while parts:
+        part = parts.pop(0)
+        out[at:at + part.size] = part
+        at += part.size
     return out
 
 
-def _gaps(work: DeviceWork, window: tuple[int, int], main_gtid: int, settings: Settings,
-          iterations_from: int, jit_ops: np.ndarray
-          ) -> tuple[Gaps, np.ndarray, np.ndarray, np.ndarray]:
-    """The gaps, and (for the attribution) the thread of each, whether its next op
-    uploads a batch and whether it is a JIT-compiled kernel (*jit_ops*, per op)."""
-    gs, ge = tl.gaps(tl.union(work.start, work.end), *window)
-    nxt = np.searchsorted(work.start, ge, side="left")
-    has = nxt < len(work)
-    at = np.minimum(nxt, max(len(work) - 1, 0))
-    gtid = np.where(has, work.gtid[at] if len(work) else -1, main_gtid).astype(np.int64)
-    uploads = _batch_uploads(work, settings.input_min_bytes)
-    launched = np.nan_to_num(work.api_start[at], nan=-1) if len(work) else np.zeros(0)
-    is_input = has & (uploads[at] if len(work) else False) & (launched >= iterations_from)
-    is_jit = has & (jit_ops[at] if len(work) else False)
-    return (Gaps(gs, ge, np.where(has, nxt, -1).astype(np.int32), main_gtid), gtid,
-            is_input, is_jit)
+def _batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarray:
+    """Positions (increasing) of the host-to-device copies (*h2d*) that upload a batch:
+    big enough, and first of their group in their thread's launch order (the op their
+    thread launched before them is no host-to-device copy)."""
+    if not h2d.size:
+        return h2d
+    before = work.launched_before(h2d)
+    after_h2d = np.zeros(h2d.size, dtype=bool)
+    known = before >= 0
+    after_h2d[known] = np.isin(work.take(before[known]).bucket, _H2D)
+    first = h2d[~after_h2d]
+    return first[work.gather("bytes", first) >= min_bytes]
+
+
+def _with_next_ops(work: DeviceWork, gs: np.ndarray, ge: np.ndarray, main_gtid: int,
+                   hi: int) -> Gaps:
+    """The gaps, with the op that ended each: the first to start at or after its end."""
+    nxt = np.empty(gs.size, dtype=np.int32 if len(work) < 2**31 - 1 else np.int64)
+    for g0 in range(0, gs.size, CHUNK_GAPS):
+        found = work.searchsorted(ge[g0:g0 + CHUNK_GAPS], side="left")
+        nxt[g0:g0 + CHUNK_GAPS] = np.where(found < len(work), found, -1)
+    return Gaps(gs, nxt, main_gtid, work, hi)
 
 
 # Kernels generated by a JIT compiler at run time: Triton's (torch.compile's Inductor
@@ -310,17 +486,24 @@ def _gaps(work: DeviceWork, window: tuple[int, int], main_gtid: int, settings: S
 JIT_KERNEL = re.compile(r"^(?:void )?triton_")
 
 
-def jit_ops(trace: Trace, work: DeviceWork) -> np.ndarray:
-    """Per op of *work*: is it a kernel a JIT compiler generated? (cached on *work*)"""
-    out = work.__dict__.get("_jit_ops")
-    if out is None:
-        out = np.zeros(len(work), dtype=bool)
-        kernels = trace.kernels
-        if len(kernels):
-            jit = host.name_mask(kernels["name"], JIT_KERNEL)
-            sel = work.source == 0
-            out[sel] = jit[work.row[sel]]
-        work.__dict__["_jit_ops"] = out
+def jit_ops(trace: Trace, work: DeviceWork, at) -> np.ndarray:
+    """Per op at positions *at* of *work*: is it a kernel a JIT compiler generated?"""
+    ops = work.take(at)
+    return _jit_rows(trace, ops.source, ops.row)
+
+
+def _jit_rows(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
+    out = np.zeros(source.size, dtype=bool)
+    kernels = trace.kernels
+    sel = source == 0
+    if len(kernels) and sel.any():
+        names = kernels["name"]
+        if isinstance(names.dtype, pd.CategoricalDtype):     # per distinct name
+            hit = np.array([bool(JIT_KERNEL.search(str(c))) for c in names.cat.categories]
+                           + [False])
+            out[sel] = hit[names.cat.codes.to_numpy()[row[sel]]]
+        else:
+            out[sel] = host.name_mask(names, JIT_KERNEL)[row[sel]]
     return out
 
 
@@ -334,6 +517,7 @@ class _Calls:
         self.gtid = api["gtid"].to_numpy()
         self.category = host.api_categories(trace)
         self.trace = trace
+        self.inits: dict[int, tl.Intervals] = {}      # library_inits of each thread
         ordered = tl.is_sorted(self.start)
         self.order = None if ordered else np.argsort(self.start, kind="stable")
         if self.order is not None:
@@ -356,7 +540,9 @@ class _Calls:
                            & (self.gtid[self.long] == gtid)]
         rows = np.r_[longer, rows]
         rows = rows[self.end[rows] > lo]
-        init_s, init_e = host.library_inits(self.trace, gtid)
+        if gtid not in self.inits:
+            self.inits[gtid] = host.library_inits(self.trace, gtid)
+        init_s, init_e = self.inits[gtid]
         keep = (init_e > lo) & (init_s < hi)
         start = np.r_[self.start[rows], init_s[keep]]
         end = np.maximum(np.r_[self.end[rows], init_e[keep]], start)
@@ -393,8 +579,8 @@ def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings
         rs, re_ = rem_s[idx], rem_e[idx]
         cs_all, ce_all, cat_all, covered = calls.of_thread(g, int(rs[0]), int(re_[-1]))
         # 3. inside CUDA calls: the thread's labelled calls within the gaps...
-        cs, ce, ci = tl.pieces(cs_all, ce_all, (rs, re_))
-        cgap = idx[np.searchsorted(rs, cs, side="right") - 1]
+        cs, ce, ci, cgap = tl.pieces_in(cs_all, ce_all, (rs, re_))
+        cgap = idx[cgap]
         # ... and outside them.
         outside = tl.gaps(covered, min(int(rs[0]), int(cs_all[0]) if cs_all.size else 0),
                           max(int(re_[-1]), int(ce_all[-1]) if ce_all.size else 0))
@@ -443,28 +629,34 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
     def spread(per_gap: np.ndarray) -> np.ndarray:
         return np.repeat(per_gap, sizes)
 
+    # (Each step is skipped where nothing in the slice can take it: no module load, no
+    # batch upload, no gap that began blocked; the steady state is mostly launches.)
     # Between the first and the last module load of a gap: loading in progress.
     loads = pc == host.MODULE
-    first_load = np.minimum.reduceat(np.where(loads, pos, ps.size), first)
-    last_load = np.maximum.reduceat(np.where(loads, pos, -1), first)
-    loading = ~blocking & (pos > spread(first_load)) & (pos < spread(last_load))
-    # Compiling: up to the last module load of a gap before a JIT-compiled kernel.
-    compiling = spread(is_jit[gap]) & (pos <= spread(last_load))
-    # Blocked when the gap began, and since when: the lead the host lost.
-    held = blocking[first] & (ps[first] == gap_start[gap])
-    lead = spread(np.where(held, gap_start[gap] - pstart[first], 0))
-    last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
-    gap_input = spread(is_input[gap])
-    eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & (lead > 0),
-                        pe - ps, 0)
-    before = np.cumsum(eligible) - eligible
-    used = before - spread(before[first])                 # eligible time earlier in gap
-    aftermath = np.minimum(eligible, np.maximum(lead - used, 0))
+    loading = compiling = np.zeros(ps.size, dtype=bool)
+    if loads.any():
+        first_load = np.minimum.reduceat(np.where(loads, pos, ps.size), first)
+        last_load = np.maximum.reduceat(np.where(loads, pos, -1), first)
+        loading = ~blocking & (pos > spread(first_load)) & (pos < spread(last_load))
+        # Compiling: up to the last module load of a gap before a JIT-compiled kernel.
+        compiling = spread(is_jit[gap]) & (pos <= spread(last_load))
+    gap_input = spread(is_input[gap]) if is_input[gap].any() else loading & False
     default = np.where(spread(long_gap[gap]), CODE["host-work"], CODE["launch-bound"])
     default = np.where(gap_input, CODE["input"], default)
     default = np.where(loading, CODE["module-load"], default)
     bucket = np.where(blocking, HOST_BUCKET[np.minimum(pc, 3)], default)
     bucket = np.where(compiling, CODE["compilation"], bucket).astype(np.int8)
+    # Blocked when the gap began, and since when: the lead the host lost.
+    held = blocking[first] & (ps[first] == gap_start[gap])
+    if not held.any():                                    # no lead lost: no aftermath
+        return ps + 0, pe, bucket
+    lead = spread(np.where(held, gap_start[gap] - pstart[first], 0))
+    last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
+    eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & (lead > 0),
+                        pe - ps, 0)
+    before = np.cumsum(eligible) - eligible
+    used = before - spread(before[first])                 # eligible time earlier in gap
+    aftermath = np.minimum(eligible, np.maximum(lead - used, 0))
     split = ps + aftermath                                # [ps, split): aftermath
     cut = aftermath > 0
     return (np.r_[ps[cut], split], np.r_[split[cut], pe],
@@ -476,13 +668,14 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    settings: Settings | None = None) -> DeviceAccount:
     settings = settings or Settings()
     window = phases.window
-    counts = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
-    main_gtid = int(counts.index[0]) if len(counts) else -1
     it = phases.iterations
     iterations_from = (int(it.cpu_start[0]) if it is not None and len(it)
                        else phases.spans["steady"][0])
-    gaps, gap_gtid, gap_input, gap_jit = _gaps(work, window, main_gtid, settings,
-                                                iterations_from, jit_ops(trace, work))
+    gs, ge, main_gtid, h2d = _scan(work, window)
+    uploads = _batch_uploads(work, h2d, settings.input_min_bytes)
+    del h2d
+    gaps = _with_next_ops(work, gs, ge, main_gtid, window[1])
+    del gs, ge
     calls = _Calls(trace)
     lengths: list[np.ndarray] = []
     codes: list[np.ndarray] = []
@@ -495,17 +688,29 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         g0, g1 = k, min(k + CHUNK_GAPS, n)
         t0 = lo if k == 0 else int(gaps.start[g0])
         t1 = int(gaps.start[g1]) if g1 < n else hi
-        o0, o1 = np.searchsorted(work.start, [t0, t1], side="left")
+        o0, o1 = work.searchsorted([t0, t1], side="left").tolist()
         if g1 == n:
             o1 = len(work)
-        bs, be, bc, _ = host.exclusive(work.start[o0:o1], work.end[o0:o1],
-                                       work.bucket[o0:o1], _BUSY)
+        ops = work.slice(o0, o1)
+        bs, be, bc, _ = host.exclusive(ops.start, ops.end, ops.bucket, _BUSY)
+        del ops
+        # What the attribution needs of each gap's next op (none: the trailing gap).
         nxt = gaps.next_op[g0:g1]
-        api_end = np.full(g1 - g0, np.nan)
         has = np.flatnonzero(nxt >= 0)
-        api_end[has] = work.gather("api_end", nxt[has])
+        following = work.take(nxt[has])
+        gap_gtid = np.full(g1 - g0, main_gtid, dtype=np.int64)
+        gap_gtid[has] = work.threads_of(following.source, following.row)
+        api_end = np.full(g1 - g0, np.nan)
+        api_end[has] = work.gather_rows("api_end", following.source, following.row)
+        launched = work.gather_rows("api_start", following.source, following.row)
+        gap_input = np.zeros(g1 - g0, dtype=bool)
+        gap_input[has] = (np.isin(nxt[has], uploads)
+                          & (np.nan_to_num(launched, nan=-1) >= iterations_from))
+        gap_jit = np.zeros(g1 - g0, dtype=bool)
+        gap_jit[has] = _jit_rows(trace, following.source, following.row)
+        del following, launched
         is_, ie, ic = _idle_pieces(calls, gaps, slice(g0, g1), settings, api_end,
-                                   gap_gtid[g0:g1], gap_input[g0:g1], gap_jit[g0:g1])
+                                   gap_gtid, gap_input, gap_jit)
         s, e, c = coalesce(np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
         keep = e > s
         length, code = _compact(e[keep] - s[keep], c[keep])
@@ -514,11 +719,11 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         block_start.append(t0)
         block_first.append(block_first[-1] + length.size)
     block_start.append(hi)
-    work.release()
-    return DeviceAccount(work.device, window, phases, work,
-                         np.concatenate(lengths), np.concatenate(codes),
-                         np.array(block_start, dtype=np.int64),
-                         np.array(block_first, dtype=np.int64), gaps, settings)
+    account = DeviceAccount(work.device, window, phases, work, _joined(lengths, np.uint32),
+                            _joined(codes, np.int8), np.array(block_start, dtype=np.int64),
+                            np.array(block_first, dtype=np.int64), gaps, settings)
+    gaps.read_back(account)
+    return account
 
 
 _LONGEST = np.iinfo(np.uint32).max

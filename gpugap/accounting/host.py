@@ -112,7 +112,46 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tl.Intervals]:
     """Intervals labelled by code -> a partition of their union: each instant goes to the
     first code in *order* that covers it. Returns (starts, ends, codes) of the disjoint
-    labelled pieces in time order, and the union of everything."""
+    labelled pieces in time order, and the union of everything.
+
+    Most intervals overlap no other (a thread's calls one after another, serial
+    kernels): each is its own piece. Only the few that overlap others are ranked, code
+    by code (_ranked); then neighbours of one code that touch are joined, as the union
+    of each code joins them."""
+    order = list(order)
+    keep = (ends > starts) & np.isin(codes, np.asarray(order, dtype=np.asarray(codes).dtype))
+    s = np.asarray(starts)[keep].astype(np.int64)
+    e = np.asarray(ends)[keep].astype(np.int64)
+    c = np.asarray(codes)[keep].astype(np.int8)
+    if not s.size:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0, dtype=np.int8), tl.EMPTY
+    if not tl.is_sorted(s):
+        o = np.argsort(s, kind="stable")
+        s, e, c = s[o], e[o], c[o]
+    covered = tl.union(s, e)
+    reach = np.maximum.accumulate(e)
+    alone = np.ones(s.size, dtype=bool)
+    alone[1:] = s[1:] >= reach[:-1]                  # nothing before reaches into it
+    alone[:-1] &= e[:-1] <= s[1:]                    # it reaches into nothing after
+    del reach
+    if not alone.all():
+        rs, re_, rc = _ranked(s[~alone], e[~alone], c[~alone], order)
+        s = np.r_[s[alone], rs]
+        e = np.r_[e[alone], re_]
+        c = np.r_[c[alone], rc]
+        o = np.argsort(s, kind="stable")
+        s, e, c = s[o], e[o], c[o]
+    new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, s.size - 1]
+    return s[first], e[last], c[first], covered
+
+
+def _ranked(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order: list
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """exclusive's pieces of overlapping intervals: code by code, in *order*, each code's
+    union less what the codes before it covered."""
     covered = tl.EMPTY
     parts_s, parts_e, parts_c = [], [], []
     for code in order:
@@ -125,12 +164,7 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
         parts_s.append(mine[0])
         parts_e.append(mine[1])
         parts_c.append(np.full(mine[0].size, code, dtype=np.int8))
-    if not parts_s:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, np.zeros(0, dtype=np.int8), tl.EMPTY
-    s, e, c = np.concatenate(parts_s), np.concatenate(parts_e), np.concatenate(parts_c)
-    o = np.argsort(s, kind="stable")
-    return s[o], e[o], c[o], covered
+    return np.concatenate(parts_s), np.concatenate(parts_e), np.concatenate(parts_c)
 
 
 LIBRARY_INIT = re.compile(r"Create|Init", re.IGNORECASE)

@@ -178,17 +178,37 @@ def _stream_overlap(ss: np.ndarray, se: np.ndarray) -> int:
 
 
 # Intervals are handled in batches of about this many pieces, so memory stays bounded
-# (a few hundred MB at most) however many kernels a report holds.
-CHUNK = 1 << 20
+# (tens of MB a batch) however many kernels a report holds; every sum is of integers, so
+# the batches change no result.
+CHUNK = 1 << 18
 
 
-def _candidates(starts: np.ndarray, reach: np.ndarray, ws: np.ndarray, we: np.ndarray
+def _candidates(starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per window: the index range [lo, hi) of the intervals (in start order, reach =
-    running max of their ends) that can overlap it."""
+    """Per window: the index range [lo, hi) of the intervals (in start order) that can
+    overlap it: from the first whose running max of ends passes the window's start."""
     hi = np.searchsorted(starts, we, side="left")
-    lo = np.searchsorted(reach, ws, side="right")
+    lo = _reach_search(ends, ws)
     return lo, np.maximum(hi, lo)
+
+
+def _reach_search(ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """np.searchsorted(np.maximum.accumulate(ends), t, side="right"), the running max
+    built a batch at a time (no array of it for every interval)."""
+    order = np.argsort(t, kind="stable")
+    times = t[order]
+    out = np.full(t.size, ends.size, dtype=np.int64)
+    done, reach = 0, None
+    for i0 in range(0, ends.size, CHUNK):
+        r = np.maximum.accumulate(ends[i0:i0 + CHUNK])
+        if reach is not None:
+            np.maximum(r, reach, out=r)
+        reach = r[-1]
+        upto = int(np.searchsorted(times, reach, side="left"))   # below this batch's top
+        if upto > done:
+            out[order[done:upto]] = i0 + np.searchsorted(r, times[done:upto], side="right")
+            done = upto
+    return out
 
 
 def _window_pieces(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -210,7 +230,7 @@ def _window_pieces(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.
 
 
 class _Sorted:
-    """Intervals in start order (sorted once if needed) with their running max of ends."""
+    """Intervals in start order (sorted once if needed)."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray, extra: np.ndarray | None = None,
                  flag: np.ndarray | None = None) -> None:
@@ -221,8 +241,6 @@ class _Sorted:
         self.start, self.end = take(starts), take(ends)
         self.extra = None if extra is None else take(extra)
         self.flag = None if flag is None else take(flag)
-        self.reach = (np.maximum.accumulate(self.end) if self.end.size
-                      else self.end)
         self.size = self.start.size
 
 
@@ -277,10 +295,10 @@ def _device_metrics(kernels: dict, copies: dict, memsets: dict,
             "comm_time": 0, "comm_hidden": 0}
     seen_k = np.zeros(k.size, dtype=bool)
     seen_c = np.zeros(c.size, dtype=bool)
-    klo, khi = _candidates(k.start, k.reach, ws, we)
-    clo, chi = _candidates(c.start, c.reach, ws, we)
-    mlo, mhi = _candidates(m.start, m.reach, ws, we)
-    glo, ghi = _candidates(g.start, g.reach, ws, we)
+    klo, khi = _candidates(k.start, k.end, ws, we)
+    clo, chi = _candidates(c.start, c.end, ws, we)
+    mlo, mhi = _candidates(m.start, m.end, ws, we)
+    glo, ghi = _candidates(g.start, g.end, ws, we)
     for a, b in _batches((khi - klo) + (chi - clo) + (mhi - mlo) + (ghi - glo), CHUNK):
         w = slice(a, b)
         ks, ke, ki = _window_pieces(k.start, k.end, klo[w], khi[w], ws[w], we[w])

@@ -142,7 +142,7 @@ def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.D
             known = sorted(set(base.tolist()))[:12]
             raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
                              f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
-    times = work.api_start[work.launch_order]
+    times = None            # the device's launch times, sorted: read for the first group
     rows = []
     if wanted is None:      # groups too small to repeat, left out before the loop over groups
         size = frame.groupby(["gtid", "domain", "base", "depth"], sort=False)["start"]
@@ -154,6 +154,8 @@ def _nvtx_candidates(trace: Trace, work: DeviceWork, wanted: str | None) -> pd.D
         s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
         if not _sequential(s, e):
             continue
+        if times is None:
+            times = work.launch_times()
         launches = np.searchsorted(times, e) - np.searchsorted(times, s)
         if wanted is None and ((launches > 0).mean() < 0.5
                                or launches.sum() < MIN_LAUNCH_SHARE * times.size):
@@ -183,7 +185,8 @@ def _op_codes(trace: Trace, work: DeviceWork, positions: np.ndarray) -> np.ndarr
     m_codes = (memcpy_kind.cat.codes.to_numpy().astype(np.int64)
                if isinstance(memcpy_kind.dtype, pd.CategoricalDtype)
                else pd.factorize(memcpy_kind.astype(str))[0].astype(np.int64))
-    src, row = work.source[positions], work.row[positions]
+    ops = work.take(positions)
+    src, row = ops.source, ops.row
     out = np.full(positions.size, -1, dtype=np.int64)
     sel = src == 0
     out[sel] = k_codes[row[sel]]
@@ -231,10 +234,14 @@ def _kernel_sequence(trace: Trace, work: DeviceWork
     the sequence does not repeat. The iterations cover where the sequence is periodic:
     from after the last operation in its first half that breaks the period (start-up
     work) to the first one in its second half that does (work after the loop)."""
-    order = work.launch_order
+    if len(work) < 2 * MIN_ITERATIONS:
+        return None
+    order = work.launch_order()
     if order.size < 2 * MIN_ITERATIONS:
         return None
-    gtid = work.gtid[order]
+    ops = work.take(order)
+    gtid = work.threads_of(ops.source, ops.row)
+    del ops
     main = pd.Series(gtid).value_counts().index[0]
     seq_pos = order[gtid == main]
     codes = _op_codes(trace, work, seq_pos)
@@ -277,8 +284,7 @@ def device_window(trace: Trace, work: DeviceWork) -> tuple[int, int]:
     """From the first CUDA call (or NVTX range) of the device's processes, or its first
     operation, to the end of its last operation or CUDA call."""
     pids = work.pids
-    lo = int(work.start.min()) if len(work) else 0
-    hi = int(work.end.max()) if len(work) else 0
+    lo, hi = work.bounds()
     api = trace.api
     if len(api):
         mine = api["pid"].isin(pids.tolist()).to_numpy()
@@ -312,7 +318,7 @@ def detect(trace: Trace, work: DeviceWork, *, iteration: str | None = None,
             found = _kernel_sequence(trace, work)
             if found is not None:
                 starts, period, anchor, last_op = found
-                cpu_start = work.api_start[starts].astype(np.int64)
+                cpu_start = work.gather("api_start", starts).astype(np.int64)
                 end_last = int(np.nan_to_num(work.gather("api_end", [last_op])[0]))
                 bounds = _map_to_gpu(work, cpu_start, end_last, window)
                 name = work.names(trace, np.array([anchor]))[0]
@@ -328,7 +334,7 @@ def detect(trace: Trace, work: DeviceWork, *, iteration: str | None = None,
                  "steady": (int(b[w]), int(b[-1])), "tail": (int(b[-1]), hi)}
         return Phases(work.device, window, iterations, w, spans, how)
     # No iterations: start-up ends with the last module load before regular work.
-    first_op = int(work.start.min()) if len(work) else lo
+    first_op = work.bounds()[0] if len(work) else lo
     end = first_op
     api = trace.api
     if len(api):

@@ -48,14 +48,23 @@ class RangeKey:
 def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.ndarray
                ) -> np.ndarray:
     """max(values[lo[i]:hi[i]]) for every i (``empty[i]`` where the slice is empty),
-    in one ``reduceat`` over interleaved bounds."""
-    if values.size == 0:
+    in one ``reduceat`` over interleaved bounds; the few slices that run to the end
+    (which reduceat cannot bound) one by one, so that *values* (every kernel's end) is
+    never copied."""
+    n = values.size
+    if n == 0:
         return empty
-    padded = np.r_[values, np.iinfo(np.int64).min]
-    bounds = np.empty(2 * lo.size, dtype=np.int64)
-    bounds[0::2], bounds[1::2] = lo, hi
-    out = np.maximum.reduceat(padded, bounds)[0::2]
-    return np.where(hi > lo, out, empty)
+    out = np.array(empty, dtype=np.int64)
+    inner = np.flatnonzero(hi < n)
+    if inner.size:
+        bounds = np.empty(2 * inner.size, dtype=np.int64)
+        bounds[0::2] = np.minimum(lo[inner], n - 1)      # lo >= n: an empty slice anyway
+        bounds[1::2] = hi[inner]
+        found = np.maximum.reduceat(values, bounds)[0::2]
+        out[inner] = np.where(hi[inner] > lo[inner], found, out[inner])
+    for i in np.flatnonzero((hi >= n) & (lo < n)).tolist():
+        out[i] = values[lo[i]:].max()
+    return out
 
 
 def _launches_by_thread(trace: Trace) -> dict[int, list[tuple[np.ndarray, np.ndarray]]]:

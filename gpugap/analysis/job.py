@@ -196,7 +196,7 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
     if accounting is None or not accounting.devices:
         return out
     comm = CODE["communication"]
-    with_comm = [d for d, dev in accounting.devices.items() if (dev.work.bucket == comm).any()]
+    with_comm = [d for d, dev in accounting.devices.items() if dev.work.positions(comm).size]
     device = with_comm[0] if with_comm else next(iter(accounting.devices))
     dev = accounting.devices[device]
     out.device = int(device)
@@ -222,8 +222,7 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
     out.exposed_comm_ns_per_iteration = int(totals.get("communication", 0) / n)
     out.comm_overlap_pct = m.comm_compute_overlap_pct
     # The steady communication kernels, keyed by iteration and order within it.
-    ops = np.flatnonzero(dev.work.bucket == comm)
-    start, end = dev.work.start[ops], dev.work.end[ops]
+    start, end = dev.work.take(dev.work.positions(comm))[:2]
     order = np.argsort(start, kind="stable")
     start, end = start[order], end[order]
     iterations = dev.phases.iterations

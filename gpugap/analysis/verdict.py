@@ -111,7 +111,7 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
     lo, hi = window
     work = dev.work
     # The threads that launched the work that ran in the window (its ops, by GPU time).
-    ops = np.arange(*np.searchsorted(work.start, [lo, hi]))
+    ops = np.arange(*work.searchsorted([lo, hi]).tolist())
     gtid = work.gather("gtid", ops)
     threads = pd.unique(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
         or [dev.gaps.main_gtid]

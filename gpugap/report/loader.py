@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.errors import ReportError
+from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
 from gpugap.report import validate as V
@@ -403,8 +404,7 @@ class Loader:
                               + [False], dtype=bool)
         return pd.DataFrame({
             "start": data["start"], "end": data["end"], "gtid": gtid,
-            "pid": narrow((gtid >> _PID_SHIFT) & _ID_MASK, np.dtype(np.int32)),
-            "tid": narrow(gtid & _ID_MASK, np.dtype(np.int32)),
+            "pid": _id_field(gtid, _PID_SHIFT), "tid": _id_field(gtid, 0),
             "corr": corr, "name": name, "driver": data["driver"].astype(bool),
             "per_thread": per_thread[raw.codes]}, copy=False)
 
@@ -670,6 +670,16 @@ class Loader:
         return frame
 
 
+def _id_field(gtid: np.ndarray, shift: int) -> np.ndarray:
+    """(gtid >> shift) & ID_MASK as int32 (ID_MASK keeps 24 bits), a batch of rows at a
+    time: no int64 array of every call in between (tens of millions of API calls)."""
+    out = np.empty(gtid.size, dtype=np.int32)
+    step = 1 << 22
+    for i in range(0, gtid.size, step):
+        out[i:i + step] = (gtid[i:i + step] >> shift) & _ID_MASK
+    return out
+
+
 def _window_test(lo: np.ndarray, hi: np.ndarray) -> str:
     """SQL giving, for a row, the end of the last window that starts before the row ends
     (NULL if none); the row overlaps a window exactly when that value is > its start.
@@ -742,6 +752,11 @@ def nesting_depth(frame: pd.DataFrame) -> np.ndarray:
     return depth
 
 
+# GPU ops joined to their launch calls a batch at a time (a module setting: tests make it
+# small).
+OPS_BATCH = 1 << 20
+
+
 def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
                api_corr: np.ndarray) -> np.ndarray:
     """For each GPU op: the row of the API call with the same process and correlation
@@ -752,31 +767,40 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
     keys are already strictly increasing (checked), no sort is needed."""
     mask = 0xFFFFFFFF
     single = bool(api_pid.size) and int(api_pid.min()) == int(api_pid.max())
-    if single and int(api_corr.min(initial=1)) >= 0 and int(api_corr.max(initial=0)) <= mask:
+    by_corr = (single and int(api_corr.min(initial=1)) >= 0
+               and int(api_corr.max(initial=0)) <= mask)
+    if by_corr:
         # One process: the correlation id alone is the key (no key array to build).
         api_key = api_corr
-        op_key = np.where(op_pid == int(api_pid[0]), op_corr.astype(np.int64) & mask, -1)
     else:
         api_key = (api_pid.astype(np.int64) << 32) | (api_corr.astype(np.int64) & mask)
-        op_key = (op_pid.astype(np.int64) << 32) | (op_corr.astype(np.int64) & mask)
     valid = api_corr > 0
     rows = None if bool(valid.all()) else np.flatnonzero(valid)
+    del valid
     keys = api_key if rows is None else api_key[rows]
     if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         rows = order if rows is None else rows[order]
+    out = np.full(op_pid.size, -1, dtype=np.int64)
     if keys.size == 0:
-        return np.full(op_key.size, -1, dtype=np.int64)
-    if keys.dtype != np.int64:          # search in the keys' own type: no int64 copy
-        info = np.iinfo(keys.dtype)
-        op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
-                          ).astype(keys.dtype)
-    pos = np.searchsorted(keys, op_key)
-    pos = np.minimum(pos, keys.size - 1)
-    hit = keys[pos] == op_key
-    found = pos if rows is None else rows[pos]
-    return np.where(hit, found, -1)
+        return out
+    # The ops a batch at a time: no key or position array of every op.
+    step = OPS_BATCH
+    for i in range(0, op_pid.size, step):
+        pid, corr = op_pid[i:i + step], op_corr[i:i + step]
+        if by_corr:
+            op_key = np.where(pid == int(api_pid[0]), corr.astype(np.int64) & mask, -1)
+        else:
+            op_key = (pid.astype(np.int64) << 32) | (corr.astype(np.int64) & mask)
+        if keys.dtype != np.int64:          # search in the keys' own type: no int64 copy
+            info = np.iinfo(keys.dtype)
+            op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
+                              ).astype(keys.dtype)
+        pos = np.minimum(np.searchsorted(keys, op_key), keys.size - 1)
+        hit = keys[pos] == op_key
+        out[i:i + step] = np.where(hit, pos if rows is None else rows[pos], -1)
+    return out
 
 
 def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
@@ -795,14 +819,19 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
     if n and len(api):
         row = match_rows(ops["pid"].to_numpy(), ops["corr"].to_numpy(),
                          api["pid"].to_numpy(), api["corr"].to_numpy())
-        hit = row >= 0
-        rows = row[hit]
-        api_start[hit] = api["start"].to_numpy()[rows]
-        api_end[hit] = api["end"].to_numpy()[rows]
-        gtid[hit] = api["gtid"].to_numpy()[rows]
-        codes[hit] = names.cat.codes.to_numpy()[rows]
-        if launched is not None:
-            launched[rows] = True
+        start, end = api["start"].to_numpy(), api["end"].to_numpy()
+        thread, code = api["gtid"].to_numpy(), names.cat.codes.to_numpy()
+        step = OPS_BATCH                # a batch of ops at a time: no copies of every row
+        for i in range(0, n, step):
+            hit = row[i:i + step] >= 0
+            rows = row[i:i + step][hit]
+            api_start[i:i + step][hit] = start[rows]
+            api_end[i:i + step][hit] = end[rows]
+            gtid[i:i + step][hit] = thread[rows]
+            codes[i:i + step][hit] = code[rows]
+            if launched is not None:
+                launched[rows] = True
+        del row
     ops["api_start"] = api_start
     ops["api_end"] = api_end
     ops["gtid"] = gtid
@@ -922,6 +951,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
                                "(no META_DATA_EXPORT table)")
     info.problems = problems.counts
     info.warnings.extend(problems.lines() + loader.warnings)
+    give_back()                                   # the reading's buffers, to the system
     return trace
 
 

@@ -53,10 +53,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol, SupportsInt
+from typing import Literal, Protocol, SupportsInt
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 
 def demangled_name(kernels: pd.DataFrame, row: int) -> str:
@@ -291,7 +292,13 @@ class OpIndex:
 
     def merged(self, device: int | None = None) -> MergedOps:
         """The ops (of one device) in start order, as arrays."""
+        return self.order(device).materialize()
+
+    def order(self, device: int | None = None) -> OpOrder:
+        """The ops (of one device) in start order, without per-op arrays where the largest
+        kind needs none (see OpOrder)."""
         starts, ends, sources, rows = [], [], [], []
+        indexes = []
         for k, f in enumerate(self.frames):
             start = f["start"].to_numpy(dtype=np.int64)
             end = f["end"].to_numpy(dtype=np.int64)
@@ -302,38 +309,158 @@ class OpIndex:
             if not start.size:
                 continue
             index = np.int32 if len(f) < 2**31 else np.int64
+            if row is not None:
+                row = row.astype(index)
             starts.append(start)
             ends.append(end)
-            sources.append(np.full(start.size, k, dtype=np.int8))
-            rows.append(np.arange(start.size, dtype=index) if row is None
-                        else row.astype(index))
+            sources.append(k)
+            rows.append(row)
+            indexes.append(index)
         if not starts:
             z = np.zeros(0, dtype=np.int64)
-            return MergedOps(self.frames, z, z, np.zeros(0, np.int8), z)
+            return OpOrder(self.frames, -1, np.int64, None, z, z, _small_ops(z, z))
         parts = []
-        for start, end, source, row in zip(starts, ends, sources, rows, strict=True):
+        for start, end, source, row, index in zip(starts, ends, sources, rows, indexes,
+                                                  strict=True):
             if not (start.size < 2 or bool((start[1:] >= start[:-1]).all())):
                 order = np.argsort(start, kind="stable")
-                start, end, source, row = start[order], end[order], source[order], row[order]
-            parts.append((start, end, source, row))
+                start, end = start[order], end[order]
+                row = order.astype(index) if row is None else row[order]
+            parts.append((start, end, source, row, index))
         del starts, ends, sources, rows
         # The largest kind (kernels) stays as it is; the others are merged among
         # themselves, then inserted after equal starts: the stable order by start with
-        # ties in kind order, without sorting or copying the largest part twice.
+        # ties in kind order, without sorting or copying the largest part.
         big = max(range(len(parts)), key=lambda i: parts[i][0].size)
+        b_start, b_end, b_source, b_row, b_index = parts[big]
         rest = [p for i, p in enumerate(parts) if i != big]
         if not rest:
-            return MergedOps(self.frames, *parts[big])
-        small = [np.concatenate(cols) for cols in zip(*rest, strict=True)]
-        order = np.lexsort((small[2], small[0]))     # by start, then kind (stable)
-        small = [a[order] for a in small]
-        b_start = parts[big][0]
-        before = small[2] < big                      # kinds before the big one come first
-        at = np.where(before, np.searchsorted(b_start, small[0], side="left"),
-                      np.searchsorted(b_start, small[0], side="right"))
-        merged = [np.insert(col, at, extra) for col, extra in zip(parts[big], small,
-                                                                   strict=True)]
-        return MergedOps(self.frames, *merged)
+            return OpOrder(self.frames, b_source, b_index, b_row, b_start, b_end,
+                           _small_ops(np.zeros(0, dtype=np.int64), np.zeros(0, np.int64)))
+        small_start = np.concatenate([p[0] for p in rest])
+        small_end = np.concatenate([p[1] for p in rest])
+        small_source = np.concatenate([np.full(p[0].size, p[2], dtype=np.int8)
+                                       for p in rest])
+        small_row = np.concatenate([np.arange(p[0].size, dtype=np.int64) if p[3] is None
+                                    else p[3].astype(np.int64) for p in rest])
+        order = np.lexsort((small_source, small_start))     # by start, then kind (stable)
+        small_start, small_end = small_start[order], small_end[order]
+        small_source, small_row = small_source[order], small_row[order]
+        # Kinds before the big one come first (compared with its place among the kinds
+        # present, as ever: the same as its kind unless an earlier kind has no ops).
+        before = small_source < big
+        at = np.where(before, np.searchsorted(b_start, small_start, side="left"),
+                      np.searchsorted(b_start, small_start, side="right"))
+        return OpOrder(self.frames, b_source, b_index, b_row, b_start, b_end,
+                       _small_ops(small_start, small_end, small_source, small_row,
+                                  at + np.arange(at.size)))
+
+
+@dataclass
+class _SmallOps:
+    """The ops of the kinds other than the largest, in order, and their positions."""
+
+    start: np.ndarray
+    end: np.ndarray
+    source: np.ndarray      # int8
+    row: np.ndarray         # int64
+    position: np.ndarray    # int64, in the merged order (increasing)
+
+
+def _small_ops(start: np.ndarray, end: np.ndarray, source: np.ndarray | None = None,
+               row: np.ndarray | None = None, position: np.ndarray | None = None
+               ) -> _SmallOps:
+    z = np.zeros(0, dtype=np.int64)
+    return _SmallOps(start, end, np.zeros(0, np.int8) if source is None else source,
+                     z if row is None else row, z if position is None else position)
+
+
+class OpOrder:
+    """GPU ops (of one device) in start order (ties: in kind order, each in its frame's
+    order), as MergedOps holds them, without per-op arrays for the largest kind (the
+    kernels) when it is alone on the device and already in start order, as exports are:
+    the frame's own columns serve, and the few ops of the other kinds sit at known
+    positions among them. Columns are built for a slice of positions (``slice``) or at
+    given positions (``take``), so a device of millions of kernels is walked slice by
+    slice without a second copy of it."""
+
+    def __init__(self, frames: tuple[pd.DataFrame, ...], big: int, big_index: type,
+                 big_row: np.ndarray | None, big_start: np.ndarray, big_end: np.ndarray,
+                 small: _SmallOps) -> None:
+        self.frames = frames
+        self._big = big                   # source of the largest kind (-1: no ops)
+        self._big_index = big_index       # dtype of row numbers (the largest kind's)
+        self._big_row = big_row           # rows of the largest kind in order; None: all
+        self._big_start, self._big_end = big_start, big_end
+        self._small = small
+
+    def __len__(self) -> int:
+        return self._big_start.size + self._small.start.size
+
+    def slice(self, o0: int, o1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                               np.ndarray]:
+        """(start, end, source, row) of the ops at positions [o0, o1)."""
+        o1 = max(o0, o1)
+        sm = self._small
+        j0, j1 = np.searchsorted(sm.position, [o0, o1], side="left").tolist()
+        b0, b1 = o0 - j0, o1 - j1
+        start, end = self._big_start[b0:b1], self._big_end[b0:b1]
+        source = np.full(b1 - b0, self._big, dtype=np.int8)
+        row = (np.arange(b0, b1, dtype=self._big_index) if self._big_row is None
+               else self._big_row[b0:b1])
+        if j1 > j0:
+            at = sm.position[j0:j1] - o0 - np.arange(j1 - j0)   # places in the big part
+            start = np.insert(start, at, sm.start[j0:j1])
+            end = np.insert(end, at, sm.end[j0:j1])
+            source = np.insert(source, at, sm.source[j0:j1])
+            row = np.insert(row, at, sm.row[j0:j1].astype(row.dtype))
+        return start, end, source, row
+
+    def take(self, at: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, source, row) of the ops at positions *at*."""
+        at = np.asarray(at, dtype=np.int64)
+        sm = self._small
+        before = np.searchsorted(sm.position, at, side="left")   # small ops before each
+        small = np.zeros(at.shape, dtype=bool)
+        if sm.position.size:
+            small = sm.position[np.minimum(before, sm.position.size - 1)] == at
+        big = ~small
+        b = at[big] - before[big]
+        j = before[small]
+        start = np.empty(at.shape, dtype=np.int64)
+        end = np.empty(at.shape, dtype=np.int64)
+        source = np.full(at.shape, self._big, dtype=np.int8)
+        row: np.ndarray = np.empty(at.shape, dtype=self._big_index)
+        start[big], end[big] = self._big_start[b], self._big_end[b]
+        row[big] = b if self._big_row is None else self._big_row[b]
+        start[small], end[small] = sm.start[j], sm.end[j]
+        source[small], row[small] = sm.source[j], sm.row[j]
+        return start, end, source, row
+
+    def searchsorted(self, values: ArrayLike, side: Literal["left", "right"] = "left"
+                     ) -> np.ndarray:
+        """np.searchsorted over the ops' starts (in start order)."""
+        v = np.asarray(values, dtype=np.int64)
+        return (np.searchsorted(self._big_start, v, side=side)
+                + np.searchsorted(self._small.start, v, side=side))
+
+    def bounds(self) -> tuple[int, int]:
+        """The first start and the last end (an end below its start reads as the
+        start); (0, 0) without ops."""
+        sm = self._small
+        if not len(self):
+            return 0, 0
+        lo = [int(a[0]) for a in (self._big_start, sm.start) if a.size]
+        hi = [int(a.max()) for a in (self._big_end, self._big_start[-1:], sm.end, sm.start)
+              if a.size]
+        return min(lo), max(hi)
+
+    def materialize(self) -> MergedOps:
+        """Every op at once (MergedOps)."""
+        if self._big < 0:
+            z = np.zeros(0, dtype=np.int64)
+            return MergedOps(self.frames, z, z, np.zeros(0, np.int8), z)
+        return MergedOps(self.frames, *self.slice(0, len(self)))
 
 
 @dataclass

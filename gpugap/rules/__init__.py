@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from gpugap import intervals as tl
 from gpugap.errors import UsageError
+from gpugap.memory import give_back
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, Severity
@@ -67,6 +68,7 @@ def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
             raise UsageError(f"rule {rule.id} has no threshold {', '.join(sorted(unknown))}; "
                              f"it has: {', '.join(rule.thresholds)}")
         findings.extend(rule.run(trace, context, overrides))
+        give_back()                              # the rule's batches' memory, to the system
     return findings
 
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from gpugap.accounting.attribution import LOOKBACK_NS
 from gpugap.accounting.host import MODULE_LOAD, name_mask  # noqa: F401 (used by rules)
 from gpugap.accounting.ranges import base_name, shown_name, user_ranges
 from gpugap.report.trace import Trace
@@ -21,10 +22,10 @@ ASYNC = re.compile(r"Async")
 
 class ThreadApi:
     """One thread's CUDA API calls (rows of trace.api in start order) with what window
-    queries need: ``reach`` is the running max of their ends, so the calls that end after
-    t are exactly those from ``searchsorted(reach, t, 'right')`` on. Views of the frame's
-    columns when the thread made every call (no copies); build it where needed and let it
-    go: it is not cached."""
+    queries need (``overlapping``): a call that overlaps a time started at most
+    LOOKBACK_NS before it, unless it is one of the few longer calls (``long``). Views of
+    the frame's columns when the thread made every call (no copies); build it where
+    needed and let it go: it is not cached."""
 
     def __init__(self, trace: Trace, gtid: int) -> None:
         api = trace.api
@@ -43,8 +44,19 @@ class ThreadApi:
             self.rows = order if self.rows is None else self.rows[order]
             start, end = start[order], end[order]
         self.start, self.end = start, end
-        self.reach = np.maximum.accumulate(end) if end.size else end
+        step = 1 << 22                       # found in batches: no array of every duration
+        self.long = np.concatenate(
+            [i + np.flatnonzero(end[i:i + step] - start[i:i + step] > LOOKBACK_NS)
+             for i in range(0, start.size, step)] or [np.zeros(0, np.int64)])
         self._names = api["name"]
+
+    def overlapping(self, lo: int, hi: int) -> np.ndarray:
+        """Indices (in start order) of the calls that overlap [lo, hi): end after lo,
+        start before hi."""
+        a = int(np.searchsorted(self.start, lo - LOOKBACK_NS, side="left"))
+        b = int(np.searchsorted(self.start, hi, side="left"))
+        i = np.r_[self.long[self.long < a], np.arange(a, max(a, b))].astype(np.int64)
+        return i[self.end[i] > lo]
 
     def names(self, i: np.ndarray) -> list[str]:
         if not len(i):
@@ -122,14 +134,16 @@ def range_label_codes(trace: Trace, times, max_depth: int = 1
         key = pd.factorize(key * width + part)[0].astype(np.int64)
         if depth == 0:
             attached = ok & ~blank[c[kk]]
-    distinct, first = np.unique(key, return_index=True)
+    # key holds codes 0, 1, 2... numbered in order of first appearance (factorize): each
+    # first appears where it exceeds every key before it.
+    first = np.flatnonzero(np.r_[True, key[1:] > np.maximum.accumulate(key)[:-1]])
     texts = []
     for i in first.tolist():
         texts.append(" > ".join(vocab[p[i] - 1] for p in parts if p[i]))
     # Distinct keys give distinct label strings unless names contain ' > '; fold them so
     # equal labels share one code.
     labels, fold = np.unique(np.array(texts, dtype=object), return_inverse=True)
-    return fold[np.searchsorted(distinct, key)], labels
+    return fold[key], labels
 
 
 def split_label(label: str) -> list[str]:

@@ -31,6 +31,12 @@ from gpugap.rules.model import Cause, Mark, Severity
 # What a finding belongs to: one-time costs before the steady state (start-up and
 # warm-up iterations), the steady state, or what follows it.
 FINDING_PHASES = ("start-up", "steady", "tail")
+_FINDING_PHASE_NAMES = np.array(FINDING_PHASES, dtype=object)
+_STEADY = FINDING_PHASES.index("steady")
+# accounting.phases.PHASES (then -1: outside the window) -> FINDING_PHASES: warm-up
+# iterations are one-time costs, as start-up is; outside the window reads 'steady'.
+_FINDING_PHASE_OF = np.array([FINDING_PHASES.index({"warm-up": "start-up"}.get(p, p))
+                              for p in PHASES] + [_STEADY], dtype=np.int8)
 
 
 @dataclass
@@ -69,23 +75,32 @@ class Context:
         """FINDING_PHASES name of each time on *device* ('steady' where it has no phases).
         The phases are spans of the GPU's timeline: pass GPU times (an op's start), not
         the host's (launch calls run ahead of the GPU)."""
+        return _FINDING_PHASE_NAMES[self.phase_code(device, times)]
+
+    def phase_code(self, device: int, times: ArrayLike) -> np.ndarray:
+        """phase_of as int8 indices into FINDING_PHASES (no strings: millions of items)."""
         t = np.asarray(times, dtype=np.int64)
         dev = self.accounting.devices.get(int(device))
         if dev is None:
-            return np.full(t.shape, "steady", dtype=object)
-        codes = dev.phases.phase_codes(t)
-        names = np.array([{"start-up": "start-up", "warm-up": "start-up", "steady": "steady",
-                           "tail": "tail"}[p] for p in PHASES] + ["steady"], dtype=object)
-        return names[codes]      # -1 (outside the window) reads the trailing 'steady'
+            return np.full(t.shape, _STEADY, dtype=np.int8)
+        # -1 (outside the window) reads the trailing 'steady'
+        return _FINDING_PHASE_OF[dev.phases.phase_codes(t)]
 
     def phases_of(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """phase_of for items on several devices: the phase of each (device, time)."""
+        return _FINDING_PHASE_NAMES[self.phase_codes_of(devices, times)]
+
+    def phase_codes_of(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
+        """phases_of as int8 indices into FINDING_PHASES."""
         devices = np.asarray(devices)
         times = np.asarray(times, dtype=np.int64)
-        out = np.full(times.shape, "steady", dtype=object)
-        for d in np.unique(devices).tolist():
+        ids = np.unique(devices)
+        if ids.size == 1:
+            return self.phase_code(int(ids[0]), times)
+        out = np.full(times.shape, _STEADY, dtype=np.int8)
+        for d in ids.tolist():
             on = devices == d
-            out[on] = self.phase_of(int(d), times[on])
+            out[on] = self.phase_code(int(d), times[on])
         return out
 
     def judged_phases(self, device: int

@@ -61,10 +61,7 @@ def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
         sources = []
         if not trace.api.empty:
             mine = threads.get(g) or threads.setdefault(g, ThreadApi(trace, g))
-            first = np.searchsorted(mine.reach, lo, side="right")   # ended after lo
-            last = np.searchsorted(mine.start, hi, side="left")     # started before hi
-            i = np.arange(first, max(first, last))
-            i = i[mine.end[i] > lo]
+            i = mine.overlapping(lo, hi)
             sources.append(("cuda", mine.start[i], mine.end[i],
                             api_code[i if mine.rows is None else mine.rows[i]], api_text))
         if osrt is not None and len(osrt):
@@ -83,8 +80,9 @@ def dependency_calls(trace: Trace, windows: list[tuple[int, int, int]]
     """For each window (gtid, lo, hi): the calls of that thread starting in [lo, hi] that
     put a non-GPU dependency into a stream (STREAM_DEPENDENCY), by name."""
     out = []
+    threads: dict[int, ThreadApi] = {}
     for g, lo, hi in windows:
-        mine = ThreadApi(trace, g)
+        mine = threads.get(g) or threads.setdefault(g, ThreadApi(trace, g))
         i = np.arange(np.searchsorted(mine.start, lo, side="left"),
                       np.searchsorted(mine.start, hi, side="right"))
         names = [n for n in mine.names(i) if STREAM_DEPENDENCY.search(n)]

@@ -80,7 +80,7 @@ WHY = {
 
 def _comm_ops(dev) -> np.ndarray:
     """Positions of the device's communication ops (start order)."""
-    return np.flatnonzero(dev.work.bucket == CODE["communication"])
+    return dev.work.positions(CODE["communication"])
 
 
 def _peer_wait(context: Context, device: int, ops: np.ndarray) -> np.ndarray | None:
@@ -91,7 +91,7 @@ def _peer_wait(context: Context, device: int, ops: np.ndarray) -> np.ndarray | N
     for d, dev in context.accounting.devices.items():
         mine = _comm_ops(dev)
         if mine.size == ops.size and ops.size:
-            starts[d] = dev.work.start[mine]
+            starts[d] = dev.work.take(mine).start
     if len(starts) < 2 or device not in starts:
         return None
     latest = np.max(np.vstack(list(starts.values())), axis=0)
@@ -147,7 +147,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
 
 def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) -> Finding:
     work = dev.work
-    start, end = work.start[ops], work.end[ops]
+    start, end = work.take(ops)[:2]
     exposed_each = tl.overlap_each(start, end, mine)
     hit = exposed_each > 0
     total = max(int(exposed_each.sum()), 1)
@@ -159,7 +159,7 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
     # Same stream as the compute: exposed collectives on streams that also run compute.
     stream = work.gather("stream", ops).astype(np.int64)
     compute_streams = np.unique(work.gather(
-        "stream", np.flatnonzero(work.bucket == CODE["compute"])).astype(np.int64))
+        "stream", work.positions(CODE["compute"])).astype(np.int64))
     shared = np.isin(stream, compute_streams)
     shared_ns = int(exposed_each[shared].sum())
     # How much of its iteration's (or phase's) compute was done when each began.
@@ -221,11 +221,12 @@ def _marks(dev, cause: str, mine: tl.Intervals, ops: np.ndarray, exposed_each: n
     worst = ops[order[exposed_each[order] > 0]]
     work = dev.work
     corr, stream, pid = (work.gather(c, worst) for c in ("corr", "stream", "pid"))
+    shown = work.take(worst)
     marks += [Outline(EventRef(SOURCES[int(s)], int(c), stream=int(st), pid=int(p),
                                start_ns=int(t)))
-              for s, c, st, p, t in zip(work.source[worst].tolist(), corr.tolist(),
+              for s, c, st, p, t in zip(shown.source.tolist(), corr.tolist(),
                                         stream.tolist(), pid.tolist(),
-                                        work.start[worst].tolist(), strict=True)]
+                                        shown.start.tolist(), strict=True)]
     return marks
 
 

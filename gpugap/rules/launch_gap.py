@@ -141,16 +141,22 @@ WHY = {
 }
 
 
-def _launch_window(work, nxt: int) -> tuple[int, int]:
-    """From the launch before op *nxt* (same thread, launch order) to its own: where the
-    calls that could hold it in its stream were made."""
-    order = work.launch_order
-    at = np.flatnonzero(order == nxt)
-    if nxt < 0 or not at.size:
-        return 0, 0
-    mine = order[: at[0]][work.gtid[order[: at[0]]] == work.gtid[nxt]]
-    launched = int(work.api_start[nxt])
-    return (int(work.api_start[mine[-1]]) if mine.size else launched), launched
+def _launch_windows(work, ops: np.ndarray) -> list[tuple[int, int]]:
+    """Per op at positions *ops*: from the launch before it (same thread, launch order)
+    to its own, where the calls that could hold it in its stream were made; (0, 0) for
+    no op (-1) or one whose launch is unknown."""
+    out = [(0, 0)] * ops.size
+    real = np.flatnonzero(ops >= 0)
+    launched = work.gather("api_start", ops[real])
+    known = ~np.isnan(launched)
+    real, launched = real[known], launched[known].astype(np.int64)
+    before = work.launched_before(ops[real])
+    had = before >= 0
+    since = launched.copy()
+    since[had] = work.gather("api_start", before[had]).astype(np.int64)
+    for i, a, b in zip(real.tolist(), since.tolist(), launched.tolist(), strict=True):
+        out[i] = (a, b)
+    return out
 
 
 def _short(name: str, width: int = 60) -> str:
@@ -176,17 +182,17 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
 def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Finding:
     """The finding of one bucket in one phase; its examples' host calls and its message
     are completed by finish() for the findings settling keeps."""
-    held, per_gap = dev.per_gap(bucket, span)
+    held, per_gap, ends = dev.held_gaps(bucket, span)
     fix, evidence = RULE.causes[cause].fix, {"bucket": bucket, "gap_count": int(held.size)}
     if cause == "launch-bound" and held.size:
         # Never prescribe CUDA graphs to work that already runs in one.
-        nxt = dev.gaps.next_op[held]
+        nxt = dev.gaps.next_after(ends, dev.work)
         in_graph = np.zeros(held.size, dtype=bool)
         in_graph[nxt >= 0] = dev.work.in_graph(nxt[nxt >= 0])
         total = max(float(per_gap.sum()), 1.0)
         graph_pct = 100.0 * float(per_gap[in_graph].sum()) / total
         jit = np.zeros(held.size, dtype=bool)
-        jit[nxt >= 0] = jit_ops(trace, dev.work)[nxt[nxt >= 0]]
+        jit[nxt >= 0] = jit_ops(trace, dev.work, nxt[nxt >= 0])
         jit_pct = 100.0 * float(per_gap[jit].sum()) / total
         evidence |= {"before_cuda_graph_work_pct": round(graph_pct, 1),
                      "before_jit_kernels_pct": round(jit_pct, 1)}
@@ -199,12 +205,12 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
     gaps = dev.gaps
     at = int(gaps.start[worst[0]]) if worst.size else int(span[0][0])
     first = max(int(gaps.start[held[0]]), int(span[0][0])) if held.size else at
-    last = min(int(gaps.end[held[-1]]), int(span[1][-1])) if held.size else at
+    last = min(int(ends[-1]), int(span[1][-1])) if held.size else at
     return Finding(
         rule=RULE.id, cause=cause, severity=Severity.INFO, start_ns=first, end_ns=last,
         cost_ns=int(ns), message="",
         fix=fix, device=dev.device, count=int(held.size), at_ns=at, phase=phase,
-        ranges=ranges_of(trace, gaps.end[held], weights=per_gap), evidence=evidence,
+        ranges=ranges_of(trace, ends, weights=per_gap), evidence=evidence,
         claim=Claim(dev.device, span, (bucket,)),
         min_share_pct=float(config["min_share_pct"]),
         pending=(dev, worst, worst_ns, float(config["min_gap_us"])))
@@ -218,12 +224,14 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         dev, worst, _, _ = f.pending
         gaps = dev.gaps
         threads[f.id] = dev.gaps.thread(dev.work, worst)
-        for g, gtid in zip(worst.tolist(), threads[f.id].tolist(), strict=True):
+        launches = (_launch_windows(dev.work, gaps.next_op[worst].astype(np.int64))
+                    if f.cause == "queued-wait" else [])
+        for i, (g, gtid) in enumerate(zip(worst.tolist(), threads[f.id].tolist(),
+                                          strict=True)):
             if gtid >= 0:
                 windows.append((gtid, int(gaps.start[g]), int(gaps.end[g])))
                 if f.cause == "queued-wait":
-                    dep_windows.append((gtid,
-                                        *_launch_window(dev.work, int(gaps.next_op[g]))))
+                    dep_windows.append((gtid, *launches[i]))
     calls = iter(host_calls(trace, windows))
     deps = iter(dependency_calls(trace, dep_windows))
     for f in findings:
@@ -241,7 +249,8 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
             nxt = int(gaps.next_op[g])
             if nxt >= 0:
                 launched = work.gather("api_start", [nxt])[0]
-                source, row = int(work.source[nxt]), int(work.row[nxt])
+                op = work.take([nxt])
+                source, row = int(op.source[0]), int(op.row[0])
                 frame = work.frames[source]
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
                                 "demangled": (demangled_name(frame, row) if source == 0
@@ -254,7 +263,7 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
                 item["stream_dependencies"] = next(deps)
             examples.append(item)
             marks += _marks(f, item, None if nxt < 0 else (int(frame["pid"].iloc[row]),
-                                                           int(work.start[nxt])))
+                                                           int(op.start[0])))
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
         f.marks = marks
         f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,

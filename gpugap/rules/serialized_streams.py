@@ -78,18 +78,28 @@ CAUSES = ("", "explicit-sync", "host-launch-bound", "legacy-default-stream",
 _CODE = {c: i for i, c in enumerate(CAUSES)}
 
 
-def _count_between(event_gtid: np.ndarray, event_t: np.ndarray, gtid: np.ndarray,
-                   lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """How many events of the same thread fall in [lo, hi) for each query (0 when
-    hi <= lo: B launched before A, or B's launch unknown and read as 0)."""
+def _by_key(keys: np.ndarray, times: np.ndarray) -> dict[int, np.ndarray]:
+    """The times of each key, sorted (grouped once, searched per batch of queries)."""
+    order = np.lexsort((times, keys))
+    keys, times = keys[order], times[order]
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
+    bounds = np.r_[first, keys.size]
+    return {int(keys[i]): times[i:j] for i, j in zip(bounds[:-1].tolist(),
+                                                      bounds[1:].tolist(), strict=True)}
+
+
+def _count_between(events: dict[int, np.ndarray], gtid: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """How many events of the same key (thread, process) fall in [lo, hi) for each
+    query (0 when hi <= lo: B launched before A, or B's launch unknown and read as 0).
+    *events*: each key's event times, sorted (_by_key)."""
     out = np.zeros(lo.size, dtype=np.int64)
-    if event_t.size == 0 or lo.size == 0:
+    if not events or lo.size == 0:
         return out
     for g in pd.unique(gtid).tolist():
-        t = event_t[event_gtid == g]
-        if not t.size:
+        t = events.get(int(g))
+        if t is None or not t.size:
             continue
-        t = np.sort(t)
         q = gtid == g
         if bool(q.all()):
             out = np.searchsorted(t, hi, "left") - np.searchsorted(t, lo, "left")
@@ -128,80 +138,96 @@ class _Kernels:
 
 
 # Transitions are classified in batches of this many: memory stays bounded.
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 
 
 def _index_dtype(n: int):
     return np.int32 if n < 2**31 - 1 else np.int64
 
 
-def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str, float]
-                 ) -> dict[str, np.ndarray]:
-    """One entry per kernel B = i + 1 (after the first) with its predecessor A (``a``),
-    the cause code of the pair (_SAME for same-stream, _NONE for overlapping), the idle
-    time between them, and the syncs / legacy-stream launches between their launches."""
+class _Between:
+    """What happened on the host between two launches: the synchronisations (host side,
+    or a stream waiting on an event) of the later kernel's thread, and the launches onto
+    the legacy default stream of its process."""
+
+    def __init__(self, trace: Trace) -> None:
+        api = trace.api
+        sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"],
+                                                                              _WAIT))
+        self.syncs = _by_key(api["gtid"].to_numpy(dtype=np.int64)[sync_rows],
+                             api["start"].to_numpy(dtype=np.int64)[sync_rows])
+        # The legacy default stream: which kernels ran on it, and when work was launched
+        # onto it (per process). Streams are keyed pid << 32 | stream id.
+        streams = trace.streams
+        stream_keys = _keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
+        self.legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
+        self.nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream"
+                                             ).to_numpy()]
+        legacy_pid, legacy_launch = [], []
+        for f in (trace.kernels, trace.memcpys, trace.memsets):
+            if not len(f) or not self.legacy_keys.size:
+                continue
+            launch = f["api_start"].to_numpy(dtype=np.float64)
+            on = np.flatnonzero(np.isin(_keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
+                                        self.legacy_keys) & ~np.isnan(launch))
+            legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
+            legacy_launch.append(launch[on].astype(np.int64))
+        self.legacy = _by_key(
+            np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
+            np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64))
+
+    def counts(self, k: _Kernels, a: np.ndarray, b: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For kernel pairs (a, b): the syncs and the legacy-stream launches between
+        their launches, and both launch times (0 when unknown)."""
+        lo = np.nan_to_num(k.api_start[a], nan=0).astype(np.int64)
+        hi = np.nan_to_num(k.api_start[b], nan=0).astype(np.int64)
+        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
+        n_sync = _count_between(self.syncs, gtid_b, lo, hi)
+        n_legacy = _count_between(self.legacy, k.pid[b].astype(np.int64), lo + 1, hi)
+        return n_sync, n_legacy, lo, hi
+
+
+def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
+    return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
+                 between: _Between) -> dict[str, np.ndarray]:
+    """One entry per kernel B = i + 1 (after the first): its predecessor A (``a``) and
+    the cause code of the pair (_SAME for same-stream, _NONE for overlapping). The idle
+    time between them and the syncs / legacy-stream launches between their launches
+    are recomputed where needed (_idle, _Between.counts): no per-kernel array of them."""
     start, end, stream, pid = k.start, k.end, k.stream, k.pid
     n = end.size
     index = _index_dtype(n)
-    reach = np.maximum.accumulate(end)
-    # A = the kernel that set the running maximum of end times (the last to finish).
-    arg = np.where(end == reach, np.arange(n, dtype=index), index(0))
-    np.maximum.accumulate(arg, out=arg)
-    a_all = arg[:-1]
-
     api_start = k.api_start
-    # Host-side synchronisation (or a stream waiting on an event) between the launches.
-    api = trace.api
-    sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"], _WAIT))
-    sync_gtid = api["gtid"].to_numpy(dtype=np.int64)[sync_rows]
-    sync_t = api["start"].to_numpy(dtype=np.int64)[sync_rows]
-
-    # The legacy default stream: which kernels ran on it, and when work was launched
-    # onto it (per process). Streams are keyed pid << 32 | stream id.
-    def keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
-        return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
-
-    streams = trace.streams
-    stream_keys = keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
-    legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
-    nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream").to_numpy()]
-    legacy_pid, legacy_launch = [], []
-    for f in (trace.kernels, trace.memcpys, trace.memsets):
-        if not len(f) or not legacy_keys.size:
-            continue
-        launch = f["api_start"].to_numpy(dtype=np.float64)
-        on = np.flatnonzero(np.isin(keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
-                                    legacy_keys) & ~np.isnan(launch))
-        legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
-        legacy_launch.append(launch[on].astype(np.int64))
-    legacy_pid = np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64)
-    legacy_launch = np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64)
-
     m = max(n - 1, 0)
+    a_all = np.empty(m, dtype=index)
     code = np.empty(m, dtype=np.int8)
-    idle = np.empty(m, dtype=np.int64)
-    syncs = np.empty(m, dtype=np.int32)
-    legacy_between = np.empty(m, dtype=np.int32)
     tolerance_share = config["overlap_tolerance"]
+    reached, last = np.iinfo(np.int64).min, 0        # carried from the batch before
     for lo_i in range(0, m, _CHUNK):
         hi_i = min(lo_i + _CHUNK, m)
-        a = a_all[lo_i:hi_i]
+        # The running maximum of end times up to each kernel i, and A = the kernel that
+        # set it (the last to finish).
+        reach = np.maximum(np.maximum.accumulate(end[lo_i:hi_i]), reached)
+        arg = np.where(end[lo_i:hi_i] == reach, np.arange(lo_i, hi_i, dtype=index), last)
+        np.maximum.accumulate(arg, out=arg)
+        reached, last = int(reach[-1]), int(arg[-1])
+        a_all[lo_i:hi_i] = a = arg
         b = np.arange(lo_i + 1, hi_i + 1)
         dur_a, dur_b = end[a] - start[a], end[b] - start[b]
         tolerance = tolerance_share * np.minimum(dur_a, dur_b)
-        serial = start[b] >= reach[lo_i:hi_i] - tolerance
+        serial = start[b] >= reach - tolerance
         cross = stream[a] != stream[b]
         late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
-        lo = np.nan_to_num(api_start[a], nan=0).astype(np.int64)
-        hi = np.nan_to_num(api_start[b], nan=0).astype(np.int64)
-        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
-        n_sync = _count_between(sync_gtid, sync_t, gtid_b, lo, hi)
-        pid_b = pid[b].astype(np.int64)
-        n_legacy = _count_between(legacy_pid, legacy_launch, pid_b, lo + 1, hi)
-        ka, kb = keys(pid[a], stream[a]), keys(pid_b, stream[b])
-        blocking_pair = ~np.isin(ka, nonblocking_keys) & ~np.isin(kb, nonblocking_keys)
-        implicit = blocking_pair & (np.isin(ka, legacy_keys) | np.isin(kb, legacy_keys)
-                                    | (n_legacy > 0))
+        n_sync, n_legacy, _, _ = between.counts(k, a, b)
+        ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
+        blocking_pair = (~np.isin(ka, between.nonblocking_keys)
+                         & ~np.isin(kb, between.nonblocking_keys))
+        implicit = blocking_pair & (np.isin(ka, between.legacy_keys)
+                                    | np.isin(kb, between.legacy_keys) | (n_legacy > 0))
         saturated = k.blocks[a].astype(np.int64) >= cap[a]
         c = np.select(
             [~serial, ~cross, late & (n_sync > 0), late, implicit, n_sync > 0, saturated],
@@ -210,12 +236,23 @@ def _transitions(trace: Trace, k: _Kernels, cap: np.ndarray, config: Mapping[str
              _CODE["resource-saturation"]], default=_CODE["unknown"]).astype(np.int8)
         c[~serial] = _NONE
         code[lo_i:hi_i] = c
-        idle[lo_i:hi_i] = np.maximum(start[b] - end[a], 0)
-        syncs[lo_i:hi_i] = n_sync
-        legacy_between[lo_i:hi_i] = n_legacy
-    del reach
-    return {"a": a_all, "code": code, "idle": idle, "syncs": syncs,
-            "legacy_between": legacy_between}
+    return {"a": a_all, "code": code}
+
+
+def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """The GPU idle time of transitions *i* (kernel B = i + 1 after A = a[i])."""
+    return np.maximum(k.start[i + 1] - k.end[a[i]], 0)
+
+
+def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
+               ) -> np.ndarray:
+    """np.add.reduceat(_idle(k, a, keep), bounds), a batch of transitions at a time."""
+    out = np.zeros(bounds.size, dtype=np.int64)
+    for p0 in range(0, keep.size, _CHUNK):
+        p1 = min(p0 + _CHUNK, keep.size)
+        run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
+        np.add.at(out, run, _idle(k, a, keep[p0:p1]))
+    return out
 
 
 def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -230,24 +267,39 @@ def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
 
 def _capacity(trace: Trace) -> np.ndarray:
     """occupancy.capacity of every kernel, computed once per distinct launch
-    configuration (device, block size, registers, shared memory) and spread back."""
+    configuration (device, block size, registers, shared memory) and spread back, a
+    batch of kernels at a time (int32: half the room per kernel, int64 if it must)."""
     k = trace.kernels
     cols = ["device", "threads_per_block", "registers", "shared_static", "shared_dynamic"]
-    key = np.zeros(len(k), dtype=np.int64)
-    width = 1
-    for c in cols:
-        codes, uniq = pd.factorize(k[c].to_numpy())
-        if width * (len(uniq) + 1) >= 2**62:            # pragma: no cover (absurd variety)
-            return kernel_capacity(trace)
-        key = key * (len(uniq) + 1) + codes
-        width *= len(uniq) + 1
-    codes, _ = pd.factorize(key)
-    first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(k))[::-1]      # a row of each configuration
-    configs = k.iloc[first][cols].reset_index(drop=True)
-    cap = (sm_counts(configs, trace.devices)
-           * resident_blocks_per_sm(configs, trace.devices))
-    return cap[codes]
+    values = [k[c].to_numpy() for c in cols]
+    out = np.empty(len(k), dtype=np.int32)
+    known: dict[tuple, int] = {}                  # configuration -> capacity
+    for i0 in range(0, len(k), _CHUNK):
+        part = [v[i0:i0 + _CHUNK] for v in values]
+        key = np.zeros(part[0].size, dtype=np.int64)
+        width = 1
+        for v in part:
+            codes, uniq = pd.factorize(v)
+            if width * (len(uniq) + 1) >= 2**62:        # pragma: no cover (absurd variety)
+                return kernel_capacity(trace)
+            key = key * (len(uniq) + 1) + codes
+            width *= len(uniq) + 1
+        codes, _ = pd.factorize(key)
+        del key
+        first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
+        first[codes[::-1]] = np.arange(codes.size)[::-1]   # a row of each configuration
+        found = list(zip(*(v[first].tolist() for v in part), strict=True))
+        new = [c for c in dict.fromkeys(found) if c not in known]
+        if new:
+            configs = pd.DataFrame(new, columns=cols)
+            cap = (sm_counts(configs, trace.devices)
+                   * resident_blocks_per_sm(configs, trace.devices))
+            known.update(zip(new, cap.tolist(), strict=True))
+        cap = np.array([known[c] for c in found], dtype=np.int64)
+        if cap.size and int(cap.max()) >= 2**31 and out.dtype == np.int32:
+            out = out.astype(np.int64)
+        out[i0:i0 + codes.size] = cap[codes]
+    return out
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -255,6 +307,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     if len(kernels) < 3:
         return []
     cap_all = _capacity(trace)
+    between = _Between(trace)
     findings: list[Finding] = []
     device_of = kernels["device"].to_numpy()
     devices = pd.unique(device_of)
@@ -270,26 +323,32 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
         cap = cap_all if positions is None else cap_all[positions]
-        t = _transitions(trace, k, cap, config)
-        # The NVTX range each transition's later kernel was launched in, and the phase it
-        # ran in: a run does not cross from one range or phase into another.
-        phase = pd.factorize(context.phase_of(int(device), k.start[1:]))[0]
-        t["range"] = _launch_range_codes(trace, k).astype(np.int64) * 4 + phase
-        findings += _runs_to_findings(trace, int(device), k, cap, t, config, context)
+        t = _transitions(k, cap, config, between)
+        t["new_range"] = _range_changes(trace, context, int(device), k)
+        findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
+                                      between)
     return findings
 
 
-def _launch_range_codes(trace: Trace, k: _Kernels) -> np.ndarray:
-    """Per transition (kernel B = i + 1): a code of the range label B was launched in."""
-    codes = np.empty(max(k.start.size - 1, 0), dtype=np.int32)
+def _range_changes(trace: Trace, context: Context, device: int, k: _Kernels
+                   ) -> np.ndarray:
+    """Per transition (kernel B = i + 1): was B launched in another NVTX range, or did it
+    run in another phase, than the kernel B before it? (A run does not cross from one
+    range or phase into another.) A batch of kernels at a time."""
+    out = np.zeros(max(k.start.size - 1, 0), dtype=bool)
     ids: dict[str, int] = {}          # label -> code, the same across batches
+    last = None
     for lo in range(1, k.start.size, _CHUNK):
         b = np.arange(lo, min(lo + _CHUNK, k.start.size))
         part, labels = range_label_codes(trace, k.at(b))
         label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
-                             dtype=np.int32)
-        codes[lo - 1:lo - 1 + b.size] = label_ids[part]
-    return codes
+                             dtype=np.int64)
+        code = label_ids[part] * 4 + context.phase_code(device, k.start[b])
+        if last is not None:
+            out[lo - 1] = code[0] != last
+        out[lo:lo - 1 + b.size] = code[1:] != code[:-1]
+        last = code[-1]
+    return out
 
 
 def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
@@ -298,38 +357,63 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     ones end it; a change of cause starts a new one; a long single-stream stretch (more
     than max_same_stream same-stream transitions in a row) is a phase of its own, not
     part of an alternation between streams. Returns the kept transitions (their
-    indices), the run of each and the cause carried into it."""
+    indices), where each run begins among them (runs are contiguous stretches of them)
+    and the cause carried into each run."""
     code = t["code"]
     m = code.size
     index = _index_dtype(m + 1)
-    idx = np.arange(m, dtype=index)
-    same = code == _SAME
-    # Position of each same-stream transition within its streak.
-    cs = np.cumsum(same, dtype=index)
-    last_other = np.where(same, index(-1), idx)
-    np.maximum.accumulate(last_other, out=last_other)
-    streak_pos = cs - np.where(last_other >= 0, cs[np.maximum(last_other, 0)], 0)
-    del cs, last_other
-    too_long = same & (streak_pos > config["max_same_stream"])
-    del streak_pos, same
-    # The cause carried forward over same-stream and overlapping transitions.
-    carrier = np.where(code > _SAME, idx, index(-1))
-    np.maximum.accumulate(carrier, out=carrier)
     missing = -2
-    carried = np.where(carrier >= 0, code[np.maximum(carrier, 0)], missing).astype(np.int8)
-    del carrier, idx
-    previous = np.empty_like(carried)
-    previous[:1] = missing
-    previous[1:] = carried[:-1]
-    new_range = np.zeros(m, dtype=bool)
-    if "range" in t and m > 1:
-        new_range[1:] = t["range"][1:] != t["range"][:-1]
-    boundary = ((code == _NONE) | (carried != previous) | (carried == missing)
-                | (previous == missing) | too_long | new_range)
-    del previous
-    run = np.cumsum(boundary, dtype=index)
-    keep = np.flatnonzero((code != _NONE) & ~too_long & (carried != missing)).astype(index)
-    return keep, run[keep], carried[keep]
+    new_range = t.get("new_range")
+    keeps, firsts, causes = [], [], []
+    # A batch at a time, with what carries over from the batch before: the length of the
+    # same-stream streak it ended in, the cause carried, the run numbers (the last one,
+    # and the last one kept).
+    streak, cause, run_at, last_kept = 0, missing, 0, -1
+    kept = 0
+    for i0 in range(0, m, _CHUNK):
+        i1 = min(i0 + _CHUNK, m)
+        c = code[i0:i1]
+        idx = np.arange(i1 - i0, dtype=index)
+        same = c == _SAME
+        # Position of each same-stream transition within its streak.
+        cs = np.cumsum(same, dtype=index)
+        last_other = np.where(same, index(-1), idx)
+        np.maximum.accumulate(last_other, out=last_other)
+        streak_pos = np.where(last_other >= 0, cs - cs[np.maximum(last_other, 0)],
+                              cs + streak)
+        too_long = same & (streak_pos > config["max_same_stream"])
+        streak = int(streak_pos[-1]) if same[-1] else 0
+        del cs, last_other, streak_pos, same
+        # The cause carried forward over same-stream and overlapping transitions.
+        carrier = np.where(c > _SAME, idx, index(-1))
+        np.maximum.accumulate(carrier, out=carrier)
+        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)], cause).astype(np.int8)
+        del carrier, idx
+        previous = np.empty_like(carried)
+        previous[:1] = cause
+        previous[1:] = carried[:-1]
+        cause = int(carried[-1])
+        boundary = ((c == _NONE) | (carried != previous) | (carried == missing)
+                    | (previous == missing) | too_long)
+        if new_range is not None:
+            boundary |= new_range[i0:i1]
+        del previous
+        run = np.cumsum(boundary, dtype=index) + index(run_at)
+        run_at = int(run[-1])
+        keep = np.flatnonzero((c != _NONE) & ~too_long & (carried != missing))
+        run = run[keep]
+        first = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if run.size else keep
+        if first.size and int(run[0]) == last_kept:      # the run goes on from before
+            first = first[1:]
+        if run.size:
+            last_kept = int(run[-1])
+        keeps.append((keep + i0).astype(index))
+        firsts.append(first + kept)
+        causes.append(carried[keep[first]])
+        kept += keep.size
+    if not keeps:
+        return np.zeros(0, dtype=index), np.zeros(0, dtype=np.int64), np.zeros(0, np.int8)
+    return np.concatenate(keeps), np.concatenate(firsts), np.concatenate(causes)
 
 
 def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | None:
@@ -349,23 +433,26 @@ def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | Non
 
 def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
                       t: dict[str, np.ndarray], config: Mapping[str, float],
-                      context: Context) -> list[Finding]:
-    keep, run, carried = _runs(t, config)
-    if run.size == 0:
+                      context: Context, between: _Between) -> list[Finding]:
+    keep, bounds, carried = _runs(t, config)
+    del t["new_range"]
+    if keep.size == 0:
         return []
-    # Runs are contiguous stretches of the kept transitions.
-    bounds = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    # Runs are contiguous stretches of the kept transitions: keep[bounds[j]:bounds[j+1]].
     transitions = np.add.reduceat((t["code"][keep] != _SAME).astype(np.int64), bounds)
     good = transitions >= config["min_transitions"]
     if not good.any():
         return []
-    stats = {"run": run[bounds][good], "cause": carried[bounds][good],
+    stretch = np.flatnonzero(good)                  # each good run's stretch of keep
+    stats = {"run": stretch, "cause": carried[good],
              "transitions": transitions[good],
              "first": np.minimum.reduceat(t["a"][keep], bounds)[good].astype(np.int64),
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
-             "idle": np.add.reduceat(t["idle"][keep], bounds)[good]}
+             "idle": _idle_sums(k, t["a"], keep, bounds)[good]}
+    del carried
+    ends = np.r_[bounds[1:], keep.size]
     members = _member_sums(k, stats["first"], stats["last"])
     cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
     cost = np.where(cause_names == "host-launch-bound", stats["idle"],
@@ -384,13 +471,15 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
         cost = int(g["cost"].sum())
         worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
         members_w = np.arange(worst["first"], worst["last"] + 1)
-        in_worst = keep[run == worst["run"]]
+        in_worst = keep[bounds[worst["run"]]:ends[worst["run"]]]
+        in_worst = pd.Series(in_worst[t["code"][in_worst] != _SAME]).head(
+            int(config["max_examples"])).to_numpy()            # those with a cause
+        a, b = t["a"][in_worst], in_worst.astype(np.int64) + 1
+        syncs, legacy_between, _, _ = between.counts(k, a, b)
         shown = pd.DataFrame(
-            {"a": t["a"][in_worst], "b": in_worst.astype(np.int64) + 1,
-             "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
-             "idle": t["idle"][in_worst], "syncs": t["syncs"][in_worst],
-             "legacy_between": t["legacy_between"][in_worst]})
-        shown = shown[shown["cause"] != ""].head(int(config["max_examples"]))
+            {"a": a, "b": b, "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
+             "idle": _idle(k, t["a"], in_worst), "syncs": syncs,
+             "legacy_between": legacy_between})
         examples = _examples(trace, k, cap, shown)
         streams = sorted({s for ss in g["streams"] for s in ss})
         n_kernels = int((g["last"] - g["first"] + 1).sum())
@@ -418,7 +507,6 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
     time and id, and the streams present (sorted lists). Runs are taken in batches of about
     _CHUNK member kernels."""
-    dur = k.end - k.start
     ids = np.sort(pd.unique(k.stream)) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
@@ -439,8 +527,8 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
         key = run_of * width + np.searchsorted(ids, k.stream[member])
         del run_of
         # Kernel times are integers far below 2**53: float sums are exact.
-        sums = np.bincount(key, weights=dur[member], minlength=(b - a) * width
-                           ).reshape(b - a, width)
+        sums = np.bincount(key, weights=k.end[member] - k.start[member],
+                           minlength=(b - a) * width).reshape(b - a, width)
         present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
         kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
         busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)

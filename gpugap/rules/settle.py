@@ -42,15 +42,66 @@ def assign_ids(findings: list[Finding]) -> None:
 
 
 def _where(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
-           ) -> tl.Intervals:
+           ) -> _Where:
     """Where a finding's claim applies: its intervals, inside its phase and the scope."""
     c = f.claim
-    where = tl.union(*c.intervals)
+    windows = None
     if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
-        where = tl.intersect(where, context.phase_span(int(c.device), f.phase))
+        windows = context.phase_span(int(c.device), f.phase)
     if scope is not None:
-        where = tl.intersect(where, scope.get(int(c.device), tl.EMPTY))
-    return where
+        mine = scope.get(int(c.device), tl.EMPTY)
+        windows = mine if windows is None else tl.intersect(windows, mine)
+    return _Where(_as_union(*c.intervals), windows)
+
+
+def _as_union(starts: np.ndarray, ends: np.ndarray) -> tl.Intervals:
+    """intervals.union, without a copy when the intervals are one already (claims of
+    millions of kernels usually are)."""
+    s, e = np.asarray(starts), np.asarray(ends)
+    if s.dtype == np.int64 and e.dtype == np.int64 and bool((e > s).all()) \
+            and bool((s[1:] > e[:-1]).all()):
+        return s, e
+    return tl.union(s, e)
+
+
+@dataclass
+class _Where:
+    """A claim's union restricted to *windows* (a union; None: no restriction), read
+    block by block: the restriction is applied to each block's part of the claim, never
+    copied whole (a claim can hold millions of kernels)."""
+
+    claim: tl.Intervals
+    windows: tl.Intervals | None
+
+    def _part(self, lo: int, hi: int) -> tl.Intervals:
+        """The claim's pieces that overlap [lo, hi), clipped to it."""
+        s, e = self.claim
+        i0 = int(np.searchsorted(e, lo, side="right"))
+        i1 = int(np.searchsorted(s, hi, side="left"))
+        return tl.clip((s[i0:i1], e[i0:i1]), lo, hi)
+
+    def clip(self, lo: int, hi: int) -> tl.Intervals:
+        """The restricted claim inside [lo, hi) (intervals.clip of the whole)."""
+        part = self._part(lo, hi)
+        if self.windows is None:
+            return part
+        return tl.intersect(part, tl.clip(self.windows, lo, hi))
+
+    def bounds(self) -> tuple[int, int] | None:
+        """The first start and the last end of the restricted claim (None: empty)."""
+        s, e = self.claim
+        if not s.size:
+            return None
+        if self.windows is None:
+            return int(s[0]), int(e[-1])
+        ws, we = self.windows
+        i0 = np.searchsorted(e, ws, side="right")      # the claim's pieces in each window
+        i1 = np.searchsorted(s, we, side="left")
+        some = np.flatnonzero(i1 > i0)
+        if not some.size:
+            return None
+        a, z = int(some[0]), int(some[-1])
+        return max(int(s[i0[a]]), int(ws[a])), min(int(e[i1[z] - 1]), int(we[z]))
 
 
 @dataclass
@@ -58,7 +109,7 @@ class _Claiming:
     """One finding's claim being settled, block by block."""
 
     finding: Finding
-    where: tl.Intervals
+    where: _Where
     codes: list[int]
     iterations: tuple[np.ndarray, np.ndarray] | None   # steady iteration windows
     size: int = 0                  # ns its claim covers
@@ -71,17 +122,17 @@ def _settle_device(dev, claims: list[_Claiming]) -> None:
     """Settle the claims of one device (in priority order), block by block: the buckets
     partition time, so each claim meets only what was claimed in its own buckets, and
     blocks are disjoint, so each is settled on its own."""
-    starts = [int(c.where[0][0]) for c in claims if c.where[0].size]
-    if not starts:
+    bounds = [b for b in (c.where.bounds() for c in claims) if b is not None]
+    if not bounds:
         return
-    lo = min(starts)
-    hi = max(int(c.where[1][-1]) for c in claims if c.where[0].size)
+    lo = min(b[0] for b in bounds)
+    hi = max(b[1] for b in bounds)
     for blo, bhi, s, e, code in dev.blocks(lo, hi):
         of_code: dict[int, tl.Intervals] = {}
         claimed: dict[int, tl.Intervals] = {}
         taken: dict[int, list[tuple[str, tl.Intervals]]] = {}
         for c in claims:
-            w = tl.clip(c.where, blo, bhi)
+            w = c.where.clip(blo, bhi)
             if not w[0].size:
                 continue
             for k in c.codes:
@@ -129,7 +180,7 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
         if dev is None:
             continue
         where = _where(context, f, scope)
-        if scope is not None and not where[0].size and not _at_in_scope(f, scope):
+        if scope is not None and where.bounds() is None and not _at_in_scope(f, scope):
             continue
         iterations = None
         if f.phase == "steady":

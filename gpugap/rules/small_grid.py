@@ -25,7 +25,7 @@ from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import folded_label_codes, split_label
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -37,24 +37,56 @@ CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX,
                 title="Grids too small for the GPU"),)
 
 
+# Kernels per batch. Part of the arithmetic: each kernel's share of the wall time (a
+# float) is summed per batch, then batch by batch, so another size could change the last
+# digits of a result.
 _CHUNK = 1 << 20
 
 
-def _idle_sm_ns(trace: Trace, sms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per kernel: (its part of the SM time left idle while it ran, its part of the wall
-    time), see the module doc. *sms*: each kernel's device SM count."""
-    k = trace.kernels
-    share = np.minimum(k["blocks"].to_numpy(dtype=np.int64) / sms, 1.0)
-    start, end = k["start"].to_numpy(), k["end"].to_numpy()
-    device = k["device"].to_numpy()
-    devices = np.unique(device)
-    if devices.size <= 1:
-        return tl.shared_idle_each(start, end, share)
-    idle, own = np.zeros(len(k)), np.zeros(len(k))
-    for dev in devices:
-        on = device == dev
-        idle[on], own[on] = tl.shared_idle_each(start[on], end[on], share[on])
-    return idle, own
+class _SmCounts:
+    """occupancy.sm_counts of kernels, from their device ids (one lookup per device, not
+    an array of every kernel's)."""
+
+    def __init__(self, kernels: pd.DataFrame, devices: pd.DataFrame) -> None:
+        self.ids = np.sort(pd.unique(kernels["device"].to_numpy()))
+        self.counts = sm_counts(pd.DataFrame({"device": self.ids}), devices)
+
+    def __call__(self, device: np.ndarray) -> np.ndarray:
+        return self.counts[np.searchsorted(self.ids, device)]
+
+
+class _IdleSm:
+    """Per kernel, read chunk by chunk (``take``, in order): (its part of the SM time
+    left idle while it ran, its part of the wall time), see the module doc. *sms*: each
+    kernel's device SM count. Kernels of one device in start order (as exports are) are
+    swept as they are taken (intervals.SharedIdle): no array of every kernel's values."""
+
+    def __init__(self, trace: Trace, sms_of: _SmCounts) -> None:
+        k = trace.kernels
+        blocks = k["blocks"].to_numpy(dtype=np.int64)
+        start, end = k["start"].to_numpy(), k["end"].to_numpy()
+        device = k["device"].to_numpy()
+        devices = sms_of.ids
+        self._sweep: tl.SharedIdle | None = None
+        if devices.size <= 1 and tl.is_sorted(start):
+            self._sweep = tl.SharedIdle(
+                start.astype(np.int64, copy=False), end.astype(np.int64, copy=False),
+                lambda at: np.minimum(blocks[at] / sms_of(device[at]), 1.0))
+            return
+        share = np.minimum(blocks / sms_of(device), 1.0)
+        if devices.size <= 1:
+            self._idle, self._own = tl.shared_idle_each(start, end, share)
+            return
+        self._idle, self._own = np.zeros(len(k)), np.zeros(len(k))
+        for dev in devices:
+            on = device == dev
+            self._idle[on], self._own[on] = tl.shared_idle_each(start[on], end[on],
+                                                                share[on])
+
+    def take(self, i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._sweep is not None:
+            return self._sweep.take(i0, i1)
+        return self._idle[i0:i1], self._own[i0:i1]
 
 
 def _sums(totals: list[pd.DataFrame], partial: list[pd.DataFrame], n_groups: int
@@ -95,21 +127,25 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     name_text = np.asarray(names.cat.categories, dtype=object)
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
-    sms_all = sm_counts(k, trace.devices).astype(np.int32)   # SM counts fit easily
+    sms_of = _SmCounts(k, trace.devices)
     comm = kernel_flags(trace) == COMM
-    idle_ns, own_ns = _idle_sm_ns(trace, sms_all)
+    idle_sm = _IdleSm(trace, sms_of)
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
     # each chunk contributes partial sums per group and per launch configuration, all
     # combined at the end (vectorised: no Python work per kernel name or configuration).
     gid_of: dict[tuple[int, str, str], int] = {}
-    totals, partial, streams, configs, spans = [], [], [], [], []
-    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
-    # sum, min, max or first-seen value per group.
-    for i0 in range(0, len(k), _CHUNK):
+    totals, partial, streams, configs = [], [], [], []
+    spans: dict[int, list[tl.Intervals]] = {}      # per group: its small kernels' unions
+
+    def add_chunk(i0: int) -> None:
+        """One batch of kernels: its partial sums per group and configuration (its
+        arrays go when it returns, before the next batch is built)."""
         part = slice(i0, min(i0 + _CHUNK, len(k)))
-        sms = sms_all[part].astype(np.int64)
-        blocks = cols["blocks"][part].astype(np.int64)
-        start, end = cols["start"][part].astype(np.int64), cols["end"][part].astype(np.int64)
+        idle_ns, own_ns = idle_sm.take(part.start, part.stop)     # before the chunk's arrays
+        sms = sms_of(cols["device"][part])
+        blocks = cols["blocks"][part].astype(np.int64, copy=False)
+        start = cols["start"][part].astype(np.int64, copy=False)
+        end = cols["end"][part].astype(np.int64, copy=False)
         launch = cols["api_start"][part]
         at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
         # Kernels outside the scope weigh nothing and are never small; communication
@@ -119,42 +155,51 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         device = cols["device"][part]
         # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
         # instances folded), so a setup phase does not dilute a measured range.
+        # Numbered as integers (codes of device, phase, range), in order of appearance.
         range_code, range_names = folded_label_codes(trace, at)
-        phase = context.phases_of(device, start)
-        label_code, labels = pd.factorize(phase + "|" + range_names[range_code])
+        phase_code = context.phase_codes_of(device, start)
         device_code, device_ids = pd.factorize(device)
-        group, group_keys = pd.factorize(device_code.astype(np.int64) * len(labels)
-                                         + label_code)
+        n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
+        group, group_keys = pd.factorize(
+            (device_code.astype(np.int64) * n_phases + phase_code) * n_ranges + range_code)
+        del range_code, phase_code, device_code
         to_global = np.empty(len(group_keys), dtype=np.int64)
         for g, key in enumerate(group_keys.tolist()):
-            dev, label = divmod(int(key), len(labels))
-            phase_name, range_name = str(labels[label]).split("|", 1)
-            to_global[g] = gid_of.setdefault((int(device_ids[dev]), phase_name, range_name),
-                                             len(gid_of))
+            dev, rest = divmod(int(key), n_phases * n_ranges)
+            phase, range_ = divmod(rest, n_ranges)
+            to_global[g] = gid_of.setdefault((int(device_ids[dev]), FINDING_PHASES[phase],
+                                              str(range_names[range_])), len(gid_of))
         total = np.bincount(group, weights=dur, minlength=len(group_keys))
         totals.append(pd.DataFrame({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
-            continue
-        idle_cost = np.rint(idle_ns[part][rows]).astype(np.int64)
-        frame = pd.DataFrame({"gid": to_global[group[rows]], "name": name_code[part][rows],
-                              "blocks": blocks[rows],
-                              "threads": cols["threads_per_block"][part][rows],
-                              "dur": dur[rows], "sms": sms[rows],
-                              "corr": cols["corr"][part][rows],
-                              "cost": idle_cost, "own": own_ns[part][rows],
-                              "start": start[rows], "end": end[rows],
-                              "at": at[rows], "stream": cols["stream"][part][rows],
-                              "row": rows + i0})
+            return
+        data = {"gid": to_global[group[rows]], "name": name_code[part][rows],
+                "blocks": blocks[rows], "threads": cols["threads_per_block"][part][rows],
+                "dur": dur[rows], "sms": sms[rows], "corr": cols["corr"][part][rows],
+                "cost": np.rint(idle_ns[rows]).astype(np.int64), "own": own_ns[rows],
+                "start": start[rows], "end": end[rows], "at": at[rows],
+                "stream": cols["stream"][part][rows], "row": rows + i0}
+        # The batch's arrays go before its small kernels' frame is built.
+        del idle_ns, own_ns, sms, blocks, start, end, launch, at, dur, small, group, rows
+        frame = pd.DataFrame(data)
+        del data
         partial.append(frame.groupby("gid", sort=False).agg(
             small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
             own=("own", "sum"), start=("start", "min"), end=("end", "max"),
             at=("at", "min")).reset_index())
-        spans.append(frame[["gid", "start", "end"]])
+        for g, span in frame.groupby("gid", sort=False)[["start", "end"]]:
+            spans.setdefault(int(g), []).append(tl.union(span["start"].to_numpy(),
+                                                         span["end"].to_numpy()))
         streams.append(frame[["gid", "stream"]].drop_duplicates())
         configs.append(frame.groupby(["gid", "name", "blocks", "threads"], sort=False).agg(
             count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
             corr=("corr", "first"), row=("row", "first")).reset_index())
+
+    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
+    # sum, min, max or first-seen value per group.
+    for i0 in range(0, len(k), _CHUNK):
+        add_chunk(i0)
     if not partial:
         return []
     acc = _sums(totals, partial, len(gid_of))
@@ -173,12 +218,6 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     top_of = {int(g): c for g, c in per_config.groupby("gid", sort=False)}
     stream_of = {int(g): sorted(int(x) for x in set(s["stream"].tolist()))
                  for g, s in pd.concat(streams).groupby("gid", sort=False)}
-    # The small kernels' spans, by group (one stable sort, then slices).
-    spans = pd.concat(spans, ignore_index=True)
-    order = np.argsort(spans["gid"].to_numpy(), kind="stable")
-    span_gid = spans["gid"].to_numpy()[order]
-    span_start, span_end = spans["start"].to_numpy()[order], spans["end"].to_numpy()[order]
-    del spans, order
     findings = []
     for (dev, phase, label), g in gid_of.items():
         n_small = int(acc["small"][g])
@@ -200,8 +239,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                        name=str(top_name), blocks=int(top["blocks"]),
                        threads=int(top["threads"]), sms=n_sm, count=int(top["count"]),
                        idle_sm_pct=idle_pct, idle_sm_ns=cost)
-        lo, hi = np.searchsorted(span_gid, [g, g + 1])
-        kernels = tl.union(span_start[lo:hi], span_end[lo:hi])
+        kernels = _joined_union(spans.pop(g))
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=Severity.INFO,
             start_ns=int(acc["start"][g]), end_ns=int(acc["end"][g]), cost_ns=cost,
@@ -224,6 +262,17 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                                    "example_correlation_id": int(r.corr)}
                                   for r in top_configs.itertuples()]}))
     return findings
+
+
+def _joined_union(parts: list[tl.Intervals]) -> tl.Intervals:
+    """The union of unions: put end to end when they follow one another in time apart
+    (kernels in start order), else merged."""
+    s = np.concatenate([p[0] for p in parts])
+    e = np.concatenate([p[1] for p in parts])
+    parts.clear()
+    if bool((s[1:] > e[:-1]).all()):
+        return s, e
+    return tl.union(s, e)
 
 
 def _marks(kernels: pd.DataFrame, configs: pd.DataFrame) -> list[Mark]:

@@ -128,7 +128,7 @@ def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
     return out
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 
 
 def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: int
@@ -326,15 +326,26 @@ def _items_first_iteration(trace: Trace, config: Mapping[str, float]) -> list[di
 
 
 def _thread_devices(trace: Trace) -> dict[int, int]:
-    """The device each launching thread sends most of its work to."""
+    """The device each launching thread sends most of its kernels to (ties: the pair seen
+    first), counted in batches of kernels."""
     k = trace.kernels
-    if k.empty:
-        return {}
-    pairs = pd.DataFrame({"gtid": k["gtid"].to_numpy(), "device": k["device"].to_numpy()})
-    pairs = pairs.dropna()
-    top = pairs.value_counts().reset_index().drop_duplicates("gtid")
-    return dict(zip(top["gtid"].astype(np.int64).tolist(), top["device"].astype(int).tolist(),
-                    strict=True))
+    gtid, device = k["gtid"].to_numpy(), k["device"].to_numpy()
+    counts: dict[tuple[float, int], int] = {}           # (thread, device): in order seen
+    for i0 in range(0, len(k), _CHUNK):
+        g, d = gtid[i0:i0 + _CHUNK], device[i0:i0 + _CHUNK]
+        known = ~np.isnan(g)
+        g_code, g_ids = pd.factorize(g[known])
+        d_code, d_ids = pd.factorize(d[known])
+        pair, pairs = pd.factorize(g_code.astype(np.int64) * len(d_ids) + d_code)
+        for key, n in zip(pairs.tolist(), np.bincount(pair).tolist(), strict=True):
+            gi, di = divmod(key, len(d_ids))
+            at = (float(g_ids[gi]), int(d_ids[di]))
+            counts[at] = counts.get(at, 0) + n
+    best: dict[int, tuple[int, int]] = {}
+    for (g, d), n in counts.items():
+        if int(g) not in best or n > best[int(g)][1]:
+            best[int(g)] = (d, n)
+    return {g: d for g, (d, _) in best.items()}
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
