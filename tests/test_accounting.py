@@ -242,7 +242,8 @@ def test_time_slices_change_nothing(name, monkeypatch):
     """The accounting works in slices of CHUNK_GAPS gaps and walks the ops CHUNK_OPS at a
     time; slices of 7 gaps and 5 ops give the same bucket times in every iteration as
     one slice for the whole report."""
-    from gpugap.accounting import attribution, work
+    from gpugap.accounting import attribution
+    from gpugap.program import ops as work
 
     trace = load(CAPTURES / f"{name}.sqlite")
     whole = account(trace).devices[0]
@@ -261,8 +262,9 @@ def test_time_slices_change_nothing(name, monkeypatch):
 def test_settling_block_by_block_changes_nothing(path, monkeypatch):
     """Findings settle block by block; blocks of 7 gaps (and ops walked 5 at a time) give
     the same costs, shares, consequences and per-iteration figures as one block."""
-    from gpugap.accounting import attribution, work
+    from gpugap.accounting import attribution
     from gpugap.analysis import analyze
+    from gpugap.program import ops as work
 
     def said(a):
         return [(f.rule, f.cause, f.phase, f.cost_ns, f.share_pct, f.consequence_of,

@@ -36,7 +36,7 @@ def test_api_md_examples_run_in_order(monkeypatch, capsys):
     for i, block in enumerate(blocks):
         exec(compile(block, f"docs/api.md block {i + 1}", "exec"), namespace)
     out = capsys.readouterr().out
-    assert "Input-bound (data loading): 80.5% of each iteration" in out
+    assert "Input-bound (data loading): 80.7% of the steady state" in out
     assert "range='NAME'" in out
 
 

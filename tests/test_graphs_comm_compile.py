@@ -195,10 +195,13 @@ def test_compilation_is_named_with_its_cost_and_the_recompile_flagged():
         assert "torch.compile(" not in f.fix and "reduce-overhead" not in f.fix
         assert "cache" in f.fix and "recompile" in f.fix
     v = analysis.verdict
-    # The typical iteration is launch-bound; the recompile, costlier in total, beside it.
-    assert v.cause == "launch-bound"
-    assert [a["finding"] for a in v.also] == [steady.id]
-    assert "Recompilation inside the steady state" in v.also[0]["headline"]
+    # Ranked by the time lost: the recompile (2.6 s of a 2.9 s steady state) first; the
+    # typical iteration's cause beside it, measured over the iterations it spared.
+    assert (v.cause, v.finding) == ("compilation", steady.id)
+    assert v.headline.startswith("Recompilation inside the steady state: ")
+    assert "in 1 of 98 iterations" in v.headline
+    assert [a["finding"] for a in v.also] == ["launch-gap/launch-bound@0:steady"]
+    assert "of the 97 other iterations" in v.also[0]["headline"]
 
 
 def test_module_loading_without_a_jit_is_not_compilation():

@@ -22,6 +22,7 @@ import pytest
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import analyze
 from gpugap.cli import main
+from gpugap.program import nvtx as program_nvtx
 from gpugap.report import load
 from gpugap.rules import _common
 from tests.conftest import load_report, report_path
@@ -230,7 +231,7 @@ def test_library_mask_by_domain():
     nv = pd.DataFrame({"name": ["a", "cub::X::y", "ncclAllReduce", "b", "c"],
                        "domain": ["", "", "NCCL", "nvshmem", "CCCL"],
                        "library": [False, False, False, False, False]})
-    assert nvtx_ranges.library_mask(nv).tolist() == [False, False, True, True, True]
+    assert program_nvtx.library_mask(nv).tolist() == [False, False, True, True, True]
 
 
 # --- numbered instances and limits ---------------------------------------------------
@@ -336,7 +337,7 @@ def test_every_user_range_is_counted_once_on_real_reports(name):
     trace = load_report(name)
     rows = [r for r in sqlite_ranges(report_path(name))
             if r["domain"].casefold() not in {d.casefold() for d in
-                                              nvtx_ranges.LIBRARY_DOMAINS}]
+                                              program_nvtx.LIBRARY_DOMAINS}]
     got = {(r.domain, *r.path): r.count for r in analyze(trace).ranges}
     names = nvtx_ranges.folded_names(np.array(sorted({r["name"] for r in rows}),
                                               dtype=object))

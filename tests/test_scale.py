@@ -409,8 +409,8 @@ def plain_launched_before(work, at):
 def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
     """launched_before and ends_launched_before walk the ops in slices (of 5 here) per
     thread: what the launch order of every op at once gives."""
-    from gpugap.accounting import work as work_module
     from gpugap.accounting.work import device_work
+    from gpugap.program import ops as work_module
 
     monkeypatch.setattr(work_module, "CHUNK_OPS", 5)
     trace = load(CAPTURES / f"{name}.sqlite")
@@ -437,7 +437,7 @@ def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypat
     the op after each, the main launching thread and gap_of as computed from the whole
     arrays."""
     from gpugap.accounting import account, attribution
-    from gpugap.accounting import work as work_module
+    from gpugap.program import ops as work_module
 
     monkeypatch.setattr(work_module, "CHUNK_OPS", 5)
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)

@@ -18,6 +18,7 @@ from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import detect as detect_phases
 from gpugap.accounting.work import device_work
 from gpugap.memory import give_back
+from gpugap.program import Program, understand
 from gpugap.report.trace import Trace
 
 
@@ -28,14 +29,15 @@ class Accounting:
 
 
 def account(trace: Trace, settings: Settings | None = None, *,
-            iteration: str | None = None) -> Accounting:
-    """Phases and the bucket partition of every device with GPU work."""
+            iteration: str | None = None, program: Program | None = None) -> Accounting:
+    """Phases and the bucket partition of every device with GPU work, as the program
+    model (*program*, else understood here with *iteration*) sees its devices."""
     settings = settings or Settings()
+    program = program or understand(trace, iteration=iteration)
     devices = {}
-    for device in trace.op_index.devices:
-        work = device_work(trace, device)
-        phases = detect_phases(trace, work, iteration=iteration,
-                               warmup_factor=settings.warmup_factor)
+    for device, seen in program.devices.items():
+        work = device_work(trace, device, seen.ops)
+        phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
         devices[device] = account_device(trace, work, phases, settings)
     trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
     give_back()                                   # the batches' memory, to the system

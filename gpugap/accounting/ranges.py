@@ -7,7 +7,6 @@ launched inside the range)]; all instances of a name make one union of windows.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,24 +14,8 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.errors import UsageError, option
+from gpugap.program.nvtx import base_name, shown_name, user_ranges
 from gpugap.report.trace import Trace
-
-# Instances of one loop: a name ending in a number ("step 12", "iter_3").
-_NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
-
-
-def base_name(name: str) -> str:
-    """'step 12' -> 'step'; 'iter_3' -> 'iter'; 'ProfilerStep#5' -> 'ProfilerStep'.
-    A value after '=' is a parameter, not an instance number: 'grid=1024' stays."""
-    if not (name[-1:].isdecimal() or name[-2:-1].isdecimal()):   # cheap test first: a
-        return name                     # number ends the name (or precedes a final newline)
-    m = _NUMBERED.match(name)
-    return m.group(1) if m and "=" not in m.group(2) and not m.group(1).endswith("=") \
-        else name
-
-
-def shown_name(base: str, numbered: bool) -> str:
-    return f"{base} N" if numbered else base
 
 
 @dataclass(frozen=True)
@@ -115,49 +98,10 @@ def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     return ends
 
 
-# NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
-# "CCCL", NCCL, NVSHMEM, ...) or that nsys makes for the libraries it traces (cuBLAS,
-# cuDNN...): their ranges describe the library's work, not the program's. Matched without
-# regard to case.
-LIBRARY_DOMAINS = frozenset({"CCCL", "CUB", "Thrust", "libcudacxx", "NCCL", "NVSHMEM",
-                             "cuBLAS", "cuBLASLt", "cuDNN", "cuSPARSE", "cuFFT", "cuSOLVER",
-                             "cuTENSOR", "cuRAND", "NPP", "nvJPEG", "TensorRT", "CUDA",
-                             "cuda-python", "CuPy", "Triton", "TransformerEngine", "NVTE"})
-_LIBRARY_FOLDED = frozenset(d.casefold() for d in LIBRARY_DOMAINS)
-
 # The range table (reported_ranges): paths up to this depth (0: outermost), at most this
 # many rows, the largest (CPU time) first; the rest are counted, not listed.
 TABLE_MAX_DEPTH = 3
 TABLE_MAX_ROWS = 40
-
-
-def library_mask(nv: pd.DataFrame) -> np.ndarray:
-    """Per NVTX row: made by a library rather than the program: a range nsys made for a
-    traced library (``library``), or one in a library's registered domain
-    (LIBRARY_DOMAINS). The name does not matter: ``cub::DeviceReduce::Sum`` in the CCCL
-    domain is CUB's, but a C++-qualified name in the program's own domain (its
-    ``MyModel::forward``, torch's ``aten::mm`` under emit_nvtx) is the program's.
-    Decided once per distinct domain."""
-    if nv.empty:
-        return np.zeros(0, dtype=bool)
-    lib = nv["library"].to_numpy(dtype=bool).copy()
-    codes, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
-    is_lib = np.array([str(d).casefold() in _LIBRARY_FOLDED for d in domains], dtype=bool)
-    if is_lib.size:
-        lib |= is_lib[codes]
-    return lib
-
-
-def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
-    """NVTX ranges of the program: not the ones nsys makes for traced libraries, nor those
-    libraries emit themselves (see library_mask); every range with *all_domains*."""
-    nv = trace.nvtx
-    if nv.empty or all_domains:
-        return nv
-    cached = trace.__dict__.get("_library_mask")
-    if cached is None or cached.size != len(nv):
-        cached = trace.__dict__["_library_mask"] = library_mask(nv)
-    return nv[~cached]
 
 
 def select(trace: Trace, name: str) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
+from gpugap.program import Program, understand
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
 from gpugap.rules.settle import settle
@@ -67,6 +68,8 @@ class Analysis:
     error: str | None = None
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     verdict: Verdict | None = None
+    # What gpugap understood the program to be (gpugap.program): printed first.
+    program: Program | None = field(default=None, repr=False)
     accounting: Accounting | None = field(default=None, repr=False)
     # Per device, the windows the verdict and findings cover: the steady state, or the
     # --range's windows (None: each device's steady state).
@@ -86,6 +89,7 @@ class Analysis:
             "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
             "nsys_version": self.nsys_version, "schema_version": self.schema_version,
             "status": self.status, "error": self.error, "scope": self.scope,
+            "program": None if self.program is None else self.program.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "gpu": self.gpu,
             "metrics": None if self.metrics is None else self.metrics.to_dict(),
@@ -159,9 +163,11 @@ class Analyzer:
                           for r in self.selected}
         self.all_domains = all_domains
         self.accounting: Accounting | None = None
+        self.program: Program | None = None
         if trace.has_gpu_activity:
+            self.program = understand(trace, iteration=iteration)
             self.accounting = account(trace, settings_for(self.effective),
-                                      iteration=iteration)
+                                      program=self.program)
 
     def _base(self, range_name: str | None) -> Analysis:
         trace = self.trace
@@ -169,7 +175,8 @@ class Analyzer:
             report=trace.info.path, sqlite=trace.info.sqlite_path,
             nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
             gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
-            warnings=list(trace.info.warnings), scope=range_name, thresholds=self.effective)
+            warnings=list(trace.info.warnings), scope=range_name, thresholds=self.effective,
+            program=self.program)
 
     def analyze(self, range_name: str | None = None, *, require_gpu: bool = True
                 ) -> Analysis:

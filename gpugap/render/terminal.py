@@ -229,6 +229,9 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            (" | range ", "dim"),
                            safe_rich(analysis.scope or "whole report"))
     console.print(header)
+    if analysis.program is not None:
+        console.print(Text.assemble(("Program: ", "bold"),
+                                    safe_rich(analysis.program.line(), limit=MESSAGE_LIMIT)))
     if analysis.error:
         console.print(safe_rich(analysis.error, "bold red", limit=MESSAGE_LIMIT))
     panel = verdict_panel(analysis)

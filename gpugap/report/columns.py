@@ -39,7 +39,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "gridZ": "int", "blockX": "int", "blockY": "int", "blockZ": "int",
         "registersPerThread": "int", "staticSharedMemory": "int",
         "dynamicSharedMemory": "int", "graphNodeId": "int"},
-    MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int"},
+    MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int",
+                     "srcDeviceId": "int", "dstDeviceId": "int"},
     MEMSETS: _GPU | {"bytes": "int", "memKind": "int"},
     SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int"},
     GRAPHS: _GPU | {"graphId": "int", "graphExecId": "int"},
@@ -53,6 +54,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "OSRT_API": {"start": "int", "end": "int", "globalTid": "int", "nameId": "int"},
     "StringIds": {"id": "int", "value": "text"},
     "ThreadNames": {"nameId": "int", "globalTid": "int"},
+    "PROCESSES": {"pid": "int", "name": "text"},
     "TARGET_INFO_GPU": {
         "id": "int", "name": "text", "smCount": "int", "maxWarpsPerSm": "int",
         "threadsPerWarp": "int", "maxBlocksPerSm": "int", "maxRegistersPerSm": "int",
@@ -208,7 +210,12 @@ def memcpy_read(db: Database) -> Read | None:
     return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
                             Col("kind_id", column(db, t, "copyKind"), fill=-1, dtype="int32"),
                             Col("src_id", column(db, t, "srcKind"), fill=-1, dtype="int32"),
-                            Col("dst_id", column(db, t, "dstKind"), fill=-1, dtype="int32")])
+                            Col("dst_id", column(db, t, "dstKind"), fill=-1, dtype="int32"),
+                            # The devices of a peer copy (NULL, read as -1, for the others).
+                            Col("src_device", column(db, t, "srcDeviceId"), fill=-1,
+                                dtype="int32"),
+                            Col("dst_device", column(db, t, "dstDeviceId"), fill=-1,
+                                dtype="int32")])
 
 
 def memset_read(db: Database) -> Read | None:

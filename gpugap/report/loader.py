@@ -32,7 +32,7 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
-from gpugap.report.trace import ReportInfo, Trace, empty_frame
+from gpugap.report.trace import PROCESS_COLUMNS, ReportInfo, Trace, empty_frame
 from gpugap.report.validate import as_int
 
 # Domains nsys creates itself for traced libraries (-t cublas, -t cudnn, ...).
@@ -61,7 +61,8 @@ LAUNCH_COLUMNS = {"api_start": "float64", "api_end": "float64", "gtid": "float64
                   "api_name": "str"}
 MEMCPY_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
                   "corr": "int64", "pid": "int64", "bytes": "int64", "kind": "str",
-                  "src_kind": "str", "dst_kind": "str"}
+                  "src_kind": "str", "dst_kind": "str", "src_device": "int64",
+                  "dst_device": "int64"}
 MEMSET_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
                   "corr": "int64", "pid": "int64", "bytes": "int64", "mem_kind": "str"}
 GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
@@ -629,6 +630,19 @@ class Loader:
         frame["name"] = self.names(frame.pop("name_id")).astype(object)
         return frame.drop_duplicates("gtid", ignore_index=True)
 
+    def processes(self) -> pd.DataFrame:
+        """The processes nsys saw (pid, name: the executable as started, e.g. 'python3',
+        '/usr/bin/ptxas'), one row per pid."""
+        t = "PROCESSES"
+        if not (t in self.db.tables and self.db.has(t, "pid", "name")):
+            return empty_frame(PROCESS_COLUMNS)
+        frame = self.db.frame(f'SELECT {int_sql(quote_id("pid"), ID_FILL)}, '
+                              f'{text_sql(quote_id("name"))} FROM "{t}"', ["pid", "name"])
+        frame = frame.loc[frame["pid"].to_numpy(dtype=np.int64) >= 0]
+        frame["pid"] = frame["pid"].astype(np.int64)
+        frame["name"] = frame["name"].astype(object).where(frame["name"].notna(), "")
+        return frame.drop_duplicates("pid", ignore_index=True)
+
     def _osrt_cols(self, t: str) -> list[Col]:
         return [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
                 Col("gtid", self.column(t, "globalTid", default="0"), fill=ID_FILL),
@@ -945,7 +959,8 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   graphs=graphs, api=api,
                   syncs=syncs, nvtx=loader.nvtx(end_of_time),
                   streams=loader.streams(), devices=devices,
-                  threads=loader.threads(), osrt_source=OsrtSource(db.path, loader._limit))
+                  threads=loader.threads(), processes=loader.processes(),
+                  osrt_source=OsrtSource(db.path, loader._limit))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
                                "(no META_DATA_EXPORT table)")

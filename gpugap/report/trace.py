@@ -14,7 +14,8 @@ Frames and their columns (all present even when the report lacks the table, then
   graph_node (float, NaN when not launched from a CUDA graph; a sparse column when few
   kernels are), + launch columns
 - ``memcpys``: start, end, device, stream, corr, pid, bytes, kind (e.g. "Host-to-Device"),
-  src_kind, dst_kind (e.g. "Pageable", "Pinned", "Device"), + launch columns
+  src_kind, dst_kind (e.g. "Pageable", "Pinned", "Device"), src_device, dst_device (the
+  devices of a peer copy, -1 for other copies), + launch columns
 - ``memsets``: start, end, device, stream, corr, pid, bytes, mem_kind, + launch columns
 - ``graphs``: start, end, device, stream, corr, pid, graph_id, graph_exec_id, nodes, +
   launch columns: one row per CUDA graph execution, launched by the cudaGraphLaunch
@@ -34,6 +35,7 @@ Frames and their columns (all present even when the report lacks the table, then
 - ``devices``: device, name, sm_count, max_threads_per_sm, max_blocks_per_sm,
   max_regs_per_sm, max_shmem_per_sm, reg_alloc_unit, compute_capability, ...
 - ``threads``: gtid, pid, tid, name
+- ``processes``: pid, name (the executable nsys saw start: 'python3', 'ptxas'...)
 - ``osrt``: start, end, gtid, name (OS runtime calls, when traced). Read from the export
   on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
   calls inside given windows.
@@ -58,6 +60,8 @@ from typing import Literal, Protocol, SupportsInt
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+
+PROCESS_COLUMNS = {"pid": "int64", "name": "str"}
 
 
 def demangled_name(kernels: pd.DataFrame, row: int) -> str:
@@ -141,6 +145,7 @@ class Trace:
     devices: pd.DataFrame
     threads: pd.DataFrame
     graphs: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_COLUMNS))
+    processes: pd.DataFrame = field(default_factory=lambda: empty_frame(PROCESS_COLUMNS))
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
     osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpugap.accounting.attribution import LOOKBACK_NS
 from gpugap.accounting.host import MODULE_LOAD, name_mask  # noqa: F401 (used by rules)
-from gpugap.accounting.ranges import base_name, shown_name, user_ranges
+from gpugap.program.nvtx import base_name, shown_name, user_ranges
 from gpugap.report.trace import Trace
 
 # Calls that block the host until the GPU (or part of it) is done.

@@ -1,0 +1,111 @@
+"""When the program was compiling, from what compilers leave in the report.
+
+- XLA (JAX): its own NVTX ranges around each compilation (``XlaCompile...`` in the
+  domain TSL), on the thread that compiled.
+- Compiler processes the program started (Triton and torch.compile's Inductor run
+  ``ptxas``, and ``gcc``/``as``/``ld`` for their launchers; nvcc runs ``cicc``): from
+  their first to their last OS-runtime call, when OS runtime calls were traced.
+
+Kernels a JIT built at run time (Triton's, Inductor's ``triton_*``) are recognised by
+the accounting itself, gap by gap (gpugap.accounting.attribution): a compilation that
+left no span here (a warm compile cache, no OS-runtime trace) is still named there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpugap.report.trace import Trace
+
+XLA_COMPILE = re.compile(r"^XlaCompile")
+XLA_DOMAINS = ("TSL", "XLA")
+COMPILER_PROCESS = re.compile(r"(?:^|/)(?:ptxas|cicc|nvcc|nvlink|fatbinary|gcc(?:-real)?|"
+                              r"g\+\+|cc1(?:plus)?|as|ld(?:\.\w+)?|collect2|clang(?:\+\+)?)$")
+
+
+@dataclass
+class CompileSpans:
+    """Host time spent compiling: ``start``/``end`` (int64 arrays, sorted by start),
+    ``what`` (the compiler: 'XLA', 'ptxas'...), ``gtid`` (the compiling thread, -1 for
+    a compiler process of its own)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    what: list[str]
+    gtid: np.ndarray
+
+    def __len__(self) -> int:
+        return self.start.size
+
+    def total_ns(self) -> int:
+        """The union's length."""
+        if not self.start.size:
+            return 0
+        order = np.argsort(self.start, kind="stable")
+        s, e = self.start[order], np.maximum.accumulate(self.end[order])
+        new = np.r_[True, s[1:] > e[:-1]]
+        first = np.flatnonzero(new)
+        last = np.r_[first[1:] - 1, s.size - 1]
+        return int((e[last] - s[first]).sum())
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """{compiler: {count, ns}}."""
+        out: dict[str, dict[str, int]] = {}
+        for w, a, b in zip(self.what, self.start.tolist(), self.end.tolist(), strict=True):
+            item = out.setdefault(w, {"count": 0, "ns": 0})
+            item["count"] += 1
+            item["ns"] += b - a
+        return out
+
+
+def _xla_ranges(trace: Trace) -> pd.DataFrame:
+    nv = trace.nvtx
+    if not len(nv):
+        return nv
+    mine = nv["domain"].astype(str).isin(XLA_DOMAINS).to_numpy()
+    if not mine.any():
+        return nv.iloc[0:0]
+    rows = nv[mine]
+    return rows[rows["name"].astype(str).str.match(XLA_COMPILE).to_numpy()]
+
+
+def _compiler_processes(trace: Trace, process_names: dict[int, str]
+                        ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """[first, last] OS-runtime call of each compiler process's threads."""
+    compilers = {pid: re.sub(r"^.*/", "", name) for pid, name in process_names.items()
+                 if COMPILER_PROCESS.search(name)}
+    threads = trace.threads
+    if not compilers or not len(threads) or "OSRT_API" not in trace.info.tables:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    gtids = threads["gtid"][threads["pid"].isin(list(compilers))].astype(np.int64).tolist()
+    if not gtids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    everything = (np.array([np.iinfo(np.int64).min // 2]),
+                  np.array([np.iinfo(np.int64).max // 2]))
+    calls = trace.osrt_overlapping({g: everything for g in gtids})
+    if not len(calls):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    pid = calls["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
+    spans = (pd.DataFrame({"pid": pid, "start": calls["start"].to_numpy(),
+                           "end": calls["end"].to_numpy()})
+             .groupby("pid").agg(start=("start", "min"), end=("end", "max")))
+    return (spans["start"].to_numpy(np.int64), spans["end"].to_numpy(np.int64),
+            [compilers[int(p)] for p in spans.index])
+
+
+def spans(trace: Trace, process_names: dict[int, str]) -> CompileSpans:
+    """Every span of compilation the report shows (module doc), sorted by start."""
+    xla = _xla_ranges(trace)
+    ps, pe, pwhat = _compiler_processes(trace, process_names)
+    start = np.r_[xla["start"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), ps]
+    end = np.r_[xla["end"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), pe]
+    what = ["XLA"] * len(xla) + pwhat
+    gtid = np.r_[xla["gtid"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64),
+                 np.full(ps.size, -1, dtype=np.int64)]
+    order = np.argsort(start, kind="stable")
+    return CompileSpans(start[order].astype(np.int64), end[order].astype(np.int64),
+                        [what[i] for i in order.tolist()], gtid[order])

@@ -1,0 +1,170 @@
+"""Which frameworks and libraries a program uses, from what they leave in the report.
+
+Each is recognised by traces that only it leaves, counted as evidence:
+
+| component | framework | evidence |
+|---|---|---|
+| PyTorch | yes | kernels of ATen (``at::native::`` in the demangled name) |
+| JAX | yes | XLA's NVTX ranges (domain TSL: XlaModule, XlaCompile...), or its fusions |
+| XLA | yes | its NVTX ranges (domain TSL), kernels XLA names ``*_fusion*`` |
+| CuPy | yes | CuPy's elementwise and reduction kernels (``cupy_*``) |
+| Inductor | yes | torch.compile's generated kernels (``triton_poi_*``, ``triton_red_*``...) |
+| Triton | yes | Inductor's kernels, or the driver launching a Python program's own beside torch |
+| cuBLAS | library | its GEMM kernels (``*xmma_gemm*``, ``nvjet_*``, ``gemv*``, cutlass...) |
+| cuDNN | library | its convolution kernels (``*fprop*``, ``*dgrad*``, ``*wgrad*``, ``cudnn``) |
+| NCCL | library | its kernels (``ncclDevKernel_*``) or its NVTX domain |
+| CUDA C++ | framework | no framework above, GPU work launched from a process that is not Python |
+| CUDA Python | framework | no framework above, GPU work launched from Python |
+
+A framework decides the language of a fix (gpugap.rules speak PyTorch, JAX, CuPy or
+CUDA C++); libraries say where kernels come from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpugap.report.trace import Trace
+
+PYTORCH_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bc10::")
+INDUCTOR_KERNEL = re.compile(r"^(?:void )?triton_(?:poi|per|red|tem|for|unk|mm|bmm)_")
+XLA_KERNEL = re.compile(r"(?:^|_)fusion(?:_\d+)?$|^(?:input|loop|wrapped|gemm)_\w*fusion"
+                        r"|^(?:void )?xla::")
+CUPY_KERNEL = re.compile(r"^(?:void )?cupy_")
+CUBLAS_KERNEL = re.compile(r"xmma_gemm|^(?:void )?(?:nvjet_|gemv|gemmk|gemmSN|sgemm|dgemm|"
+                           r"hgemm|cublas|splitKreduce)|cutlass\w*gemm|gemm\w*cutlass|"
+                           r"^(?:void )?cutlass::Kernel", re.IGNORECASE)
+CUDNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_convolve|"
+                          r"conv2d_(?:c1_k1|grouped)|bn_fw_|bn_bw_", re.IGNORECASE)
+NCCL_KERNEL = re.compile(r"^(?:void )?nccl", re.IGNORECASE)
+XLA_DOMAINS = frozenset({"TSL", "XLA"})
+NCCL_DOMAINS = frozenset({"NCCL"})
+PYTHON_PROCESS = re.compile(r"(?:^|/)(?:python[\d.]*|pypy[\d.]*)$|\bpython\d?(?:\.\d+)?\b")
+
+FRAMEWORKS = ("PyTorch", "JAX", "XLA", "CuPy", "Inductor", "Triton", "CUDA C++",
+              "CUDA Python")
+LIBRARIES = ("cuBLAS", "cuDNN", "NCCL")
+
+
+@dataclass(frozen=True)
+class Component:
+    """A framework or library the program uses: its ``name`` (one of FRAMEWORKS or
+    LIBRARIES), whether it is a ``framework`` (it decides the language of fixes), and
+    what showed it (``evidence``, one phrase)."""
+
+    name: str
+    framework: bool
+    evidence: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "framework": self.framework, "evidence": self.evidence}
+
+
+def _kernel_hits(trace: Trace, pattern: re.Pattern[str], column: str = "name") -> int:
+    """How many kernels match *pattern* (per distinct name)."""
+    kernels = trace.kernels
+    if not len(kernels) or column not in kernels:
+        return 0
+    names = kernels[column]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    hit = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
+    return int(hit[names.cat.codes.to_numpy()].sum())
+
+
+def _domain_ranges(trace: Trace, domains: frozenset[str]) -> int:
+    nv = trace.nvtx
+    if not len(nv):
+        return 0
+    return int(nv["domain"].astype(str).isin(domains).sum())
+
+
+def gpu_pids(trace: Trace) -> list[int]:
+    """The processes that launched GPU work (kernels, copies, memsets, graphs)."""
+    pids: set[int] = set()
+    for frame in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs):
+        if len(frame):
+            pids.update(pd.unique(frame["pid"]).tolist())
+    return sorted(int(p) for p in pids)
+
+
+def process_names(trace: Trace) -> dict[int, str]:
+    procs = trace.processes
+    if not len(procs):
+        return {}
+    return dict(zip(procs["pid"].astype(np.int64).tolist(), procs["name"].astype(str),
+                    strict=True))
+
+
+LIBRARY_KERNEL = re.compile("|".join(p.pattern for p in (CUBLAS_KERNEL, CUDNN_KERNEL,
+                                                          NCCL_KERNEL)), re.IGNORECASE)
+
+
+def _driver_launches(trace: Trace, pids: list[int]) -> int:
+    """Kernels of the program's own (no library's, no ATen's) launched through the
+    driver API (cuLaunchKernel*) by *pids*: what JIT compilers' launchers do (Triton,
+    CuPy, cuda-python); libraries such as cuBLAS launch some of theirs so too."""
+    k = trace.kernels
+    if not len(k) or "api_name" not in k:
+        return 0
+    driver = (k["api_name"].astype(str).str.startswith("cuLaunch").to_numpy()
+              & k["pid"].isin(pids).to_numpy())
+    if not driver.any():
+        return 0
+    names = k["demangled"] if "demangled" in k else k["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    own = np.array([not (LIBRARY_KERNEL.search(str(c)) or PYTORCH_KERNEL.search(str(c)))
+                    for c in names.cat.categories] + [False])
+    return int((driver & own[names.cat.codes.to_numpy()]).sum())
+
+
+def detect(trace: Trace) -> list[Component]:
+    """The frameworks and libraries the report shows, frameworks first."""
+    out: list[Component] = []
+    torch = _kernel_hits(trace, PYTORCH_KERNEL, "demangled")
+    if torch:
+        out.append(Component("PyTorch", True, f"{torch} ATen kernels (at::native::)"))
+    xla_ranges = _domain_ranges(trace, XLA_DOMAINS)
+    xla_kernels = _kernel_hits(trace, XLA_KERNEL)
+    if xla_ranges or (xla_kernels and not torch):
+        evidence = (f"{xla_ranges} XLA NVTX ranges (domain TSL)" if xla_ranges
+                    else f"{xla_kernels} XLA fusion kernels")
+        out.append(Component("JAX", True, evidence))
+        out.append(Component("XLA", True, evidence))
+    cupy = _kernel_hits(trace, CUPY_KERNEL)
+    if cupy:
+        out.append(Component("CuPy", True, f"{cupy} CuPy kernels (cupy_*)"))
+    inductor = _kernel_hits(trace, INDUCTOR_KERNEL)
+    if inductor:
+        out.append(Component("Inductor", True,
+                             f"{inductor} kernels torch.compile generated (triton_*)"))
+    pids = gpu_pids(trace)
+    names = process_names(trace)
+    python = [p for p in pids if PYTHON_PROCESS.search(names.get(p, ""))]
+    driver = _driver_launches(trace, python)
+    if inductor or (torch and driver):
+        out.append(Component("Triton", True, f"{inductor} Inductor kernels" if inductor
+                             else f"{driver} kernels launched through the driver beside "
+                                  "PyTorch"))
+    if not any(c.framework for c in out) and pids:
+        if python and len(python) == len(pids):
+            out.append(Component("CUDA Python", True,
+                                 f"GPU work launched from Python ({names[python[0]]})"))
+        else:
+            shown = names.get(pids[0], f"pid {pids[0]}")
+            out.append(Component("CUDA C++", True, f"GPU work launched by {shown}"))
+    cublas = _kernel_hits(trace, CUBLAS_KERNEL)
+    if cublas:
+        out.append(Component("cuBLAS", False, f"{cublas} cuBLAS kernels"))
+    cudnn = _kernel_hits(trace, CUDNN_KERNEL)
+    if cudnn:
+        out.append(Component("cuDNN", False, f"{cudnn} cuDNN kernels"))
+    nccl = _kernel_hits(trace, NCCL_KERNEL) or _domain_ranges(trace, NCCL_DOMAINS)
+    if nccl:
+        out.append(Component("NCCL", False, f"{nccl} NCCL kernels or ranges"))
+    return out

@@ -1,0 +1,433 @@
+"""A device's iterations: what repeats on its timeline, and where each repetition runs.
+
+In order of preference:
+
+1. ``--iteration NAME``: the user's NVTX range of that name (numbers at the end of
+   instance names are ignored: ``step`` matches ``step 0``, ``step 1``...).
+2. NVTX: ranges of the program's domains (not libraries') repeated at one nesting level
+   of one thread, at least 3 times, one after another, most instances launching GPU work
+   and all of them together at least 30% of the device's launches (a repeated 'setup'
+   or 'log' range is not an iteration): the outermost such level (then the one with
+   most instances). ``step 12``, ``iter_3``, ``batch#7`` are instances of one name.
+3. Repetition of GPU work: the main launching thread's operations (kernels, copies,
+   memsets and CUDA graph launches alike) in launch order. An *anchor* is an operation
+   that starts each repetition: one that recurs, and whose consecutive occurrences
+   begin similar runs of operations (compared op by op from each occurrence). The
+   anchor whose similar occurrences cover the most operations wins; among near ties,
+   the one most alike from one repetition to the next, a CUDA graph launch (a
+   repeating graph launch is an iteration), then the one after the longest pause of
+   the host (a loop's natural boundary). Repetitions may drift: one with a few more or
+   other operations (a longer KV cache, a checkpoint) still starts like the others.
+   Inside a single outer NVTX range (``generate``, ``infer``) this finds the loop the
+   range holds.
+4. None: start-up lasts until the end of the last module-load call before regular work
+   (gpugap.accounting.phases), the rest is one steady window.
+
+Host ranges run ahead of the GPU, so each iteration is mapped onto the GPU through the
+work launched in it: iteration i starts on the GPU at b_i = max(its host start, the end
+of everything launched before it). The boundaries tile the timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpugap.errors import UsageError, option
+from gpugap.program.nvtx import base_name, shown_name, user_ranges
+from gpugap.program.ops import DeviceOps
+from gpugap.report.trace import Trace
+
+MIN_ITERATIONS = 3
+MIN_LAUNCH_SHARE = 0.3      # of the device's launches, inside a level's instances
+SOURCES = ("nvtx", "graph", "kernels", "approximate")
+
+# Repetition finding (3.). Candidates: the most frequent operations.
+MAX_ANCHORS = 48
+# Two repetitions are alike when at least this share of the longer one's operations
+# match the other's, op by op from their anchors (the first COMPARED ops of each).
+ALIKE = 0.5
+COMPARED = 256
+# Odd repetitions bridged: a repetition unlike its neighbours (a checkpoint, an extra
+# log) makes two pairs unlike; up to this many unlike pairs in a row do not cut a loop.
+BRIDGED = 2
+# Repetitions are exact (source "kernels") when this share of consecutive pairs are
+# identical, else approximate (they drift).
+EXACT = 0.9
+# Anchors covering at least this share of the best coverage are near ties.
+NEAR_COVERAGE = 0.9
+# Beyond this many ops the anchor is chosen on the middle of the sequence (the steady
+# part of most programs), then its repetitions are found over all of it.
+CHOOSE_ON = 200_000
+
+
+@dataclass
+class Iterations:
+    source: str                    # one of SOURCES
+    name: str                      # "step N", the anchor op's name, a graph's label
+    cpu_start: np.ndarray          # host time each iteration began
+    cpu_end: np.ndarray
+    bounds: np.ndarray             # GPU-side boundaries, one more than iterations
+    labels: list[str] = field(default_factory=list)
+    how: str = ""                  # how they were found, for people
+    period: int | None = None      # operations per repetition (median), repetition only
+    within: str | None = None      # the one NVTX range holding them all, repetition only
+
+    def __len__(self) -> int:
+        return self.cpu_start.size
+
+    @property
+    def durations(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "name": self.name, "count": len(self),
+                "how": self.how, "period": self.period, "within": self.within}
+
+
+def _user_ranges(trace: Trace, pids: np.ndarray) -> pd.DataFrame:
+    nv = user_ranges(trace)
+    return nv[nv["pid"].isin(pids.tolist())] if len(nv) else nv
+
+
+def _sequential(start: np.ndarray, end: np.ndarray) -> bool:
+    return start.size < 2 or bool((start[1:] >= end[:-1]).all())
+
+
+def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> pd.DataFrame:
+    """Groups of repeated ranges: one row per (thread, domain, base name, depth)."""
+    nv = _user_ranges(trace, ops.pids)
+    if nv.empty:
+        return pd.DataFrame()
+    names = nv["name"].astype(str)
+    distinct = pd.unique(names)
+    base_of = {n: base_name(n) for n in distinct.tolist()}
+    base = names.map(base_of)
+    frame = pd.DataFrame({"gtid": nv["gtid"].to_numpy(), "domain": nv["domain"].astype(str),
+                          "base": base.to_numpy(), "depth": nv["depth"].to_numpy(),
+                          "start": nv["start"].to_numpy(), "end": nv["end"].to_numpy(),
+                          "numbered": (base != names).to_numpy(),
+                          "name": names.to_numpy()})
+    if wanted is not None:
+        want = base_name(wanted.removesuffix(" N"))
+        full = frame["domain"] + ":" + frame["base"]
+        frame = frame[(frame["base"] == want) | (full == wanted) | (frame["name"] == wanted)]
+        if frame.empty:
+            known = sorted(set(base.tolist()))[:12]
+            raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
+                             f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
+    times = None            # the device's launch times, sorted: read for the first group
+    rows = []
+    if wanted is None:      # groups too small to repeat, left out before the loop over groups
+        size = frame.groupby(["gtid", "domain", "base", "depth"], sort=False)["start"]
+        frame = frame[size.transform("size").to_numpy() >= MIN_ITERATIONS]
+    for key, g in frame.groupby(["gtid", "domain", "base", "depth"], sort=False):
+        if len(g) < (1 if wanted else MIN_ITERATIONS):
+            continue
+        g = g.sort_values("start")
+        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+        if not _sequential(s, e):
+            continue
+        if times is None:
+            times = ops.launch_times()
+        launches = np.searchsorted(times, e) - np.searchsorted(times, s)
+        if wanted is None and ((launches > 0).mean() < 0.5
+                               or launches.sum() < MIN_LAUNCH_SHARE * times.size):
+            continue            # host-only or marginal ranges (logging, setup): not steps
+        rows.append({"gtid": key[0], "domain": key[1], "base": key[2], "depth": key[3],
+                     "count": len(g), "first": int(s[0]), "start": s, "end": e,
+                     "labels": g["name"].tolist(), "numbered": bool(g["numbered"].any())})
+    if not rows:
+        if wanted is not None:
+            raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
+                             "another on one thread; pick a range that marks one "
+                             f"iteration with {option('iteration')}")
+        return pd.DataFrame()
+    out = pd.DataFrame(rows)
+    return out.sort_values(["depth", "count", "first"], ascending=[True, False, True],
+                           ignore_index=True)
+
+
+def _op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
+    """A code per op naming what it is (kernel name, copy kind, memset, CUDA graph)."""
+    kernels = trace.kernels["name"]
+    if not isinstance(kernels.dtype, pd.CategoricalDtype):
+        kernels = kernels.astype(str).astype("category")
+    k_codes = kernels.cat.codes.to_numpy().astype(np.int64)
+    width = len(kernels.cat.categories) + 1
+    memcpy_kind = trace.memcpys["kind"]
+    m_codes = (memcpy_kind.cat.codes.to_numpy().astype(np.int64)
+               if isinstance(memcpy_kind.dtype, pd.CategoricalDtype)
+               else pd.factorize(memcpy_kind.astype(str))[0].astype(np.int64))
+    rows = ops.take(positions)
+    src, row = rows.source, rows.row
+    out = np.full(positions.size, -1, dtype=np.int64)
+    sel = src == 0
+    out[sel] = k_codes[row[sel]]
+    sel = src == 1
+    out[sel] = width + m_codes[row[sel]]
+    memset_code = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
+    out[src == 2] = memset_code
+    sel = src == 3                  # graph executions: one code per graph
+    out[sel] = memset_code + 1 + trace.graphs["graph_id"].to_numpy().astype(np.int64)[row[sel]]
+    return out
+
+
+@dataclass
+class Repetition:
+    """Repetitions found in a sequence of op codes: ``starts`` (indices into it, one per
+    repetition), the median ``period``, the index after the last repetition (``stop``),
+    how alike consecutive repetitions are (``alike``: mean share of matching ops) and
+    whether they are all the same (``exact``)."""
+
+    starts: np.ndarray
+    period: int
+    stop: int
+    alike: float
+    exact: bool
+    anchor: int                    # the anchor's code
+
+
+def _pair_alike(codes: np.ndarray, starts: np.ndarray, stop: int) -> np.ndarray:
+    """For each pair of consecutive repetitions beginning at *starts* (the last one ends
+    at *stop*): the share of the longer one's first COMPARED ops that match the other's
+    op by op (repetitions of other lengths match less); whether the pair is identical;
+    how many ops the share is of (the longer one's, at most COMPARED)."""
+    lengths = np.diff(np.r_[starts, stop])
+    if starts.size < 2:
+        return np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+    n = np.minimum(np.minimum(lengths[:-1], lengths[1:]), COMPARED)
+    longer = np.minimum(np.maximum(lengths[:-1], lengths[1:]), COMPARED)
+    offsets = np.r_[0, np.cumsum(n)[:-1]]
+    total = int(n.sum())
+    within = np.arange(total) - np.repeat(offsets, n)
+    a = np.repeat(starts[:-1], n) + within
+    b = np.repeat(starts[1:], n) + within
+    same = (codes[a] == codes[b]).astype(np.float64)
+    matched = np.add.reduceat(same, offsets) if total else np.zeros(n.size)
+    share = matched / np.maximum(longer, 1)
+    identical = (share == 1.0) & (lengths[:-1] == lengths[1:])
+    return share, identical, longer
+
+
+def _longest_alike_run(share: np.ndarray, lengths: np.ndarray) -> tuple[int, int]:
+    """[first, last] pairs of the longest run of alike pairs (of repetitions of
+    *lengths*). Up to BRIDGED unlike pairs between alike ones are bridged, when the
+    repetitions on both sides are about as long (one odd repetition does not cut a loop,
+    but a loop of another length is another loop)."""
+    good = share >= ALIKE
+    if not good.any():
+        return -1, -1
+    # An unlike stretch is bridged when it is short and alike pairs surround it.
+    edges = np.diff(np.r_[1, good.astype(np.int8), 1])
+    bad_start, bad_end = np.flatnonzero(edges == -1), np.flatnonzero(edges == 1)
+    short = (bad_end - bad_start <= BRIDGED) & (bad_start > 0) & (bad_end < good.size)
+    before = lengths[np.maximum(bad_start, 0)]              # first of the odd pair
+    after = lengths[np.minimum(bad_end + 1, lengths.size - 1)]   # second of the next
+    short &= (np.minimum(before, after) * 1.5 >= np.maximum(before, after))
+    if short.any():
+        mark = np.zeros(good.size + 1, dtype=np.int64)
+        np.add.at(mark, bad_start[short], 1)
+        np.add.at(mark, bad_end[short], -1)
+        good = good | (np.cumsum(mark)[:-1] > 0)
+    edges = np.diff(np.r_[0, good.astype(np.int8), 0])
+    run_start = np.flatnonzero(edges == 1)
+    run_end = np.flatnonzero(edges == -1) - 1
+    k = int(np.argmax(run_end - run_start))
+    return int(run_start[k]), int(run_end[k])
+
+
+def _anchor_run(codes: np.ndarray, positions: np.ndarray
+                ) -> tuple[np.ndarray, int, float] | None:
+    """The longest run of alike repetitions that start at the occurrences *positions* of
+    one code: (their starts, the index after the last, how alike they are: the share of
+    matching ops over all the pairs, so that a short pair weighs little)."""
+    if positions.size < MIN_ITERATIONS:
+        return None
+    spacing = np.diff(positions)
+    stop = int(positions[-1] + np.median(spacing))
+    stop = min(stop, codes.size)
+    share, _, weight = _pair_alike(codes, positions, stop)
+    first, last = _longest_alike_run(share, np.diff(np.r_[positions, stop]))
+    if first < 0 or last - first + 2 < MIN_ITERATIONS:
+        return None
+    starts = positions[first:last + 2]
+    end = int(positions[last + 2]) if last + 2 < positions.size else stop
+    w = weight[first:last + 1]
+    alike = float((share[first:last + 1] * w).sum() / max(int(w.sum()), 1))
+    return starts, end, alike
+
+
+def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
+               is_graph: np.ndarray | None = None) -> Repetition | None:
+    """Repetitions in a sequence of op codes (module doc, 3.). *pause_before*: the host's
+    pause before each op (its launch minus the previous op's), to prefer the anchor at a
+    loop's natural boundary; *is_graph*: which ops are CUDA graph launches."""
+    n = codes.size
+    if n < 2 * MIN_ITERATIONS:
+        return None
+    lo = 0
+    if n > CHOOSE_ON:                      # choose the anchor on the middle of the sequence
+        lo = (n - CHOOSE_ON) // 2
+    window = codes[lo:lo + CHOOSE_ON]
+    values, inverse, counts = np.unique(window, return_inverse=True, return_counts=True)
+    by_code = np.argsort(inverse, kind="stable")
+    first_of = np.r_[0, np.cumsum(counts)[:-1]]
+    scored = []
+    for ci in np.argsort(-counts, kind="stable")[:MAX_ANCHORS].tolist():
+        if counts[ci] < MIN_ITERATIONS:
+            break
+        positions = by_code[first_of[ci]:first_of[ci] + counts[ci]]
+        found = _anchor_run(window, positions)
+        if found is None:
+            continue
+        starts, end, alike = found
+        coverage = end - int(starts[0])
+        at = lo + starts
+        at = at[at > 0]
+        pause = (float(np.median(pause_before[at])) if pause_before is not None and at.size
+                 else 0.0)
+        graph = bool(is_graph[lo + starts[0]]) if is_graph is not None else False
+        scored.append((coverage, round(alike / 0.02), graph, pause, int(values[ci])))
+    if not scored:
+        return None
+    best = max(s[0] for s in scored)
+    near = [s for s in scored if s[0] >= NEAR_COVERAGE * best]
+    anchor = max(near, key=lambda s: s[1:4])[4]
+    # The chosen anchor's repetitions over the whole sequence.
+    found = _anchor_run(codes, np.flatnonzero(codes == anchor))
+    if found is None:
+        return None
+    starts, stop, alike = found
+    starts, stop = _rotate(codes, starts, stop)
+    _, identical, _ = _pair_alike(codes, starts, stop)
+    # The same ops every time, but for a few (a first one that differs, a log every N):
+    # a repeating sequence; else one that drifts.
+    exact = bool(identical.mean() >= EXACT) if identical.size else True
+    return Repetition(starts, int(np.median(np.diff(np.r_[starts, stop]))), stop, alike,
+                      exact, anchor)
+
+
+def _rotate(codes: np.ndarray, starts: np.ndarray, stop: int) -> tuple[np.ndarray, int]:
+    """Repetitions moved to start where the loop does: the anchor may sit inside each
+    repetition (a loop whose only once-per-iteration op comes last), so the ops before
+    the first anchor that match those before the second belong to the first repetition.
+    Every start moves back by as many ops, when the op found there is the same in nearly
+    every repetition; then whole copies of the last repetition that follow are added
+    (the loop's last iteration, which the anchor ended)."""
+    if starts.size < 2:
+        return starts, stop
+    first, second = int(starts[0]), int(starts[1])
+    span = min(second - first - 1, first)
+    if span <= 0:
+        return starts, stop
+    before_first = codes[first - span:first][::-1]
+    before_second = codes[second - span:second][::-1]
+    differ = np.flatnonzero(before_first != before_second)
+    back = int(differ[0]) if differ.size else span
+    if back == 0:
+        return starts, stop
+    moved = starts - back
+    if float(np.mean(codes[moved] == codes[moved[0]])) < EXACT:
+        return starts, stop
+    starts, stop = moved, stop - back
+    for _ in range(MIN_ITERATIONS):
+        length = stop - int(starts[-1])
+        if length <= 0 or stop + length > codes.size or not np.array_equal(
+                codes[stop:stop + length], codes[int(starts[-1]):stop]):
+            break
+        starts, stop = np.r_[starts, stop], stop + length
+    return starts, stop
+
+
+def _ops_repetition(trace: Trace, ops: DeviceOps
+                    ) -> tuple[np.ndarray, Repetition, np.ndarray] | None:
+    """Repetitions of the main launching thread's ops: (the thread's op positions in
+    launch order, the repetition found in them, their launch times)."""
+    if len(ops) < 2 * MIN_ITERATIONS:
+        return None
+    order = ops.launch_order()
+    if order.size < 2 * MIN_ITERATIONS:
+        return None
+    rows = ops.take(order)
+    gtid = ops.threads_of(rows.source, rows.row)
+    del rows
+    main = pd.Series(gtid).value_counts().index[0]
+    seq = order[gtid == main]
+    codes = _op_codes(trace, ops, seq)
+    launch = ops.gather("api_start", seq)
+    pause = np.r_[0.0, np.diff(launch)]
+    is_graph = ops.take(seq).source == 3
+    found = repetition(codes, pause, is_graph)
+    if found is None:
+        return None
+    return seq, found, launch
+
+
+def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
+               window: tuple[int, int]) -> np.ndarray:
+    """GPU-side boundaries of iterations that began on the host at cpu_start."""
+    lo, hi = window
+    b = np.maximum(cpu_start, ops.ends_launched_before(cpu_start))
+    last = max(cpu_end_last, int(ops.ends_launched_before([cpu_end_last])[0]))
+    bounds = np.clip(np.r_[b, last], lo, hi).astype(np.int64)
+    return np.maximum.accumulate(bounds)
+
+
+def _within(trace: Trace, ops: DeviceOps, gtid: int, first: int, last: int) -> str | None:
+    """The innermost NVTX range of the program on thread *gtid* that holds [first, last]."""
+    nv = _user_ranges(trace, ops.pids)
+    if nv.empty:
+        return None
+    mine = nv[(nv["gtid"].to_numpy() == gtid) & (nv["start"].to_numpy() <= first)
+              & (nv["end"].to_numpy() >= last)]
+    if mine.empty:
+        return None
+    return str(mine.sort_values("depth")["name"].iloc[-1])
+
+
+def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
+         iteration: str | None = None) -> Iterations | None:
+    """The iterations of one device (module doc); *iteration*: the NVTX range that marks
+    them, 'none' for none, None to find them."""
+    if iteration == "none":
+        return None
+    cands = _nvtx_candidates(trace, ops, iteration)
+    if len(cands):
+        c = cands.iloc[0]
+        shown = shown_name(c["base"], c["numbered"])
+        bounds = map_to_gpu(ops, c["start"], int(c["end"][-1]), window)
+        how = (f"NVTX range '{shown}'" + (f" (domain {c['domain']})" if c["domain"] else "")
+               + f", {c['count']} instances")
+        return Iterations("nvtx", shown, c["start"], c["end"], bounds, list(c["labels"]),
+                          how)
+    if iteration is not None:
+        return None
+    found = _ops_repetition(trace, ops)
+    if found is None:
+        return None
+    seq, rep, launch = found
+    starts = seq[rep.starts]
+    cpu_start = launch[rep.starts].astype(np.int64)
+    last_op = seq[rep.stop - 1]
+    end_last = int(np.nan_to_num(ops.gather("api_end", [last_op])[0]))
+    bounds = map_to_gpu(ops, cpu_start, end_last, window)
+    name = ops.names(trace, np.array([starts[0]]))[0]
+    is_graph = bool(ops.take(starts[:1]).source[0] == 3)
+    source = "graph" if is_graph else ("kernels" if rep.exact else "approximate")
+    gtid = int(ops.threads_of(*ops.take(starts[:1])[2:4])[0])
+    within = _within(trace, ops, gtid, int(cpu_start[0]), int(cpu_start[-1]))
+    what = (f"{len(cpu_start)} launches of {_short(name)}" if is_graph and rep.period == 1
+            else f"{len(cpu_start)} repetitions of {rep.period} operations"
+            + ("" if rep.exact else " (approximately)") + f" starting at '{_short(name)}'")
+    how = (("CUDA graph replays: " if is_graph else "repeating GPU work: ") + what
+           + (f", inside NVTX range '{within}'" if within else "")
+           + " (no NVTX range marks the iterations; name one with --iteration)")
+    cpu_end = np.r_[cpu_start[1:], end_last]
+    return Iterations(source, name, cpu_start, cpu_end, bounds, [], how, rep.period, within)
+
+
+def _short(name: str, n: int = 60) -> str:
+    return name if len(name) <= n else name[: n - 3] + "..."

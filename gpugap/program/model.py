@@ -1,0 +1,165 @@
+"""The program model: what gpugap understood a report's program to be, before it
+accounts for a nanosecond of it. Printed first ("Program: ..."), carried in the JSON and
+the Python API, so that a wrong verdict can be traced to a wrong understanding.
+
+    program = understand(trace)
+    program.line()           # 'JAX (XLA); 1 process, 1 GPU; 60 iterations: CUDA graph ...'
+    program.devices[0].iterations
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpugap.program import compilation, frameworks, iterations, threads
+from gpugap.program.compilation import CompileSpans
+from gpugap.program.frameworks import Component
+from gpugap.program.iterations import Iterations
+from gpugap.program.nvtx import library_domains
+from gpugap.program.ops import DeviceOps, device_ops, device_window
+from gpugap.program.threads import ProcessRole
+from gpugap.report.trace import Trace
+from gpugap.units import fmt_ns
+
+
+@dataclass
+class DeviceLink:
+    """GPU ``dst`` waits on data from GPU ``src``: ``via`` what ('peer copies'), how many
+    and how many bytes."""
+
+    src: int
+    dst: int
+    via: str
+    count: int
+    bytes: int
+
+    def to_dict(self) -> dict:
+        return {"src": self.src, "dst": self.dst, "via": self.via, "count": self.count,
+                "bytes": self.bytes}
+
+
+@dataclass
+class DeviceProgram:
+    """One GPU as the program used it: its ops, its window (first call of its processes
+    to its last op), its iterations (None: none found)."""
+
+    device: int
+    name: str | None
+    ops: DeviceOps = field(repr=False)
+    window: tuple[int, int]
+    iterations: Iterations | None
+    pids: list[int]
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "name": self.name, "pids": self.pids,
+                "window_ns": list(self.window),
+                "iterations": None if self.iterations is None else self.iterations.to_dict()}
+
+
+@dataclass
+class Program:
+    components: list[Component]
+    processes: list[ProcessRole]
+    devices: dict[int, DeviceProgram]
+    links: list[DeviceLink]
+    library_domains: list[str]
+    compile_spans: CompileSpans
+
+    @property
+    def frameworks(self) -> list[str]:
+        return [c.name for c in self.components if c.framework]
+
+    @property
+    def libraries(self) -> list[str]:
+        return [c.name for c in self.components if not c.framework]
+
+    @property
+    def framework(self) -> str | None:
+        """The framework whose API a fix should speak: PyTorch, JAX, CuPy, CUDA C++..."""
+        for name in ("JAX", "PyTorch", "CuPy", "CUDA Python", "CUDA C++"):
+            if name in self.frameworks:
+                return name
+        return None
+
+    def line(self) -> str:
+        """One line: frameworks, processes and GPUs, iterations (how found), compiling."""
+        names = self.frameworks
+        shown = []
+        for name in names:
+            if name == "XLA" and "JAX" in names:
+                continue
+            shown.append("JAX (XLA)" if name == "JAX" else name)
+        what = " + ".join(shown) or "unknown framework"
+        if self.libraries:
+            what += " with " + ", ".join(self.libraries)
+        n_proc, n_dev = len(self.processes), len(self.devices)
+        parts = [what, f"{n_proc} process{'es' if n_proc != 1 else ''}, "
+                       f"{n_dev} GPU{'s' if n_dev != 1 else ''}"]
+        its = {d: p.iterations for d, p in self.devices.items()}
+        described = {_iterations_phrase(it) for it in its.values()}
+        if len(described) == 1:
+            parts.append(described.pop() + (" each" if n_dev > 1 and any(its.values())
+                                             else ""))
+        else:
+            parts.append("; ".join(f"GPU {d}: {_iterations_phrase(it)}"
+                                   for d, it in its.items()))
+        for link in self.links:
+            parts.append(f"GPU {link.dst} waits on GPU {link.src} ({link.via})")
+        compiled = self.compile_spans.total_ns()
+        if compiled:
+            by = sorted(set(self.compile_spans.what))
+            parts.append(f"compiling {fmt_ns(compiled)} ({', '.join(by)})")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"line": self.line(), "frameworks": self.frameworks,
+                "libraries": self.libraries, "framework": self.framework,
+                "components": [c.to_dict() for c in self.components],
+                "processes": [p.to_dict() for p in self.processes],
+                "devices": [d.to_dict() for d in self.devices.values()],
+                "links": [link.to_dict() for link in self.links],
+                "library_domains": self.library_domains,
+                "compilation": self.compile_spans.summary()}
+
+
+def _iterations_phrase(it: Iterations | None) -> str:
+    if it is None:
+        return "no iterations found"
+    what = {"nvtx": f"NVTX range '{it.name}'", "graph": "CUDA graph replays",
+            "kernels": "repeating GPU work", "approximate": "repeating GPU work (drifting)"}
+    out = f"{len(it)} iterations: {what.get(it.source, it.source)}"
+    return out + (f" inside '{it.within}'" if it.within else "")
+
+
+def _links(trace: Trace) -> list[DeviceLink]:
+    m = trace.memcpys
+    if not len(m) or "src_device" not in m:
+        return []
+    src, dst = m["src_device"].to_numpy(), m["dst_device"].to_numpy()
+    peer = (src >= 0) & (dst >= 0) & (src != dst)
+    if not peer.any():
+        return []
+    rows = m[peer]
+    out = []
+    for (s, d), g in rows.groupby([rows["src_device"], rows["dst_device"]]):
+        out.append(DeviceLink(int(s), int(d), "peer copies", len(g), int(g["bytes"].sum())))
+    return out
+
+
+def understand(trace: Trace, *, iteration: str | None = None) -> Program:
+    """The program model of *trace*; *iteration*: the NVTX range that marks one iteration
+    ('none': no iterations; None: found, gpugap.program.iterations)."""
+    names = frameworks.process_names(trace)
+    devices = {}
+    for device in trace.op_index.devices:
+        ops = device_ops(trace, device)
+        window = device_window(trace, ops)
+        row = trace.device_row(device)
+        devices[device] = DeviceProgram(
+            device, None if row is None else str(row["name"]), ops, window,
+            iterations.find(trace, ops, window, iteration=iteration),
+            [int(p) for p in np.asarray(ops.pids).tolist()])
+    return Program(frameworks.detect(trace), threads.roles(trace, names), devices,
+                   _links(trace), library_domains(trace), compilation.spans(trace, names))

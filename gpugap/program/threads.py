@@ -1,0 +1,124 @@
+"""The processes that drove the GPUs and the roles of their threads.
+
+A thread's role comes from what it did: it *launched* GPU work (kernels, copies,
+memsets, graph launches: their launching calls name it), and of the launching threads,
+how long each spent blocked in the OS waiting on another thread (a queue, a lock, a
+condition variable, a semaphore, poll or sleep: the OS-runtime trace's calls), which
+says whether it was fed, or fed others.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpugap.report.trace import Trace
+
+# OS-runtime calls in which a thread waits for another thread (or for time to pass).
+WAIT_CALLS = re.compile(
+    r"^(?:pthread_cond_(?:timed)?wait|pthread_cond_clockwait|sem_(?:timed|clock)?wait|"
+    r"pthread_mutex_(?:timed)?lock|pthread_rwlock_\w*lock|pthread_join|futex|"
+    r"(?:e|p)?poll|epoll_p?wait|p?select|(?:clock_)?nanosleep|usleep|sleep|"
+    r"sigtimedwait|sigwaitinfo|msgrcv|mq_(?:timed)?receive)$")
+LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
+
+
+@dataclass
+class ThreadRole:
+    """A thread of a process that drove a GPU: ``launches`` (GPU ops it launched), its
+    ``share`` of its process's, ``waits_ns`` (time in OS waits on other threads, None
+    when the report has no OS-runtime trace)."""
+
+    gtid: int
+    pid: int
+    tid: int
+    name: str | None
+    role: str                      # "launcher" | "helper" (launches a few ops)
+    launches: int
+    share: float
+    waits_ns: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"tid": self.tid, "name": self.name, "role": self.role,
+                "launches": self.launches, "share": round(self.share, 4),
+                "waits_ns": self.waits_ns}
+
+
+@dataclass
+class ProcessRole:
+    """A process that launched GPU work: its executable's ``name``, the ``devices`` its
+    work ran on, its threads that launched work."""
+
+    pid: int
+    name: str | None
+    devices: list[int]
+    threads: list[ThreadRole] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"pid": self.pid, "name": self.name, "devices": self.devices,
+                "threads": [t.to_dict() for t in self.threads]}
+
+
+def _launch_counts(trace: Trace) -> pd.DataFrame:
+    """(gtid, pid, device, launches) of every launching thread and device."""
+    parts = []
+    for frame in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs):
+        if len(frame):
+            g = frame["gtid"].to_numpy(dtype=np.float64)
+            known = ~np.isnan(g)
+            parts.append(pd.DataFrame({"gtid": g[known].astype(np.int64),
+                                       "pid": frame["pid"].to_numpy()[known],
+                                       "device": frame["device"].to_numpy()[known]}))
+    if not parts:
+        return pd.DataFrame({"gtid": [], "pid": [], "device": [], "launches": []})
+    ops = pd.concat(parts, ignore_index=True)
+    return ops.groupby(["gtid", "pid", "device"]).size().rename("launches").reset_index()
+
+
+def _waits(trace: Trace, gtids: list[int]) -> dict[int, int] | None:
+    """Time each thread spent in OS waits on others (None: no OS-runtime trace)."""
+    if "OSRT_API" not in trace.info.tables or not gtids:
+        return None
+    everything = (np.array([np.iinfo(np.int64).min // 2]), np.array([np.iinfo(np.int64).max // 2]))
+    calls = trace.osrt_overlapping({g: everything for g in gtids})
+    out = dict.fromkeys(gtids, 0)
+    if not len(calls):
+        return out
+    names = calls["name"].astype(str)
+    wait = names.map({n: bool(WAIT_CALLS.match(n)) for n in pd.unique(names)}).to_numpy(bool)
+    rows = calls[wait]
+    for g, ns in (rows["end"] - rows["start"]).groupby(rows["gtid"]).sum().items():
+        out[int(g)] = int(ns)
+    return out
+
+
+def roles(trace: Trace, process_names: dict[int, str]) -> list[ProcessRole]:
+    """The processes that launched GPU work, each with its launching threads (most
+    launches first)."""
+    counts = _launch_counts(trace)
+    if counts.empty:
+        return []
+    names = {}
+    if len(trace.threads):
+        t = trace.threads
+        names = dict(zip(t["gtid"].astype(np.int64).tolist(), t["name"].tolist(), strict=True))
+    per_thread = counts.groupby(["gtid", "pid"])["launches"].sum().reset_index()
+    per_process = per_thread.groupby("pid")["launches"].sum()
+    waits = _waits(trace, per_thread["gtid"].astype(np.int64).tolist())
+    out = []
+    for pid, group in per_thread.groupby("pid"):
+        devices = sorted(int(d) for d in pd.unique(counts.loc[counts["pid"] == pid, "device"]))
+        proc = ProcessRole(int(pid), process_names.get(int(pid)), devices)
+        total = int(per_process[pid])
+        for row in group.sort_values("launches", ascending=False).itertuples():
+            gtid = int(row.gtid)
+            share = row.launches / total if total else 0.0
+            proc.threads.append(ThreadRole(
+                gtid, int(pid), gtid & 0xFFFFFF, names.get(gtid),
+                "launcher" if share >= LAUNCHER_SHARE else "helper", int(row.launches),
+                float(share), None if waits is None else waits.get(gtid, 0)))
+        out.append(proc)
+    return sorted(out, key=lambda p: (p.devices[:1], p.pid))
