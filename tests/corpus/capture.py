@@ -140,6 +140,8 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
             manifest["first_attempt"] = {"nsys_command": [shlex.quote(c) for c in nsys_cmd],
                                          "why_discarded": LOST_STRINGS}
             options.append("--nvtx-domain-exclude=TSL")
+            # The first attempt filled the compile caches: start the second cold too.
+            shutil.rmtree(cache, ignore_errors=True)
             continue
         break
     sqlite = base.with_suffix(".sqlite")

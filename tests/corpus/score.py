@@ -20,9 +20,10 @@ import re
 import shutil
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
@@ -211,7 +212,7 @@ def score_program(name: str, analysis, expected: dict) -> list[Check]:
     want = expected.get("rank", {})
     if "late" in want and v is not None:
         late = want["late"]
-        named = bool(re.search(rf"\brank {late}\b", v.headline)) or (
+        named = bool(re.search(rf"\brank {late}\b", v.headline, re.I)) or (
             concept(v.rule, v.cause, v.bucket) == "late-rank" and v.device == late
             and "waiting" not in v.headline.casefold())
         check("rank.late", late, v.headline, named)
