@@ -54,7 +54,7 @@ READ_COLUMNS = {
                                     "eventClass"],
     "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "deviceId", "contextId", "streamId",
                                    "correlationId", "globalPid", "bytes", "copyKind",
-                                   "srcKind", "dstKind"],
+                                   "srcKind", "dstKind", "srcDeviceId", "dstDeviceId"],
     "CUPTI_ACTIVITY_KIND_MEMSET": ["start", "end", "deviceId", "contextId", "streamId",
                                    "correlationId", "globalPid", "bytes", "memKind"],
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ["start", "end", "deviceId", "contextId",

@@ -22,6 +22,20 @@ def report_path(name: str) -> Path:
     return path
 
 
+def corpus_capture(name: str) -> Path:
+    """A capture of the pre-registered corpus (tests/corpus/captures/<name>.sqlite.xz),
+    decompressed once per machine into the temporary directory."""
+    import tempfile
+
+    from tests.corpus.score import capture_path
+
+    cache_dir = Path(tempfile.gettempdir()) / "gpugap-corpus"
+    cache_dir.mkdir(exist_ok=True)
+    path = capture_path(name, cache_dir)
+    assert path is not None, f"missing corpus capture {name}"
+    return path
+
+
 @cache
 def load_report(name: str):
     from gpugap.report import load

@@ -15,15 +15,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpugap.accounting import account
+from gpugap import intervals as tl
+from gpugap.accounting import account, attribution
 from gpugap.accounting import host as hostmod
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
+from gpugap.program import understand as acc_program
 from gpugap.report import load
+from tests.conftest import corpus_capture
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 NAMES = ["train-workers0", "decode", "sync-item", "alloc-nocache", "eval-pageable",
          "pipeline", "small-eager", "small-compile", "small-graph", "ddp-manual"]
 WINDOW_NS = 150_000
+COMPILE_RANK = -1           # compiling outranks every call category (lower ranks first)
+
+
 
 
 def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
@@ -52,6 +58,13 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
     run_end = idle[np.r_[np.diff(idle) > 1, True]] + 1 if idle.size else idle
     api = trace.api
     cats = hostmod.api_categories(trace)
+    program = acc_program(trace)
+    launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
+                 for p in program.processes}
+    waits = hostmod.ThreadWaits(trace, launchers, dev.window)
+    spans = program.compile_spans
+    cw_s, cw_e = attribution.compile_windows(work, program.devices[dev.device].driver,
+                                             tl.union(spans.start, spans.end))
     h2d = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
     for ra, rz in zip(run_start.tolist(), run_end.tolist(), strict=True):
         t0 = lo + ra
@@ -91,6 +104,14 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             mine = mine[np.argsort(work.api_start[mine], kind="stable")]
             k = int(np.flatnonzero(mine == nxt)[0])
             is_input = k == 0 or work.bucket[mine[k - 1]] not in h2d
+        # Did the gap begin as a batch's results came back (a big device-to-host copy the
+        # last op before it)?
+        before = np.flatnonzero(work.start < gap_start)
+        prev = int(before[-1]) if before.size else -1
+        d2h = (CODE["copy-d2h-pageable"], CODE["copy-d2h-pinned"])
+        is_results = bool(prev >= 0 and work.bucket[prev] in d2h
+                          and work.end[prev] >= gap_start - 1_000
+                          and work.gather("bytes", [prev])[0] >= settings.input_min_bytes)
         # The next op a kernel Triton generated (torch.compile)?
         is_jit = bool(nxt >= 0 and work.source[nxt] == 0 and str(
             trace.kernels["name"].iloc[work.row[nxt]]).startswith("triton_"))
@@ -105,6 +126,17 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         s_all = np.r_[s_all, inits["start"].to_numpy()]
         e_all = np.r_[e_all, inits["end"].to_numpy()]
         c_all = np.r_[c_all, np.full(len(inits), hostmod.MODULE)]
+        # Waits on other threads while every launcher of the process waited (OS runtime).
+        ws, we = waits.idle(gtid)
+        s_all, e_all = np.r_[s_all, ws], np.r_[e_all, we]
+        c_all = np.r_[c_all, np.full(ws.size, hostmod.WAIT)]
+        # A compiler ran in the gap: compiling from its start to the compile window's end
+        # (it outranks every call: COMPILE_RANK below all categories).
+        k = int(np.searchsorted(cw_s, gap_end, side="left")) - 1
+        compile_end = min(int(cw_e[k]), gap_end) if k >= 0 and cw_e[k] > gap_start else None
+        if compile_end is not None:
+            s_all, e_all = np.r_[s_all, gap_start], np.r_[e_all, compile_end]
+            c_all = np.r_[c_all, COMPILE_RANK]
 
         def state_at(u: int, s_all=s_all, e_all=e_all, c_all=c_all) -> int:
             covering = (s_all <= u) & (e_all > u)
@@ -115,7 +147,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         # Blocked as the gap began? Since when (the lead it lost)?
         c0 = state_at(gap_start)
         lead = 0
-        if c0 < hostmod.LAUNCH:
+        if 0 <= c0 < hostmod.LAUNCH:
             since = gap_start
             for b in edges[edges <= gap_start][::-1].tolist():
                 since = b
@@ -134,38 +166,46 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         load_spans = [(a0, z0) for a0, z0, c in segments if c == hostmod.MODULE]
         load_from = load_spans[0][0] if load_spans else None
         load_to = load_spans[-1][1] if load_spans else None
-        compile_to = load_to if is_jit and load_to is not None else gap_start
+        compile_to = load_to if (is_jit or compile_end is not None) and load_to is not None \
+            else gap_start
         host_before, initial = 0, -1
         for a0, z0, c in segments:
             if a0 >= first:
                 break
             z0 = min(z0, first)
-            if c < hostmod.LAUNCH:
+            if 0 <= c < hostmod.LAUNCH:
                 initial = c
-            elif not (load_from is not None and a0 >= load_from and z0 <= load_to) \
+            elif c != COMPILE_RANK \
+                    and not (load_from is not None and a0 >= load_from and z0 <= load_to) \
                     and not z0 <= compile_to:
                 host_before += z0 - a0
-        state = np.full(seg.size, hostmod.OUTSIDE, dtype=np.int64)
+        nothing = 99                       # no call, no wait: OUTSIDE once painted
+        state = np.full(seg.size, nothing, dtype=np.int64)
         for a0, z0, c in zip(s_all.tolist(), e_all.tolist(), c_all.tolist(), strict=True):
             a, z = max(a0, first) - first, min(z0, first + seg.size) - first
             if z > a:
                 state[a:z] = np.minimum(state[a:z], c)
-        blocking = state < hostmod.LAUNCH
+        state[state == nothing] = hostmod.OUTSIDE
+        blocking = (state >= 0) & (state < hostmod.LAUNCH)
         loading = (~blocking & (load_from is not None)
                    & (seg >= (load_from or 0)) & (seg < (load_to or 0)))
         idx = np.maximum.accumulate(np.where(blocking, np.arange(seg.size), -1))
         last_block = np.where(idx >= 0, state[np.maximum(idx, 0)], initial)
         # The k-th eligible host nanosecond of the gap is aftermath while k < lead.
-        compiling = seg < compile_to
-        eligible = ~blocking & ~loading & ~compiling & (not is_input)
+        compiling = (seg < compile_to) | (state == COMPILE_RANK)
+        long = gap_end - gap_start >= dev.host_work_gap_ns
+        eligible = ~blocking & ~loading & ~compiling & (not is_input) \
+            & (not (is_results and long))
         host_rank = host_before + np.cumsum(eligible) - 1
         in_lead = eligible & (host_rank < lead)
         host_bucket = [CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                        CODE["blocking-copy"]]
-        fill = np.where(gap_end - gap_start < settings.min_gap_us * 1e3,
-                        CODE["launch-bound"], CODE["host-work"])
+        fill = np.full(seg.size, CODE["host-work"] if long else CODE["launch-bound"])
         if is_input:
             fill = np.full(seg.size, CODE["input"])
+        if is_results and long:
+            fill = np.full(seg.size, CODE["results"])
+        fill = np.where(long & (state == hostmod.WAIT), CODE["thread-wait"], fill)
         fill = np.where(loading, CODE["module-load"], fill)
         fill = np.where(in_lead & (last_block >= 0),
                         np.array(host_bucket)[np.maximum(last_block, 0)], fill)
@@ -199,9 +239,14 @@ def tiles(dev) -> None:
     assert dev.block_start[0] == dev.window[0] and dev.block_start[-1] == dev.window[1]
 
 
-@pytest.mark.parametrize("name", NAMES)
+# Corpus captures whose gaps hold the later causes: waiting on another thread (a server
+# waiting for requests), work on results read back (an evaluation loop's numpy).
+CORPUS_NAMES = ["pt-server", "pt-eval-numpy"]
+
+
+@pytest.mark.parametrize("name", NAMES + CORPUS_NAMES)
 def test_accounting_matches_nanosecond_sweep(name):
-    trace = load(CAPTURES / f"{name}.sqlite")
+    trace = load(CAPTURES / f"{name}.sqlite" if name in NAMES else corpus_capture(name))
     acc = account(trace)
     rng = np.random.default_rng(7)
     for dev in acc.devices.values():

@@ -82,15 +82,22 @@ def test_host_waiting_on_the_host_function_is_sync_wait():
     assert "queued-wait" not in causes_of("host-func-sync", "launch-gap")
 
 
-def test_host_sleeping_is_host_work_after_the_sync_it_follows():
+def test_host_sleeping_is_a_wait_after_the_sync_it_follows():
     """The host syncs (waiting for its kernel), then sleeps 1 ms before the next launch.
-    The sleep is host work; the sync cost what it kept the host from doing meanwhile:
-    its wait, no more (without it the host would have slept while the kernel ran)."""
+    The sleep is the launching thread waiting (the OS runtime trace shows the sleep, and
+    no other thread launched meanwhile: the GPU had nothing to do); the sync cost what it
+    kept the host from doing meanwhile: its wait, no more (without it the host would have
+    slept while the kernel ran)."""
     a = in_range("host-sleep")
-    assert causes_of("host-sleep", "launch-gap") == {"host-launch-latency", "sync-wait"}
-    (work,) = a.findings_of("launch-gap", "host-launch-latency")
+    causes = causes_of("host-sleep", "launch-gap")
+    assert {"thread-wait", "sync-wait"} <= causes <= {"thread-wait", "sync-wait",
+                                                      "host-launch-latency"}
+    # Python around each sleep (the call into it, the loop) is host work, and small.
+    assert all(f.share_pct < 5 for f in a.findings_of("launch-gap", "host-launch-latency"))
+    (work,) = a.findings_of("launch-gap", "thread-wait")
     (sync,) = a.findings_of("launch-gap", "sync-wait")
-    assert work.count >= 6 and a.verdict.finding == work.id
+    # The sleeps (32%) rank with the single-block kernels (34%) the range also holds.
+    assert work.count >= 6 and work.id in [f.id for f in a.findings[:2]]
     api = trace().api
     syncs = api[(api["name"] == "cudaStreamSynchronize")]
     for g in sync.evidence["gaps"]:

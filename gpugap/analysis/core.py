@@ -143,9 +143,13 @@ def no_cuda_reason(trace: Trace) -> str:
 
 def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
     """The accounting's settings: launch-gap's min_gap_us separates launch overhead from
-    host work (one threshold, one meaning, wherever idle time is explained)."""
+    host work (one threshold, one meaning, wherever idle time is explained); set to
+    other than its default, it alone decides (no adaptation to a Python framework's
+    launch pace)."""
     gap = (thresholds or {}).get("launch-gap", {}).get("min_gap_us")
-    return Settings() if gap is None else Settings(min_gap_us=float(gap))
+    if gap is None or float(gap) == Settings.min_gap_us:
+        return Settings()
+    return Settings(min_gap_us=float(gap), adaptive_gap=False)
 
 
 class Analyzer:

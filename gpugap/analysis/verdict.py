@@ -23,7 +23,7 @@ the other kind, when it reaches 5% too, is named beside the verdict (``also``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,9 @@ from gpugap.rules.model import Cause, Severity
 from gpugap.units import fmt_ns
 
 HEALTHY_BUSY_PCT = 90.0
+# A problem costs time in an iteration when it takes at least this share of the median
+# iteration there (a recompile's few microseconds of leftovers elsewhere do not count).
+NOTICEABLE = 0.05
 # A bucket of problem time that no finding explains must hold this much of the scope to
 # be the verdict: with no rule to explain it, a small share is more likely the edge of
 # the scope (a pipeline filling, the first copy of a range) than a problem.
@@ -182,6 +185,11 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     # A share of the scope is at most 100% (garbled launch times can say otherwise).
     share = min(_pct(top_cost, wall), 100.0)
     iterated = steady is not None and steady["count"] >= 3 and steady["median_ns"] > 0
+    # A cost under this share of the median iteration does not show in an iteration.
+    floor = NOTICEABLE * steady["median_ns"] if iterated and steady is not None else 0.0
+
+    def recurring(f: Finding) -> bool:
+        return _recurring(f, floor)
     busy_pct = _pct(busy, wall)
     iteration = _representative(dev, top) if scope is None else None
     per = f"the {label}"
@@ -201,23 +209,24 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                        iteration=_representative(dev, None) if scope is None else None,
                        breakdown=breakdown)
     also = []
-    if iterated and top is not None and not _recurring(top):
+    if iterated and top is not None and not recurring(top):
         # The iterations an occasional problem spared: how the others fare there.
-        spared = np.asarray(top.iteration_costs) <= 0
-        others = sorted((f for f in mine if f is not top and _recurring(f)),
+        spared = np.asarray(top.iteration_costs) <= floor
+        others = sorted((f for f in mine if f is not top and recurring(f)),
                         key=lambda f: -float(np.asarray(f.iteration_costs)[spared].sum()))[:1]
         also = [{"finding": f.id, "headline": head}
                 for f in others if (head := _recurring_headline(f, _cause(causes, f), dev,
                                                                  spared))]
     elif iterated:
-        also = [{"finding": f.id, "headline": _occasional_headline(f, _cause(causes, f), wall)}
-                for f in sorted((f for f in mine if f is not top and not _recurring(f)
+        also = [{"finding": f.id,
+                 "headline": _occasional_headline(f, _cause(causes, f), wall, floor)}
+                for f in sorted((f for f in mine if f is not top and not recurring(f)
                                  and _pct(f.cost_ns, wall) >= WARN_PCT),
                                 key=lambda f: -f.cost_ns)[:1]]
-    if top is not None and not _recurring(top) and iterated and iteration is not None:
+    if top is not None and not recurring(top) and iterated and iteration is not None:
         # An occasional problem as the verdict: where it struck, not a typical iteration.
         iteration = _representative(dev, None)
-        head = _occasional_headline(top, _cause(causes, top), wall)
+        head = _occasional_headline(top, _cause(causes, top), wall, floor)
         return Verdict("bottleneck", dev.device, label, head, share_pct=share,
                        severity=top.severity, finding=top.id, rule=top.rule, cause=top.cause,
                        bucket=top.claim.buckets[0] if top.claim and len(top.claim.buckets) == 1
@@ -274,18 +283,20 @@ def _recurring_headline(f: Finding, cause: Cause, dev: DeviceAccount, keep: np.n
             f"{_per_iteration(it)}")
 
 
-def _recurring(f: Finding) -> bool:
-    """Does *f* cost time in most steady iterations (median cost per iteration > 0)?"""
+def _recurring(f: Finding, floor: float = 0.0) -> bool:
+    """Does *f* cost time in most steady iterations (median cost per iteration above
+    *floor*: a share of the median iteration too small to matter there)?"""
     costs = getattr(f, "iteration_costs", None)
-    return costs is not None and len(costs) > 0 and float(np.median(costs)) > 0
+    return costs is not None and len(costs) > 0 and float(np.median(costs)) > floor
 
 
-def _occasional_headline(f: Finding, cause: Cause, wall: int) -> str:
-    """'Recompilation: 2.62 s in 1 of 98 iterations (90.6% of the steady state)'."""
+def _occasional_headline(f: Finding, cause: Cause, wall: int, floor: float = 0.0) -> str:
+    """'Recompilation: 2.62 s in 1 of 98 iterations (90.6% of the steady state)'; the
+    iterations it hit: where it cost more than *floor*."""
     costs = getattr(f, "iteration_costs", None)
     where = ""
     if costs is not None and len(costs):
-        hits = np.flatnonzero(np.asarray(costs) > 0)
+        hits = np.flatnonzero(np.asarray(costs) > floor)
         where = f" in {hits.size} of {len(costs)} iterations"
         every = _every(hits)
         if every:
@@ -330,4 +341,72 @@ def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
     bottlenecks = [v for v in per_device.values() if v.kind == "bottleneck"]
     first = max(bottlenecks, key=lambda v: v.share_pct or 0) if bottlenecks else \
         next(iter(per_device.values()))
-    return first, per_device
+    return _cause_before_symptom(first, per_device, accounting, causes), per_device
+
+
+def _cause_before_symptom(first: Verdict, per_device: dict[int, Verdict],
+                          accounting: Accounting,
+                          causes: Mapping[tuple[str, str], Cause]) -> Verdict:
+    """When the worst verdict is a device waiting for another (inside collectives, or
+    for a GPU it takes data from), the one to say first is the device waited for: its
+    own bottleneck, named as the late one ('rank 1 (GPU 1) is late: launch-bound ...'),
+    the waiting beside it; or, when that device is busy (healthy), the symptom named
+    with its cause ('rank 1 is the late rank: its GPU computes 98.9% ...'; a pipeline
+    stage that sets the pace). Devices that wait for each other keep the symptom: the
+    stages run one after the other."""
+    def waits(v: Verdict) -> str | None:
+        cause = causes.get((v.rule or "", v.cause or ""))
+        return cause.waits_for_device if v.kind == "bottleneck" and cause is not None \
+            else None
+
+    if not waits(first) or first.device is None:
+        return first
+    peers = _sources(first, accounting)
+    candidates = [d for d in (peers or per_device) if d in per_device and d != first.device]
+    if not candidates:
+        return first
+    # The device waited for: among those it takes data from (or the job's others), the
+    # one that waited least itself.
+    awaited = min(candidates, key=lambda d: per_device[d].share_pct or 0.0
+                  if waits(per_device[d]) else 0.0)
+    other = per_device[awaited]
+    who = _who(awaited, accounting)
+    symptom = {"finding": first.finding, "headline": first.headline}
+    if other.kind == "bottleneck" and not waits(other):
+        return replace(other, headline=_capital(f"{who} is late: {other.headline}"),
+                       also=[symptom, *other.also])
+    if other.kind == "healthy" and waits(first) == "data":
+        return replace(other, headline=_capital(
+            f"{who} sets the pace, busy {other.busy_pct:.1f}% of the {other.scope}; GPU "
+            f"{first.device} waits for it {first.share_pct:.1f}% (stages out of balance: "
+            "move work to the waiting stage)"), also=[symptom])
+    if other.kind == "healthy":
+        return replace(first, headline=_capital(
+            f"{who} is the late rank: its GPU is busy {other.busy_pct:.1f}% of the "
+            f"{other.scope} (more work than the others: an uneven batch or shard); "
+            f"{first.headline}"))
+    return first
+
+
+def _sources(first: Verdict, accounting: Accounting) -> list[int]:
+    """The devices *first*'s device takes data from (the program model's links)."""
+    program = accounting.program
+    if program is None:
+        return []
+    return sorted({link.src for link in program.links if link.dst == first.device})
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _who(device: int, accounting: Accounting) -> str:
+    """'rank 1 (GPU 1)' where each process drove one GPU (ranks in the order of their
+    GPUs, as torchrun assigns them on one node), else 'GPU 1'."""
+    program = accounting.program
+    if program is not None and len(program.processes) > 1 and all(
+            len(p.devices) == 1 for p in program.processes):
+        order = sorted(p.devices[0] for p in program.processes)
+        if device in order:
+            return f"rank {order.index(device)} (GPU {device})"
+    return f"GPU {device}"

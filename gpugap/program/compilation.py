@@ -5,6 +5,10 @@
 - Compiler processes the program started (Triton and torch.compile's Inductor run
   ``ptxas``, and ``gcc``/``as``/``ld`` for their launchers; nvcc runs ``cicc``): from
   their first to their last OS-runtime call, when OS runtime calls were traced.
+- Child processes a GPU process ran and waited for (a ``posix_spawn`` or ``fork``, then
+  ``waitpid`` on the same thread), when nsys did not follow them: XLA runs ``ptxas`` so
+  for every compilation, and Inductor its compilers. A program that runs other tools
+  synchronously in its loop would show here too: the spans are named "child process".
 
 Kernels a JIT built at run time (Triton's, Inductor's ``triton_*``) are recognised by
 the accounting itself, gap by gap (gpugap.accounting.attribution): a compilation that
@@ -97,15 +101,53 @@ def _compiler_processes(trace: Trace, process_names: dict[int, str]
             [compilers[int(p)] for p in spans.index])
 
 
-def spans(trace: Trace, process_names: dict[int, str]) -> CompileSpans:
-    """Every span of compilation the report shows (module doc), sorted by start."""
+SPAWN = re.compile(r"^(?:posix_spawnp?|fork|vfork)$")
+WAIT_CHILD = re.compile(r"^(?:waitpid|wait4|waitid)$")
+CHILD_MAX_NS = 60_000_000_000      # a child waited for longer is no compiler run
+
+
+def _child_runs(trace: Trace, pids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, gtid) of child processes a thread of *pids* started and then waited
+    for: each wait paired with the thread's latest start before it. (A child the program
+    did not wait on while it went on working is no compilation: the accounting keeps
+    only the spans during which the device's work stopped, compile_windows.)"""
+    if "OSRT_API" not in trace.info.tables or not pids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    calls = trace.osrt_named(re.compile(f"{SPAWN.pattern}|{WAIT_CHILD.pattern}"))
+    pid = calls["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
+    calls = calls[np.isin(pid, pids)]
+    starts, ends, gtids = [], [], []
+    for g, mine in calls.groupby("gtid"):
+        spawn = mine["name"].astype(str).str.match(SPAWN).to_numpy()
+        s = mine["start"].to_numpy(np.int64)
+        e = mine["end"].to_numpy(np.int64)
+        spawned = s[spawn]
+        if not spawned.size:
+            continue
+        waits = np.flatnonzero(~spawn)
+        k = np.searchsorted(spawned, s[waits], side="right") - 1
+        ok = (k >= 0) & (e[waits] - spawned[np.maximum(k, 0)] <= CHILD_MAX_NS)
+        starts.append(spawned[k[ok]])
+        ends.append(e[waits][ok])
+        gtids.append(np.full(int(ok.sum()), int(g), dtype=np.int64))
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(starts), np.concatenate(ends), np.concatenate(gtids)
+
+
+def spans(trace: Trace, process_names: dict[int, str], pids: list[int] | None = None
+          ) -> CompileSpans:
+    """Every span of compilation the report shows (module doc), sorted by start; *pids*:
+    the processes that drove GPUs (whose child runs count)."""
     xla = _xla_ranges(trace)
     ps, pe, pwhat = _compiler_processes(trace, process_names)
-    start = np.r_[xla["start"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), ps]
-    end = np.r_[xla["end"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), pe]
-    what = ["XLA"] * len(xla) + pwhat
+    cs, ce, cg = _child_runs(trace, pids or [])
+    start = np.r_[xla["start"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), ps,
+                  cs]
+    end = np.r_[xla["end"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), pe, ce]
+    what = ["XLA"] * len(xla) + pwhat + ["child process"] * cs.size
     gtid = np.r_[xla["gtid"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64),
-                 np.full(ps.size, -1, dtype=np.int64)]
+                 np.full(ps.size, -1, dtype=np.int64), cg]
     order = np.argsort(start, kind="stable")
     return CompileSpans(start[order].astype(np.int64), end[order].astype(np.int64),
                         [what[i] for i in order.tolist()], gtid[order])

@@ -61,6 +61,8 @@ NEAR_COVERAGE = 0.9
 # Beyond this many ops the anchor is chosen on the middle of the sequence (the steady
 # part of most programs), then its repetitions are found over all of it.
 CHOOSE_ON = 200_000
+# A CUDA graph launch wins among near ties when its repetitions are at least this alike.
+GRAPH_ALIKE = 0.9
 
 
 @dataclass
@@ -151,8 +153,9 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> pd.Dat
 
 
 def _op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
-    """A code per op naming what it is (kernel name, copy kind, memset, CUDA graph)."""
-    kernels = trace.kernels["name"]
+    """A code per op naming what it is (the kernel, by its full demangled name: template
+    instances apart; copy kind; memset; CUDA graph)."""
+    kernels = trace.kernels["demangled" if "demangled" in trace.kernels else "name"]
     if not isinstance(kernels.dtype, pd.CategoricalDtype):
         kernels = kernels.astype(str).astype("category")
     k_codes = kernels.cat.codes.to_numpy().astype(np.int64)
@@ -188,6 +191,7 @@ class Repetition:
     alike: float
     exact: bool
     anchor: int                    # the anchor's code
+    graph: bool = False            # the anchor is a CUDA graph launch
 
 
 def _pair_alike(codes: np.ndarray, starts: np.ndarray, stop: int) -> np.ndarray:
@@ -290,7 +294,9 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
         pause = (float(np.median(pause_before[at])) if pause_before is not None and at.size
                  else 0.0)
         graph = bool(is_graph[lo + starts[0]]) if is_graph is not None else False
-        scored.append((coverage, round(alike / 0.02), graph, pause, int(values[ci])))
+        # A graph launch that starts alike repetitions is the iteration (module doc).
+        scored.append((coverage, graph and alike >= GRAPH_ALIKE, round(alike / 0.02), pause,
+                       int(values[ci])))
     if not scored:
         return None
     best = max(s[0] for s in scored)
@@ -303,11 +309,17 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
     starts, stop, alike = found
     starts, stop = _rotate(codes, starts, stop)
     _, identical, _ = _pair_alike(codes, starts, stop)
-    # The same ops every time, but for a few (a first one that differs, a log every N):
-    # a repeating sequence; else one that drifts.
-    exact = bool(identical.mean() >= EXACT) if identical.size else True
+    # The same ops every time, but for a few odd ones (a first one that differs, a log
+    # every N: two unlike pairs in a row): a repeating sequence. One that changes for good
+    # (a lone unlike pair between like ones: a kernel variant for a longer KV cache)
+    # drifts.
+    changes = (~identical[1:-1] & identical[:-2] & identical[2:]).any() \
+        if identical.size >= 3 else False
+    exact = bool(identical.mean() >= EXACT and not changes) if identical.size else True
+    graph = bool(is_graph[np.flatnonzero(codes == anchor)[:1]].any()) \
+        if is_graph is not None else False
     return Repetition(starts, int(np.median(np.diff(np.r_[starts, stop]))), stop, alike,
-                      exact, anchor)
+                      exact, anchor, graph)
 
 
 def _rotate(codes: np.ndarray, starts: np.ndarray, stop: int) -> tuple[np.ndarray, int]:
@@ -342,6 +354,19 @@ def _rotate(codes: np.ndarray, starts: np.ndarray, stop: int) -> tuple[np.ndarra
     return starts, stop
 
 
+def driver(ops: DeviceOps, order: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+    """The thread that drives the device: the one whose ops kept it busy longest (not
+    the one that launched most: an autotuner launches thousands of tiny kernels); and
+    the launching thread of each op of *order* (default: the launch order)."""
+    order = ops.launch_order() if order is None else order
+    rows = ops.take(order)
+    gtid = ops.threads_of(rows.source, rows.row)
+    if not gtid.size:
+        return -1, gtid
+    busy = pd.Series(rows.end - rows.start).groupby(gtid).sum()
+    return int(busy.index[int(np.argmax(busy.to_numpy()))]), gtid
+
+
 def _ops_repetition(trace: Trace, ops: DeviceOps
                     ) -> tuple[np.ndarray, Repetition, np.ndarray] | None:
     """Repetitions of the main launching thread's ops: (the thread's op positions in
@@ -351,19 +376,31 @@ def _ops_repetition(trace: Trace, ops: DeviceOps
     order = ops.launch_order()
     if order.size < 2 * MIN_ITERATIONS:
         return None
-    rows = ops.take(order)
-    gtid = ops.threads_of(rows.source, rows.row)
-    del rows
-    main = pd.Series(gtid).value_counts().index[0]
+    main, gtid = driver(ops, order)
     seq = order[gtid == main]
     codes = _op_codes(trace, ops, seq)
     launch = ops.gather("api_start", seq)
     pause = np.r_[0.0, np.diff(launch)]
     is_graph = ops.take(seq).source == 3
     found = repetition(codes, pause, is_graph)
+    graphs, launches = np.unique(codes[is_graph], return_counts=True)
+    repeated = graphs[launches >= MIN_ITERATIONS]
+    if repeated.size > 1:
+        # A new executable per input shape (XLA, torch.compile) is another graph with the
+        # same role: the graphs that repeat, taken as one operation, may repeat further.
+        merged = codes.copy()
+        merged[is_graph & np.isin(codes, repeated)] = repeated[0]
+        other = repetition(merged, pause, is_graph)
+        if other is not None and (found is None or _covers(other) > _covers(found) / (
+                NEAR_COVERAGE if other.alike >= found.alike else 1.0)):
+            found = other
     if found is None:
         return None
     return seq, found, launch
+
+
+def _covers(rep: Repetition) -> int:
+    return rep.stop - int(rep.starts[0])
 
 
 def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
@@ -415,7 +452,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     end_last = int(np.nan_to_num(ops.gather("api_end", [last_op])[0]))
     bounds = map_to_gpu(ops, cpu_start, end_last, window)
     name = ops.names(trace, np.array([starts[0]]))[0]
-    is_graph = bool(ops.take(starts[:1]).source[0] == 3)
+    is_graph = rep.graph
     source = "graph" if is_graph else ("kernels" if rep.exact else "approximate")
     gtid = int(ops.threads_of(*ops.take(starts[:1])[2:4])[0])
     within = _within(trace, ops, gtid, int(cpu_start[0]), int(cpu_start[-1]))

@@ -51,9 +51,11 @@ class DeviceProgram:
     window: tuple[int, int]
     iterations: Iterations | None
     pids: list[int]
+    driver: int = -1            # the thread that drives it (iterations.driver), -1: none
 
     def to_dict(self) -> dict:
         return {"device": self.device, "name": self.name, "pids": self.pids,
+                "driver_tid": self.driver & 0xFFFFFF if self.driver >= 0 else None,
                 "window_ns": list(self.window),
                 "iterations": None if self.iterations is None else self.iterations.to_dict()}
 
@@ -110,7 +112,7 @@ class Program:
         compiled = self.compile_spans.total_ns()
         if compiled:
             by = sorted(set(self.compile_spans.what))
-            parts.append(f"compiling {fmt_ns(compiled)} ({', '.join(by)})")
+            parts.append(f"compilers ran {fmt_ns(compiled)} ({', '.join(by)})")
         return "; ".join(parts)
 
     def to_dict(self) -> dict:
@@ -160,6 +162,8 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
         devices[device] = DeviceProgram(
             device, None if row is None else str(row["name"]), ops, window,
             iterations.find(trace, ops, window, iteration=iteration),
-            [int(p) for p in np.asarray(ops.pids).tolist()])
+            [int(p) for p in np.asarray(ops.pids).tolist()],
+            iterations.driver(ops)[0] if len(ops) else -1)
     return Program(frameworks.detect(trace), threads.roles(trace, names), devices,
-                   _links(trace), library_domains(trace), compilation.spans(trace, names))
+                   _links(trace), library_domains(trace),
+                   compilation.spans(trace, names, frameworks.gpu_pids(trace)))

@@ -198,17 +198,20 @@ class TraceBuilder:
     def memcpy(self, kind: str, *, bytes: int, start_us: float, dur_us: float,
                src: str | None = None, dst: str | None = None, stream: int | None = None,
                device: int = 0, thread: int | None = None, api: str | None = "cudaMemcpyAsync",
-               api_us: tuple[float, float] | None = None) -> TraceBuilder:
+               api_us: tuple[float, float] | None = None,
+               peer: tuple[int, int] | None = None) -> TraceBuilder:
         """A copy: *kind* 'H2D', 'D2H', 'D2D', 'P2P', 'H2H' (or nsys's label); host memory
-        is pinned unless *src*/*dst* say 'Pageable'. The call defaults to covering the
-        copy when it blocks (a synchronous API, or pageable memory), else to a 3 us
-        launch 10 us before it."""
+        is pinned unless *src*/*dst* say 'Pageable'; *peer*: (source device, destination
+        device) of a copy between GPUs. The call defaults to covering the copy when it
+        blocks (a synchronous API, or pageable memory), else to a 3 us launch 10 us
+        before it."""
         code = _label_id(COPY_KINDS, kind, "copy kind", COPY_SHORT)
         label = COPY_KINDS.get(code, kind)
         src = src or ("Pinned" if label.startswith("Host") else "Device")
         dst = dst or ("Pinned" if label.endswith("Host") else "Device")
         extra = (self._bytes(bytes), code, _label_id(MEM_KINDS, src, "memory kind"),
-                 _label_id(MEM_KINDS, dst, "memory kind"))
+                 _label_id(MEM_KINDS, dst, "memory kind"),
+                 *(peer if peer is not None else (None, None)))
         blocking = api is not None and ("Async" not in api or "Pageable" in (src, dst))
         return self._op(MEMCPYS, extra, start_us, dur_us, stream, device, thread, api,
                         api_us, blocking)
@@ -391,7 +394,8 @@ class TraceBuilder:
         extra = {KERNELS: ("demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX",
                            "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
                            "dynamicSharedMemory", "graphNodeId"),
-                 MEMCPYS: ("bytes", "copyKind", "srcKind", "dstKind"),
+                 MEMCPYS: ("bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId",
+                           "dstDeviceId"),
                  MEMSETS: ("bytes", "memKind"), SYNCS: ("syncType", "eventId"),
                  GRAPHS: ("graphId", "graphExecId")}
         data: dict[str, tuple[tuple[str, ...], list]] = {}

@@ -672,6 +672,20 @@ class Loader:
                  f'(CASE ifnull({gtid}, 0) {cases} END) > "start"')
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
+    def osrt_named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
+        """OS runtime calls whose name matches *pattern* (a waitpid, a write): the names
+        are looked up in StringIds first, so SQLite reads only their rows."""
+        t = "OSRT_API"
+        if not reads.usable(self.db, t):
+            return empty_frame(OSRT_COLUMNS)
+        ids, values = self.strings
+        hit = [int(i) for i, v in zip(ids.tolist(), values.tolist(), strict=True)
+               if v is not None and pattern.search(v)]
+        if not hit:
+            return empty_frame(OSRT_COLUMNS)
+        where = f'"nameId" IN ({", ".join(map(str, hit))})'
+        return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
+
     def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
         data = self._checked("OSRT_API", data, "OS runtime calls")
         gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "OS runtime calls", "thread",
@@ -740,6 +754,9 @@ class OsrtSource:
 
     def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
         return self._with_loader(lambda loader: loader.osrt_overlapping(windows))
+
+    def named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
+        return self._with_loader(lambda loader: loader.osrt_named(pattern))
 
 
 def normalize_api_name(name: str) -> str:

@@ -53,6 +53,7 @@ report fits in memory.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol, SupportsInt
@@ -78,6 +79,8 @@ class OsrtSource(Protocol):
 
     def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
                     ) -> pd.DataFrame: ...
+
+    def named(self, pattern: re.Pattern[str]) -> pd.DataFrame: ...
 
 
 @dataclass
@@ -173,6 +176,18 @@ class Trace:
             for a, b in zip(np.asarray(lo).tolist(), np.asarray(hi).tolist(), strict=True):
                 keep |= on & (end > a) & (start < b)
         return frame[keep]
+
+    def osrt_named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
+        """OS runtime calls whose name matches *pattern* (sorted by start), without
+        reading the others."""
+        if self.osrt_frame is None and self.osrt_source is not None:
+            return self.osrt_source.named(pattern)
+        frame = self.osrt
+        if frame.empty:
+            return frame
+        names = frame["name"].astype(str)
+        hit = names.map({n: bool(pattern.search(n)) for n in pd.unique(names)})
+        return frame[hit.to_numpy(dtype=bool)]
 
     @property
     def has_gpu_activity(self) -> bool:

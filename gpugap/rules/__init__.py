@@ -21,6 +21,7 @@ RULE_MODULES = (
     "warmup_latency",
     "copy_compute_serialized",
     "exposed_communication",
+    "periodic_save",
 )
 
 

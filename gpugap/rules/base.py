@@ -59,6 +59,13 @@ class Context:
     accounting: Accounting
     scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
+    @property
+    def framework(self) -> str | None:
+        """The program's framework (gpugap.program.Program.framework): the language of
+        fixes."""
+        program = self.accounting.program
+        return None if program is None else program.framework
+
     def in_scope(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """Per (device, time): inside the scope? (all True without one)"""
         times = np.asarray(times, dtype=np.int64)

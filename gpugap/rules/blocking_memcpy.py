@@ -9,11 +9,17 @@ Causes:
   rule, small host-to-device copies (<= 64000 B, staged and returned at once) and
   device-to-device copies (no host synchronisation) are left out.
 
-Cost (from the accounting): the GPU time the copies explain: the idle time from each
-call to the end of the idle stretch it left behind (the GPU drained while the thread was
-held), and the copy's own time when nothing ran beside it. One finding per thread, API,
-direction and memory kinds in each phase, however many iterations repeat it. Evidence:
-bytes, the achieved copy bandwidth on the GPU, memory kinds, correlation ids.
+Device-to-host copies of less than ``min_d2h_bytes`` (a scalar read back) are left to
+launch-gap's sync-wait: the call waits for the GPU, not for the copy.
+
+Cost (from the accounting): the GPU time the copies explain, bounded by their evidence:
+the time the accounting put in blocking-copy or synchronization from each call to the
+end of the idle stretch it left behind (the thread held in the call, and the lead it
+lost there), and the copy's own time when nothing ran beside it; not what the thread
+did after the call returned (working on the results, loading the next batch). One
+finding per thread, API, direction and memory kinds in each phase, however many
+iterations repeat it. Evidence: bytes, the achieved copy bandwidth on the GPU, memory
+kinds, correlation ids.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpugap import intervals as tl
-from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
+from gpugap.accounting.buckets import COPY_IDS
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ASYNC, ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
@@ -39,10 +45,32 @@ FIX_SYNC = (
     "Use cudaMemcpyAsync from pinned memory on a non-default stream and synchronise only "
     "where the data is needed (torch: non_blocking=True with pinned memory; keep .item(), "
     ".cpu() and .tolist() out of the hot loop).")
+FIXES_PAGEABLE = {
+    "JAX": "Stage transfers through pinned memory and overlap them: jax.device_put the next "
+           "batch ahead of use (a prefetching input pipeline), and fetch results with "
+           "jax.device_get only every N steps.",
+    "CuPy": "Use pinned host buffers (cupyx.empty_pinned / cupy.cuda.alloc_pinned_memory) "
+            "and copy asynchronously on a non-default stream (ndarray.set / ndarray.get "
+            "with stream= and out=).",
+    "CUDA C++": "Put the host buffers in pinned memory (cudaMallocHost / cudaHostAlloc, or "
+                "cudaHostRegister an existing buffer) so cudaMemcpyAsync returns at once "
+                "and the copy overlaps kernels; issue it on a non-default stream.",
+}
+FIXES_SYNC = {
+    "JAX": "Read results back rarely: jax.device_get every N steps, not every step.",
+    "CuPy": "Read results back rarely, asynchronously into pinned memory "
+            "(ndarray.get(stream=..., out=pinned)), and wait on an event later.",
+    "CUDA C++": "Use cudaMemcpyAsync from pinned memory on a non-default stream and "
+                "synchronise (cudaEventSynchronize) only where the data is needed.",
+}
 CAUSES = (Cause("pageable-async", "async copy API on pageable host memory", FIX_PAGEABLE,
-                title="Copies through pageable memory"),
+                title="Copies through pageable memory", fixes=FIXES_PAGEABLE),
           Cause("synchronous", "synchronous copy API", FIX_SYNC,
-                title="Synchronous copies"))
+                title="Synchronous copies", fixes=FIXES_SYNC))
+# What a blocked copy explains: the time its thread was held in it, waiting for the GPU
+# or staging the data, and the copy itself where nothing ran beside it. Not what the
+# thread did after the call returned (the work on the results, the next batch).
+CLAIMED = ("blocking-copy", "synchronization", *COPY_IDS)
 
 
 def _claim(context: Context, device: int, g) -> Claim | None:
@@ -54,7 +82,7 @@ def _claim(context: Context, device: int, g) -> Claim | None:
     held_until = np.where(gap >= 0, dev.gaps.end[np.maximum(gap, 0)], api_end)
     lo = np.r_[g["api_start"].to_numpy(dtype=np.int64), g["start"].to_numpy(np.int64)]
     hi = np.r_[held_until, g["end"].to_numpy(np.int64)]
-    return Claim(int(device), tl.union(lo, hi), IDLE_IDS + COPY_IDS)
+    return Claim(int(device), tl.union(lo, hi), CLAIMED)
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -70,9 +98,14 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     pageable = (m["src_kind"].astype(str) == "Pageable") | (m["dst_kind"].astype(str) == "Pageable")
     kind = m["kind"].astype(str)
     small_h2d = (kind == "Host-to-Device") & (m["bytes"] <= config["sync_h2d_max_bytes"])
+    # Reading back a few bytes (.item(), .get() of a scalar) holds the thread to wait for
+    # the GPU, not to stage data: a synchronisation (launch-gap's sync-wait), whatever
+    # the memory kind.
+    small_d2h = (kind == "Device-to-Host") & (m["bytes"] < config["min_d2h_bytes"])
     d2d = kind.isin(["Device-to-Device", "Peer-to-Peer"])
-    m["cause"] = np.where(is_async & pageable, "pageable-async",
-                          np.where(~is_async & ~small_h2d & ~d2d, "synchronous", ""))
+    m["cause"] = np.where(small_d2h, "",
+                          np.where(is_async & pageable, "pageable-async",
+                                   np.where(~is_async & ~small_h2d & ~d2d, "synchronous", "")))
     # A copy of the selection: the columns added below belong to it alone.
     m = m[(m["cause"] != "") & (m["blocked"] >= config["min_blocked_us"] * 1e3)].copy()
     if m.empty:
@@ -97,7 +130,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             rule=RULE.id, cause=cause, severity=Severity.INFO,
             start_ns=int(g["api_start"].min()), end_ns=int(max(g["api_end"].max(), g["end"].max())),
             cost_ns=cost, at_ns=int(g["api_start"].min()), message=text,
-            fix=RULE.causes[cause].fix, marks=_marks(examples),
+            fix=RULE.causes[cause].fix_for(context.framework), marks=_marks(examples),
             streams=sorted({int(s) for s in g["stream"]}), device=int(device), count=len(g),
             ranges=ranges_of(trace, g["api_start"].to_numpy(np.int64)), phase=str(phase),
             pid=int(g["pid"].iloc[0]), claim=_claim(context, device, g),
@@ -154,6 +187,10 @@ RULE = Rule(
         "sync_h2d_max_bytes": Threshold(
             64000, "B", "synchronous host-to-device copies up to this size return once "
             "staged and are not reported (NVIDIA's cuda_memcpy_sync uses 64000)"),
+        "min_d2h_bytes": Threshold(
+            65536, "B", "device-to-host copies smaller than this (a scalar read back by "
+            ".item() or .get()) hold the thread to wait for the GPU, not to copy: they are "
+            "synchronisation (launch-gap's sync-wait), not reported here"),
     },
     rationale=("While a copy call blocks, the thread cannot launch anything else: kernels "
                "queued after it start late and the copy cannot overlap with them."),

@@ -56,7 +56,8 @@ CAUSES = (
           "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
           "and balance the work: even batches, data loading in workers, no extra host work "
           "on one rank (logging, checkpointing) inside the step.",
-          title="Waiting for a late rank inside collectives"),
+          title="Waiting for a late rank inside collectives",
+          waits_for_device="collective"),
 )
 # after-compute when most communication already hides under compute (what is left is
 # the step's tail).

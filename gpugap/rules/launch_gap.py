@@ -18,22 +18,39 @@ cost as much as one of 20 ms. Causes (the bucket in brackets):
 - ``input`` (input): outside CUDA before uploading a batch: data loading.
 - ``host-launch-latency`` (host-work): outside CUDA for stretches of ``min_gap_us`` or
   more between launches: Python or CPU work, I/O.
+- ``results-work`` (results): outside CUDA after a batch's output came back (a
+  device-to-host copy of 64 KiB or more just before the gap): work on the results.
+- ``thread-wait`` (thread-wait): blocked in an OS wait on another thread (a queue, a
+  lock, a condition variable, a semaphore, poll) or asleep, while no launching thread
+  of the process had work: the GPU had nothing to do (a server waiting for requests).
 - ``queued-wait`` (queued-wait): the next operation was queued in time, but a dependency
-  that is not GPU work held it (host function, another device's event).
+  that is not GPU work held it (host function, another process's event).
+- ``cross-device-wait`` (cross-device-wait): queued work that waited while a GPU it takes
+  data from (peer copies) was busy: the stages of a pipeline run one after the other.
+- ``library-churn`` (module-load): module loading or library handles created in most
+  steady iterations (a cuBLAS handle created and destroyed around every GEMM): not a
+  one-time load that a warm-up would remove.
 - ``unknown`` (unknown): the next operation has no launch call in the report.
 
 ``min_gap_us`` (default 100 us) separates launch overhead from host work: a launch takes
 about 5-10 us from call to execution and a synchronise-then-launch round trip 10-30 us,
-so a gap of 100 us is an order of magnitude beyond launch latency.
+so a gap of 100 us is an order of magnitude beyond launch latency. Where a Python
+framework launches (PyTorch, JAX, CuPy), each operation costs tens to hundreds of
+microseconds of interpreter time: there a gap is host work from ten times the launching
+thread's own pace of launches (at least 100 us, at most 1 ms), unless ``min_gap_us`` is
+set. Fixes speak the program's framework (PyTorch, JAX, CuPy, CUDA C++).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 
 from gpugap.accounting.attribution import jit_ops
+from gpugap.accounting.buckets import BY_ID
 from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import ranges_of
@@ -48,12 +65,112 @@ BUCKET_CAUSE = {
     "allocation": "allocation", "blocking-copy": "host-blocked",
     "module-load": "module-load", "compilation": "compilation", "input": "input",
     "host-work": "host-launch-latency", "queued-wait": "queued-wait", "unknown": "unknown",
+    "results": "results-work", "thread-wait": "thread-wait",
+    "cross-device-wait": "cross-device-wait",
 }
 
 FIX_HOST_WORK = (
     "The host spends long stretches outside CUDA between launches: move that CPU work "
     "(Python logic, preprocessing, I/O) off the launching thread or out of the loop, or "
     "queue more GPU work before it so the GPU has something to do meanwhile.")
+# The fixes in the words of each framework (gpugap.program.Program.framework); PyTorch's
+# are the causes' own texts where none is given.
+FIXES_LAUNCH_BOUND = {
+    "JAX": "Jit-compile the step: wrap the loop body in jax.jit (XLA fuses the element-wise "
+           "work and runs the step as one executable), move Python loops into "
+           "jax.lax.scan / jax.lax.fori_loop, batch small operations (jax.vmap) or raise "
+           "the batch size.",
+    "CuPy": "Launch fewer, larger kernels: fuse element-wise work (cupy.fuse, an "
+            "ElementwiseKernel or a RawKernel doing several steps per launch), capture the "
+            "loop in a CUDA graph (stream.begin_capture() / end_capture(), then "
+            "graph.launch()), or batch small arrays into one.",
+    "CUDA C++": "Launch fewer, larger kernels: capture the loop's kernels in a CUDA graph "
+                "(cudaStreamBeginCapture / cudaStreamEndCapture, then one cudaGraphLaunch "
+                "per iteration), fuse kernels that run back to back, or give each launch "
+                "more work (a grid-stride loop over a bigger batch).",
+}
+FIXES_SYNC = {
+    "JAX": "Keep results on the device and read them rarely: float(), np.asarray(), "
+           ".item() and block_until_ready() inside the loop stop JAX's asynchronous "
+           "dispatch; accumulate metrics as jax.Arrays and jax.device_get them every N "
+           "steps.",
+    "CuPy": "Read results back rarely: .get(), cupy.asnumpy() and implicit conversions to "
+            "NumPy synchronise the device; keep values in CuPy arrays and fetch them every "
+            "N iterations, or copy asynchronously into pinned memory "
+            "(ndarray.get(stream=..., out=pinned)) and wait on an event later.",
+    "CUDA C++": "Synchronise less often: replace the per-iteration "
+                "cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize with "
+                "cudaStreamWaitEvent between streams, check results every N iterations, or "
+                "double-buffer (launch iteration i+1 before reading iteration i's result, "
+                "copied with cudaMemcpyAsync into pinned memory).",
+}
+FIXES_ALLOCATION = {
+    "JAX": "Let XLA's allocator keep its pool (do not run with "
+           "XLA_PYTHON_CLIENT_ALLOCATOR=platform) and reuse buffers (donate_argnums) "
+           "instead of allocating new arrays every step.",
+    "CuPy": "Keep CuPy's memory pool on (do not cupy.cuda.set_allocator(None)) and reuse "
+            "arrays: out= arguments and buffers allocated once outside the loop.",
+    "CUDA C++": "Allocate once and reuse: hoist cudaMalloc / cudaFree out of the loop "
+                "(cudaFree synchronises the device), or use the stream-ordered allocator "
+                "(cudaMallocAsync / cudaFreeAsync, with a pool whose release threshold "
+                "keeps memory cached: cudaMemPoolAttrReleaseThreshold).",
+}
+FIXES_BLOCKED = {
+    "JAX": "Upload from pinned memory ahead of use: jax.device_put the next batch while the "
+           "current step runs (a prefetching input pipeline).",
+    "CuPy": "Copy from pinned host memory asynchronously: cupyx.empty_pinned buffers and "
+            "ndarray.set(..., stream=...) on a non-default stream.",
+    "CUDA C++": "Copy from pinned host memory (cudaMallocHost / cudaHostAlloc, or "
+                "cudaHostRegister an existing buffer) with cudaMemcpyAsync on a non-default "
+                "stream, so the call returns at once and the copy overlaps kernels.",
+}
+FIXES_MODULE_LOAD = {
+    "JAX": "Warm up before the region that matters: call each jitted function once with "
+           "the real shapes (or compile ahead of time: jax.jit(f).lower(...).compile()).",
+    "CUDA C++": "Warm up before the region that matters (one call of each kernel and "
+                "library routine), or load modules eagerly with CUDA_MODULE_LOADING=EAGER.",
+}
+FIXES_COMPILATION = {
+    "JAX": "Compile once: keep input shapes and dtypes stable (pad or bucket them), compile "
+           "ahead of time (jax.jit(f).lower(...).compile()) and keep XLA's persistent "
+           "compilation cache (jax.config.update('jax_compilation_cache_dir', ...)).",
+    "CuPy": "Compile kernels once: create each RawKernel/RawModule once (CuPy caches "
+            "compiled code by source and options) and keep CUPY_CACHE_DIR on persistent "
+            "storage.",
+    "CUDA C++": "Compile ahead of time for the GPUs you run on (nvcc -arch=sm_XX: no PTX "
+                "left for the driver to JIT), and cache NVRTC's output between runs.",
+}
+FIXES_INPUT = {
+    "JAX": "Load data off the critical path: a background input pipeline (grain, tf.data or "
+           "a thread) that prefetches batches, and jax.device_put the next batch while the "
+           "current step runs.",
+    "CuPy": "Prepare the next batch on another thread while the GPU works on this one, in "
+            "pinned buffers (cupyx.empty_pinned), uploaded on a copy stream.",
+    "CUDA C++": "Prepare the next batch on another thread while the GPU works on this one, "
+                "in pinned buffers, uploaded with cudaMemcpyAsync on a copy stream (double "
+                "buffering).",
+}
+FIXES_HOST_WORK = {
+    "JAX": "Move the host work out of the step: jit more of it, or do it on another thread; "
+           "JAX dispatches asynchronously, so the GPU runs ahead only while Python does not "
+           "wait or work between steps.",
+    "CUDA C++": "Move the CPU work off the launching thread (a worker thread), or launch the "
+                "next GPU work before doing it, so the GPU has work queued meanwhile.",
+}
+
+FIX_CHURN = (
+    "Create library contexts once and reuse them: make the handle (cublasCreate, "
+    "cudnnCreate, cufftPlan*) once outside the loop (cublasSetStream switches its stream), "
+    "load modules once (cuModuleLoad / cuModuleGetFunction outside the loop) and allocate "
+    "workspaces once; warming up does not help, the cost recurs every iteration.")
+FIX_CHURN_CUPY = (
+    "Load the module once: create the RawModule / RawKernel (or cupy.cuda.Module) once "
+    "outside the loop and fetch its functions once; loading and unloading a module every "
+    "iteration pays the driver's load each time.")
+# Module-load time in at least this share of the steady iterations recurs: churn, not a
+# one-time load (which a warm-up would remove).
+CHURN_ITERATIONS = 0.5
+
 # Module loading and compilation settle first (priority 0): they explain what other
 # findings see of the same time (the warm-up latency of a lazily loaded module).
 CAUSES = (
@@ -61,48 +178,70 @@ CAUSES = (
           "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
           "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
           "batch small operations together, or raise the batch size.",
-          title="Launch-bound", call_category="launch"),
+          title="Launch-bound", call_category="launch",
+          fixes=FIXES_LAUNCH_BOUND),
     Cause("sync-wait", "the host waited for the GPU and the queue drained",
           "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
           "tensors and call .item() every N steps; use torch.where or masks instead of "
           "boolean indexing and nonzero(); order dependent work with events "
           "(cudaStreamWaitEvent, torch.cuda.Event) instead of synchronising the host.",
-          color="#d62728", title="Host synchronization", call_category="synchronization"),
+          color="#d62728", title="Host synchronization", call_category="synchronization",
+          fixes=FIXES_SYNC),
     Cause("allocation", "cudaMalloc/cudaFree or host allocation",
           "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
           "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use the "
           "stream-ordered allocator (cudaMallocAsync/cudaFreeAsync) instead of "
           "cudaMalloc/cudaFree, which waits for the whole device.",
-          title="Memory allocation", call_category="allocation"),
+          title="Memory allocation", call_category="allocation",
+          fixes=FIXES_ALLOCATION),
     Cause("host-blocked", "blocked in a copy call",
           "Take the blocking call out of the hot path: pinned memory and asynchronous copies "
           "(pin_memory(), non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers).",
-          color="#c2185b", title="Blocking copies", call_category="blocking-copy"),
+          color="#c2185b", title="Blocking copies", call_category="blocking-copy",
+          fixes=FIXES_BLOCKED),
     Cause("module-load", "library/module loading (lazy loading, library init)",
           "Warm up before the region that matters: run each operation once (first "
           "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load modules "
           "eagerly with CUDA_MODULE_LOADING=EAGER (longer start-up, no stalls later).",
-          color="#b5651d", title="Module loading", call_category="module-load", priority=0),
+          color="#b5651d", title="Module loading", call_category="module-load", priority=0,
+          fixes=FIXES_MODULE_LOAD),
     Cause("compilation", "JIT compilation (torch.compile, Triton)",
           "Compile before the region that matters (one warm-up call), keep the compile "
           "caches between runs (TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on persistent "
           "storage, torch.compiler cache artifacts), and avoid recompiles (stable shapes, "
           "dynamic=True or torch._dynamo.mark_dynamic for sizes that change).",
           title="Compilation",
-          occasional_title="Recompilation inside the steady state", priority=0),
+          occasional_title="Recompilation inside the steady state", priority=0,
+          fixes=FIXES_COMPILATION),
     Cause("input", "data loading before the next batch's upload",
           "Load data in background workers (DataLoader(num_workers=N, "
           "persistent_workers=True, prefetch_factor=2+)), pin memory (pin_memory=True) and "
           "copy with non_blocking=True, so the next batch is ready before the GPU needs it.",
-          title="Input-bound (data loading)"),
+          title="Input-bound (data loading)",
+          fixes=FIXES_INPUT),
     Cause("host-launch-latency", "host work between launches (Python, CPU, I/O)",
-          FIX_HOST_WORK, color="#e8890c", title="Host work between launches"),
+          FIX_HOST_WORK, color="#e8890c", title="Host work between launches",
+          fixes=FIXES_HOST_WORK),
     Cause("queued-wait", "queued in time, held in its stream by non-GPU work",
           "Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
           "cudaStreamAddCallback) stalls every later operation of its stream until the host "
           "returns: do that work on a host thread, signalled by an event query. For a wait "
           "on another device or process, start the producer's work earlier (pipeline it).",
           color="#6a3d9a", title="Queued work held by non-GPU dependencies"),
+    Cause("results-work", "host work on results just read back from the GPU",
+          BY_ID["results"].fix, color="#8c564b", title="Host work on results",
+          fixes=BY_ID["results"].fixes),
+    Cause("thread-wait", "waiting on another thread while no thread had GPU work",
+          BY_ID["thread-wait"].fix, color="#9e9e9e",
+          title="Waiting for work from another thread (the GPU had nothing to do)"),
+    Cause("cross-device-wait", "queued work waiting for another GPU",
+          BY_ID["cross-device-wait"].fix, color="#5e35b1",
+          title="Waiting for another GPU", fixes=BY_ID["cross-device-wait"].fixes,
+          waits_for_device="data"),
+    Cause("library-churn", "library contexts or modules created and destroyed in the loop",
+          FIX_CHURN, color="#795548", title="Library contexts created and destroyed in the "
+          "loop", call_category="module-load", priority=0,
+          fixes={"CuPy": FIX_CHURN_CUPY}),
     Cause("unknown", "no API call matches the next operation",
           "Profile with CUDA API tracing on (nsys -t cuda) so the launch of the next "
           "operation can be seen.", color="#7f7f7f", title="Idle for unknown reasons"),
@@ -119,6 +258,34 @@ FIX_LAUNCH_BOUND_GRAPH = (
     "replays back to back (read results and synchronise every N steps, not every "
     "step), capture more of the step into the graph (loss, optimizer step, input "
     "copies into static buffers), or capture several steps in one graph.")
+
+FIX_LAUNCH_BOUND_OPTIMIZER = (
+    "The optimizer updates each parameter with kernels of its own (a for-loop over "
+    "parameters: foreach=False, or an optimizer without a multi-tensor path): use the "
+    "multi-tensor or fused implementation, torch.optim.AdamW(params, foreach=True) or "
+    "fused=True (a few kernels for all parameters), or torch.compile the optimizer step.")
+# NVTX ranges around an optimizer step, as programs name them.
+OPTIMIZER_RANGE = re.compile(r"optim|adam|sgd|lamb|lion|adagrad|rmsprop|param.*update",
+                             re.IGNORECASE)
+# ATen's element-wise kernels of Adam-like updates, one per parameter when not foreach.
+PER_PARAMETER_UPDATE = re.compile(r"addcdiv|lerp_kernel|addcmul")
+
+
+def _per_parameter_optimizer(trace: Trace, where: list[str]) -> bool:
+    """Does the launch-bound time sit in an optimizer step made of per-parameter kernels:
+    an NVTX range named like an optimizer step, or (without one) Adam's element-wise
+    update kernels with no multi-tensor kernel (multi_tensor_apply) in the report?"""
+    if any(OPTIMIZER_RANGE.search(name) for name in where):
+        return True
+    kernels = trace.kernels
+    if not len(kernels) or where:
+        return False
+    names = kernels["demangled" if "demangled" in kernels else "name"].astype(str)
+    distinct = pd.unique(names)
+    update = sum(bool(PER_PARAMETER_UPDATE.search(n)) for n in distinct)
+    multi = any("multi_tensor_apply" in n for n in distinct)
+    return update >= 2 and not multi
+
 
 WHY = {
     "launch-bound": "the host launched work back to back, but each piece finished before "
@@ -138,6 +305,16 @@ WHY = {
     "queued-wait": "the next operation was already queued, yet waited in its stream: work "
                    "there that is not GPU work held it",
     "unknown": "no CUDA API call matches the next operation",
+    "results-work": "the launching thread worked outside CUDA on results it had just read "
+                    "back from the GPU (a device-to-host copy of the batch's output) before "
+                    "launching more work",
+    "thread-wait": "the launching thread was blocked waiting on another thread (a queue, "
+                   "lock, condition variable, semaphore, poll or sleep) while no launching "
+                   "thread had work: the GPU had nothing to do",
+    "cross-device-wait": "the next operation was already queued but waited for {other}'s "
+                         "work (the program moves data between the GPUs)",
+    "library-churn": "the launching thread created library contexts or loaded modules "
+                     "again and again: in {churn} of the steady iterations",
 }
 
 
@@ -174,16 +351,51 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             for bucket, cause in BUCKET_CAUSE.items():
                 ns = totals.get(bucket, 0)
                 if ns > 0 and 100.0 * ns / base >= config["min_share_pct"]:
-                    findings.append(_finding(trace, config, dev, phase, span, bucket, cause,
-                                             ns, wall))
+                    churn = None
+                    if bucket == "module-load" and phase == "steady":
+                        churn = _recurring_share(dev, bucket)
+                        if churn >= CHURN_ITERATIONS:
+                            cause = "library-churn"
+                    f = _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
+                                 context.framework)
+                    if cause == "library-churn":
+                        f.evidence["iterations_with_loads"] = round(float(churn or 0), 3)
+                    if cause == "cross-device-wait":
+                        f.evidence["awaited_devices"] = _awaited(context, device)
+                    findings.append(f)
     return findings
 
 
-def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Finding:
+def _recurring_share(dev, bucket: str) -> float:
+    """The share of the steady iterations holding time of *bucket*; without iterations,
+    of tenths of the steady state (a one-time load sits in one)."""
+    its = dev.phases.steady_iterations
+    if len(its) >= 3:
+        lo, hi = dev.phases.iteration_windows(its)
+    else:
+        a, b = dev.phases.spans["steady"]
+        edges = np.linspace(a, b, 11).astype(np.int64)
+        lo, hi = edges[:-1], edges[1:]
+        if b - a <= 0:
+            return 0.0
+    return float((dev.totals(lo, hi)[bucket].to_numpy() > 0).mean())
+
+
+def _awaited(context: Context, device: int) -> list[int]:
+    """The GPUs *device* takes data from (the program model's links)."""
+    program = context.accounting.program
+    if program is None:
+        return []
+    return sorted({link.src for link in program.links if link.dst == device})
+
+
+def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
+             framework: str | None) -> Finding:
     """The finding of one bucket in one phase; its examples' host calls and its message
     are completed by finish() for the findings settling keeps."""
     held, per_gap, ends = dev.held_gaps(bucket, span)
-    fix, evidence = RULE.causes[cause].fix, {"bucket": bucket, "gap_count": int(held.size)}
+    fix = RULE.causes[cause].fix_for(framework)
+    evidence = {"bucket": bucket, "gap_count": int(held.size)}
     if cause == "launch-bound" and held.size:
         # Never prescribe CUDA graphs to work that already runs in one.
         nxt = dev.gaps.next_after(ends, dev.work)
@@ -196,9 +408,13 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall) -> Findin
         jit_pct = 100.0 * float(per_gap[jit].sum()) / total
         evidence |= {"before_cuda_graph_work_pct": round(graph_pct, 1),
                      "before_jit_kernels_pct": round(jit_pct, 1)}
+        optimizer = _per_parameter_optimizer(trace, ranges_of(trace, ends, weights=per_gap))
+        evidence["per_parameter_optimizer"] = optimizer
         if graph_pct >= 50.0:
             fix = FIX_LAUNCH_BOUND_GRAPH
-        elif jit_pct >= 50.0:
+        elif optimizer and framework == "PyTorch":
+            fix = FIX_LAUNCH_BOUND_OPTIMIZER
+        elif jit_pct >= 50.0 and framework == "PyTorch":
             fix = FIX_LAUNCH_BOUND_COMPILED
     top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
     worst, worst_ns = held[top], per_gap[top]
@@ -268,7 +484,7 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         f.marks = marks
         f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,
                             share_pct=f.share_pct, gaps=f.count, min_gap_us=min_gap_us,
-                            longest=examples[0] if examples else None)
+                            longest=examples[0] if examples else None, evidence=f.evidence)
 
 
 def _marks(f: Finding, gap: dict, next_op: tuple[int, int] | None) -> list[Mark]:
@@ -290,7 +506,7 @@ def _marks(f: Finding, gap: dict, next_op: tuple[int, int] | None) -> list[Mark]
 
 def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
             share_pct: float | None, gaps: int, min_gap_us: float,
-            longest: dict | None) -> str:
+            longest: dict | None, evidence: dict | None = None) -> str:
     """How long the GPU sat idle for *cause* and why, with the *longest* gap (its
     evidence record: its length, the operation after it, the host's calls meanwhile)."""
     top = longest or {}
@@ -298,7 +514,11 @@ def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
     where = {"steady": f"{share}the steady state",
              "start-up": "before the steady state (one-time)",
              "tail": "after the steady state"}.get(phase or "steady", "")
-    why = WHY[cause].format(min_gap=fmt_ns(min_gap_us * 1e3))
+    awaited = (evidence or {}).get("awaited_devices") or []
+    other = (" and ".join(f"GPU {d}" for d in awaited) if awaited else "another GPU")
+    churn = (evidence or {}).get("iterations_with_loads")
+    why = WHY[cause].format(min_gap=fmt_ns(min_gap_us * 1e3), other=other,
+                            churn=f"{100 * churn:.0f}%" if churn is not None else "most")
     busy_with = ", ".join(f"{h['name']} x{h['calls']} ({fmt_ns(h['ns'])})"
                           for h in top.get("host_calls", [])[:3])
     text = ""

@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
+
+from gpugap.accounting.buckets import fix_for
 
 
 class Severity(str, Enum):
@@ -85,7 +88,13 @@ class Cause:
       consequences (gpugap.rules.settle; None: its rule's ``Rule.priority``);
     - *call_category*: the category of CUDA calls that show it
       (gpugap.accounting.host.CATEGORIES), listed for the verdict's representative
-      iteration (None: the launching threads' longest calls of any kind)."""
+      iteration (None: the launching threads' longest calls of any kind);
+    - *waits_for_device*: it says a device waited for another: for its data ('data': a
+      pipeline stage) or inside a collective ('collective': a late rank); a symptom,
+      whose cause the verdict looks for on the device waited for (None: not a wait);
+    - *fixes*: the fix in the words of a framework (gpugap.program.Program.framework:
+      'PyTorch', 'JAX', 'CuPy', 'CUDA C++', 'CUDA Python'), where it differs from *fix*;
+      ``fix_for`` picks it."""
 
     id: str
     meaning: str
@@ -95,6 +104,14 @@ class Cause:
     occasional_title: str | None = None
     priority: int | None = None
     call_category: str | None = None
+    fixes: Mapping[str, str] = field(default_factory=dict)
+    waits_for_device: str | None = None
+
+    def fix_for(self, framework: str | None) -> str:
+        """The fix in the API of *framework* (None or unknown: the general one)."""
+        return fix_for(self.fix, self.fixes, framework)
+
+
 
 
 # --- marks -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ below min_idle_sm_pct (they already did what the fix asks).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -35,6 +36,15 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
        "them concurrently on separate streams so they share the idle SMs.")
 CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX,
                 title="Grids too small for the GPU"),)
+# A library's own kernels: the library picks their grids from the problem's shape.
+LIBRARY_KERNEL = re.compile(r"cudnn|cublas|cutlass|xmma|nvjet|gemv|gemmSN|cufft|cusparse",
+                            re.IGNORECASE)
+LIBRARY_NAMES = {"cudnn": "cuDNN", "cufft": "cuFFT", "cusparse": "cuSPARSE"}
+FIX_LIBRARY = ("These are the library's own kernels ({library}): it picks their grids from "
+               "the problem's shape. Give it bigger problems (a larger batch, batched "
+               "calls), another layout it has wider kernels for (channels_last with "
+               "mixed precision for cuDNN's convolutions and batch norm), or fuse the "
+               "operation away (torch.compile, XLA).")
 
 
 # Kernels per batch. Part of the arithmetic: each kernel's share of the wall time (a
@@ -240,10 +250,15 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                        threads=int(top["threads"]), sms=n_sm, count=int(top["count"]),
                        idle_sm_pct=idle_pct, idle_sm_ns=cost)
         kernels = _joined_union(spans.pop(g))
+        demangled = demangled_name(k, int(top["row"]))
+        library = LIBRARY_KERNEL.search(demangled)
+        fix = (FIX_LIBRARY.format(library=LIBRARY_NAMES.get(library.group(0).lower(),
+                                                            "cuBLAS")) if library
+               else RULE.causes["undersized-grid"].fix_for(context.framework))
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=Severity.INFO,
             start_ns=int(acc["start"][g]), end_ns=int(acc["end"][g]), cost_ns=cost,
-            at_ns=int(acc["at"][g]), message=text, fix=RULE.causes["undersized-grid"].fix,
+            at_ns=int(acc["at"][g]), message=text, fix=fix,
             marks=_marks(k, top_configs),
             streams=stream_of[g], device=dev, count=n_small, phase=phase,
             ranges=split_label(label),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import os
 import re
 import shutil
 import sys
@@ -112,10 +113,11 @@ def capture_path(name: str, cache: Path) -> Path | None:
         return None
     out = cache / f"{name}.sqlite"
     if not out.is_file():
-        tmp = out.with_suffix(".part")
-        with lzma.open(packed) as src, open(tmp, "wb") as dst:
+        # A temporary file of its own, then renamed: parallel readers never see half.
+        fd, tmp = tempfile.mkstemp(dir=cache, suffix=".part")
+        with lzma.open(packed) as src, os.fdopen(fd, "wb") as dst:
             shutil.copyfileobj(src, dst)
-        tmp.rename(out)
+        os.replace(tmp, out)
     return out
 
 
@@ -219,7 +221,9 @@ def score_program(name: str, analysis, expected: dict) -> list[Check]:
     return checks
 
 
-def run(names: list[str], cache: Path) -> list[Outcome]:
+def run(names: list[str], cache: Path, inspect=None) -> list[Outcome]:
+    """Analyze and score each program; *inspect*(name, analysis), when given, sees every
+    analysis once (tests check more of it without analyzing twice)."""
     from gpugap.analysis import analyze
     from gpugap.report import load
 
@@ -239,6 +243,8 @@ def run(names: list[str], cache: Path) -> list[Outcome]:
             out.append(outcome)
             continue
         outcome.checks = score_program(name, analysis, expected)
+        if inspect is not None:
+            inspect(name, analysis)
         outcome.program_line = analysis.program.line() if analysis.program else ""
         if analysis.verdict is not None:
             outcome.verdict, outcome.fix = analysis.verdict.headline, analysis.verdict.fix
