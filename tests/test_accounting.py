@@ -61,7 +61,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
     program = acc_program(trace)
     launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
                  for p in program.processes}
-    waits = hostmod.ThreadWaits(trace, launchers, dev.window)
+    waits = hostmod.ThreadWaits(program.waits, launchers)
     spans = program.compile_spans
     cw_s, cw_e = attribution.compile_windows(work, program.devices[dev.device].driver,
                                              tl.union(spans.start, spans.end))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gpugap import intervals as tl
 from gpugap.accounting.attribution import DeviceAccount, Settings, account_device
 from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
+from gpugap.accounting.host import ThreadWaits
 from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import detect as detect_phases
 from gpugap.accounting.work import device_work
@@ -38,6 +39,7 @@ def account(trace: Trace, settings: Settings | None = None, *,
     program = program or understand(trace, iteration=iteration)
     launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
                  for p in program.processes}
+    waits = ThreadWaits(program.waits, launchers)
     interpreted = program.framework in INTERPRETED
     spans = program.compile_spans
     compiling = tl.union(spans.start, spans.end)
@@ -45,8 +47,9 @@ def account(trace: Trace, settings: Settings | None = None, *,
     for device, seen in program.devices.items():
         work = device_work(trace, device, seen.ops)
         phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
-        devices[device] = account_device(trace, work, phases, settings, launchers,
-                                         compiling, seen.driver, interpreted)
+        devices[device] = account_device(trace, work, phases, settings, waits,
+                                         compiling, lambda seen=seen: seen.driver,
+                                         interpreted)
     _cross_device_waits(devices, program)
     trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
     give_back()                                   # the batches' memory, to the system

@@ -44,6 +44,7 @@ time order within each.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -217,6 +218,7 @@ class DeviceAccount:
     settings: Settings = field(default_factory=Settings)
     # Gaps at least this long are host work, shorter ones launch overhead (host_work_gap_ns).
     host_work_gap_ns: float = 100e3
+    _steady_totals: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     def decode(self, k0: int, k1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts, ends, codes) of the pieces of blocks [k0, k1), in time order."""
@@ -279,6 +281,13 @@ class DeviceAccount:
                     out[near, i] += _between(s[mine], e[mine], lo[near], hi[near])
         return pd.DataFrame(out, columns=list(IDS))
 
+    def steady_iteration_totals(self) -> pd.DataFrame:
+        """totals() of each steady iteration (computed once: summaries and rules ask)."""
+        if self._steady_totals is None:
+            lo, hi = self.phases.iteration_windows(self.phases.steady_iterations)
+            self._steady_totals = self.totals(lo, hi)
+        return self._steady_totals
+
     def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
         """Bucket time inside a union of windows (default: the whole window)."""
         if windows is None:
@@ -338,7 +347,7 @@ class DeviceAccount:
         its = ph.steady_iterations
         if len(its):
             ilo, ihi = ph.iteration_windows(its)
-            table = self.totals(ilo, ihi)
+            table = self.steady_iteration_totals()
             for b, item in steady["buckets"].items():
                 item["per_iteration_median_ns"] = int(np.median(table[b]))
                 item["per_iteration_p90_ns"] = int(np.percentile(table[b], 90))
@@ -525,6 +534,7 @@ def _with_next_ops(work: DeviceWork, gs: np.ndarray, ge: np.ndarray, main_gtid: 
 # of HOST_WORK_GAP_CAP_NS is host work whatever the pace.
 PACE_FACTOR = 10
 HOST_WORK_GAP_CAP_NS = 1_000_000
+PACE_SAMPLE = 100_000        # ops the pace is measured on
 
 
 def host_work_gap_ns(work: DeviceWork, gtid: int, settings: Settings,
@@ -534,22 +544,28 @@ def host_work_gap_ns(work: DeviceWork, gtid: int, settings: Settings,
     floor = settings.min_gap_us * 1e3
     if not interpreted or not settings.adaptive_gap:
         return floor
-    return float(min(max(floor, PACE_FACTOR * launch_pace(work, gtid)),
+    # The pace from a slice of ops in the middle of the device's work (the steady part
+    # of most programs): a median needs no more, and one slice costs no walk of all.
+    middle = len(work) // 2
+    sample = thread_launches(work, gtid, (max(0, middle - PACE_SAMPLE // 2),
+                                          min(len(work), middle + PACE_SAMPLE // 2)))
+    return float(min(max(floor, PACE_FACTOR * launch_pace(sample)),
                      max(floor, HOST_WORK_GAP_CAP_NS)))
 
 
-def launch_pace(work: DeviceWork, gtid: int) -> float:
-    """The median time between consecutive launches of thread *gtid* (0: fewer than 3)."""
-    launched = thread_launches(work, gtid)
+def launch_pace(launched: np.ndarray) -> float:
+    """The median time between consecutive launches (sorted times; 0: fewer than 3)."""
     if launched.size < 3:
         return 0.0
     return float(np.median(np.diff(launched)))
 
 
-def thread_launches(work: DeviceWork, gtid: int) -> np.ndarray:
-    """When thread *gtid* launched the device's ops (sorted, int64)."""
+def thread_launches(work: DeviceWork, gtid: int,
+                    between: tuple[int, int] | None = None) -> np.ndarray:
+    """When thread *gtid* launched the device's ops (those at positions *between* only,
+    if given), sorted, int64."""
     parts = []
-    for o0, o1 in work.slices():
+    for o0, o1 in ([between] if between is not None else work.slices()):
         ops = work.order.slice(o0, o1)
         t = work.gather_rows("api_start", ops[2], ops[3])
         g = work.gather_rows("gtid", ops[2], ops[3])
@@ -837,14 +853,16 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
 
 def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    settings: Settings | None = None,
-                   launchers: dict[int, list[int]] | None = None,
-                   compiling: tl.Intervals = tl.EMPTY, driver: int = -1,
+                   waits: host.ThreadWaits | None = None,
+                   compiling: tl.Intervals = tl.EMPTY,
+                   driver: Callable[[], int] | None = None,
                    interpreted: bool = False) -> DeviceAccount:
-    """The partition of *work*'s device (module doc); *launchers*: the launching threads
-    of each process (pid -> gtids, from the program model), whose waits on other threads
-    tell waiting for work apart (no waits are looked at without them); *compiling*: when
+    """The partition of *work*'s device (module doc); *waits*: the launching threads
+    of each process whose waits on other threads tell waiting for work apart
+    (host.ThreadWaits; no waits are looked at without them); *compiling*: when
     the program compiled (a union; the program model's compile spans), extended to the
-    launches of *driver*, the thread that drives the device (compile_windows);
+    launches of the thread that drives the device (compile_windows; *driver* says which,
+    asked only when there was compiling);
     *interpreted*: it launches from a Python framework (host_work_gap_ns)."""
     settings = settings or Settings()
     window = phases.window
@@ -857,9 +875,10 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     gaps = _with_next_ops(work, gs, ge, main_gtid, window[1])
     del gs, ge
     long_gap_ns = host_work_gap_ns(work, main_gtid, settings, interpreted)
-    compiling = compile_windows(work, driver if driver >= 0 else main_gtid, compiling)
-    calls = _Calls(trace, None if launchers is None
-                   else host.ThreadWaits(trace, launchers, window), long_gap_ns)
+    if compiling[0].size:
+        driving = driver() if driver is not None else -1
+        compiling = compile_windows(work, driving if driving >= 0 else main_gtid, compiling)
+    calls = _Calls(trace, waits, long_gap_ns)
     lengths: list[np.ndarray] = []
     codes: list[np.ndarray] = []
     block_start, block_first = [], [0]

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
-from gpugap.program.threads import WAIT_CALLS
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Trace
 
@@ -197,13 +196,12 @@ class ThreadWaits:
     semaphore, poll, sleep), intersected over the process's launching threads (*launchers*:
     pid -> their gtids). A thread that waits while another launcher works (the autograd
     thread waiting for the forward pass) is fed by that one's work: not waiting for work.
-    Read from the OS runtime trace once per process, inside *window*; empty without it."""
+    *calls*: those waits, as the program model read them (None: no OS runtime trace)."""
 
-    def __init__(self, trace: Trace, launchers: dict[int, list[int]],
-                 window: tuple[int, int]) -> None:
-        self.trace = trace
+    def __init__(self, calls: pd.DataFrame | None, launchers: dict[int, list[int]]
+                 ) -> None:
+        self.calls = calls            # the launchers' OS waits (program.threads.wait_calls)
         self.launchers = launchers
-        self.window = window
         self._idle: dict[int, tl.Intervals] = {}
 
     def idle(self, gtid: int) -> tl.Intervals:
@@ -216,17 +214,12 @@ class ThreadWaits:
         threads = self.launchers.get(pid) or [gtid]
         if gtid not in threads:
             threads = [*threads, gtid]
-        if "OSRT_API" not in self.trace.info.tables:
+        if self.calls is None:
             self._idle.update({g: tl.EMPTY for g in threads})
             return
-        lo, hi = self.window
-        calls = self.trace.osrt_overlapping(
-            {g: (np.array([lo], np.int64), np.array([hi], np.int64)) for g in threads})
         waits: dict[int, tl.Intervals] = {g: tl.EMPTY for g in threads}
-        if len(calls):
-            names = calls["name"].astype(str)
-            hit = names.map({n: bool(WAIT_CALLS.match(n)) for n in pd.unique(names)})
-            rows = calls[hit.to_numpy(dtype=bool)]
+        rows = self.calls[self.calls["gtid"].isin(threads)]
+        if len(rows):
             for g, part in rows.groupby("gtid"):
                 waits[int(g)] = tl.union(part["start"].to_numpy(np.int64),
                                          part["end"].to_numpy(np.int64))

@@ -323,8 +323,13 @@ def _cause(causes: Mapping[tuple[str, str], Cause], f: Finding) -> Cause:
 
 
 def _title(f: Finding, cause: Cause) -> str:
-    """What the verdict calls *f*'s cause: its title, else 'rule-id [cause-id]'."""
-    return cause.title if cause.title is not None else f"{f.rule} [{f.cause}]"
+    """What the verdict calls *f*'s cause: its title, else 'rule-id [cause-id]'; a
+    device waiting for others names them ('Waiting for another GPU (GPU 1)')."""
+    title = cause.title if cause.title is not None else f"{f.rule} [{f.cause}]"
+    awaited = f.evidence.get("awaited_devices") if cause.waits_for_device else None
+    if awaited:
+        title += " (" + ", ".join(f"GPU {d}" for d in awaited) + ")"
+    return title
 
 
 def decide(trace: Trace, accounting: Accounting, findings: list[Finding],

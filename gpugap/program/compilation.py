@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gpugap.program import oscalls
 from gpugap.report.trace import Trace
 
 XLA_COMPILE = re.compile(r"^XlaCompile")
@@ -101,24 +102,23 @@ def _compiler_processes(trace: Trace, process_names: dict[int, str]
             [compilers[int(p)] for p in spans.index])
 
 
-SPAWN = re.compile(r"^(?:posix_spawnp?|fork|vfork)$")
-WAIT_CHILD = re.compile(r"^(?:waitpid|wait4|waitid)$")
 CHILD_MAX_NS = 60_000_000_000      # a child waited for longer is no compiler run
 
 
-def _child_runs(trace: Trace, pids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, gtid) of child processes a thread of *pids* started and then waited
-    for: each wait paired with the thread's latest start before it. (A child the program
-    did not wait on while it went on working is no compilation: the accounting keeps
-    only the spans during which the device's work stopped, compile_windows.)"""
-    if "OSRT_API" not in trace.info.tables or not pids:
+def _child_runs(os_calls: pd.DataFrame | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, gtid) of child processes a thread started and then waited for (from
+    *os_calls*, gpugap.program.oscalls): each wait paired with the thread's latest start
+    before it. (A child the program did not wait on while it went on working is no
+    compilation: the accounting keeps only the spans during which the device's work
+    stopped, gpugap.accounting.attribution.compile_windows.)"""
+    calls = oscalls.of(os_calls, re.compile(f"{oscalls.CHILD_START.pattern}|"
+                                            f"{oscalls.CHILD_WAIT.pattern}"))
+    if calls is None or not len(calls):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    calls = trace.osrt_named(re.compile(f"{SPAWN.pattern}|{WAIT_CHILD.pattern}"))
-    pid = calls["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
-    calls = calls[np.isin(pid, pids)]
     starts, ends, gtids = [], [], []
     for g, mine in calls.groupby("gtid"):
-        spawn = mine["name"].astype(str).str.match(SPAWN).to_numpy()
+        spawn = mine["name"].astype(str).str.match(oscalls.CHILD_START).to_numpy()
         s = mine["start"].to_numpy(np.int64)
         e = mine["end"].to_numpy(np.int64)
         spawned = s[spawn]
@@ -135,13 +135,14 @@ def _child_runs(trace: Trace, pids: list[int]) -> tuple[np.ndarray, np.ndarray, 
     return np.concatenate(starts), np.concatenate(ends), np.concatenate(gtids)
 
 
-def spans(trace: Trace, process_names: dict[int, str], pids: list[int] | None = None
-          ) -> CompileSpans:
-    """Every span of compilation the report shows (module doc), sorted by start; *pids*:
-    the processes that drove GPUs (whose child runs count)."""
+def spans(trace: Trace, process_names: dict[int, str],
+          os_calls: pd.DataFrame | None = None) -> CompileSpans:
+    """Every span of compilation the report shows (module doc), sorted by start;
+    *os_calls*: the OS calls of the processes that drove GPUs (gpugap.program.oscalls),
+    whose child runs count."""
     xla = _xla_ranges(trace)
     ps, pe, pwhat = _compiler_processes(trace, process_names)
-    cs, ce, cg = _child_runs(trace, pids or [])
+    cs, ce, cg = _child_runs(os_calls)
     start = np.r_[xla["start"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), ps,
                   cs]
     end = np.r_[xla["end"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), pe, ce]

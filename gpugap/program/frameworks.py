@@ -111,8 +111,12 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     k = trace.kernels
     if not len(k) or "api_name" not in k:
         return 0
-    driver = (k["api_name"].astype(str).str.startswith("cuLaunch").to_numpy()
-              & k["pid"].isin(pids).to_numpy())
+    api = k["api_name"]
+    if not isinstance(api.dtype, pd.CategoricalDtype):
+        api = api.astype(str).astype("category")
+    by_driver = np.array([str(c).startswith("cuLaunch") for c in api.cat.categories]
+                         + [False])
+    driver = by_driver[api.cat.codes.to_numpy()] & k["pid"].isin(pids).to_numpy()
     if not driver.any():
         return 0
     names = k["demangled"] if "demangled" in k else k["name"]

@@ -10,10 +10,12 @@ the Python API, so that a wrong verdict can be traced to a wrong understanding.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+import pandas as pd
 
-from gpugap.program import compilation, frameworks, iterations, threads
+from gpugap.program import compilation, frameworks, iterations, oscalls, threads
 from gpugap.program.compilation import CompileSpans
 from gpugap.program.frameworks import Component
 from gpugap.program.iterations import Iterations
@@ -51,11 +53,15 @@ class DeviceProgram:
     window: tuple[int, int]
     iterations: Iterations | None
     pids: list[int]
-    driver: int = -1            # the thread that drives it (iterations.driver), -1: none
+
+    @cached_property
+    def driver(self) -> int:
+        """The thread that drives the device (gpugap.program.iterations.driver), -1 for
+        none; found when first asked for (it walks every op)."""
+        return iterations.driver(self.ops)[0] if len(self.ops) else -1
 
     def to_dict(self) -> dict:
         return {"device": self.device, "name": self.name, "pids": self.pids,
-                "driver_tid": self.driver & 0xFFFFFF if self.driver >= 0 else None,
                 "window_ns": list(self.window),
                 "iterations": None if self.iterations is None else self.iterations.to_dict()}
 
@@ -68,6 +74,11 @@ class Program:
     links: list[DeviceLink]
     library_domains: list[str]
     compile_spans: CompileSpans
+    # The launching threads' OS waits on other threads (start, end, gtid, name; None:
+    # no OS-runtime trace): the accounting tells waiting for work apart with them.
+    waits: pd.DataFrame | None = field(default=None, repr=False)
+    # The GPU processes' waits, child runs and file writes (gpugap.program.oscalls).
+    os_calls: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def frameworks(self) -> list[str]:
@@ -107,8 +118,13 @@ class Program:
         else:
             parts.append("; ".join(f"GPU {d}: {_iterations_phrase(it)}"
                                    for d, it in its.items()))
-        for link in self.links:
-            parts.append(f"GPU {link.dst} waits on GPU {link.src} ({link.via})")
+        pairs = {(link.src, link.dst): link for link in self.links}
+        for (src, dst), link in pairs.items():
+            if (dst, src) in pairs:
+                if src < dst:
+                    parts.append(f"GPUs {src} and {dst} exchange data ({link.via})")
+            else:
+                parts.append(f"GPU {dst} takes data from GPU {src} ({link.via})")
         compiled = self.compile_spans.total_ns()
         if compiled:
             by = sorted(set(self.compile_spans.what))
@@ -162,8 +178,9 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
         devices[device] = DeviceProgram(
             device, None if row is None else str(row["name"]), ops, window,
             iterations.find(trace, ops, window, iteration=iteration),
-            [int(p) for p in np.asarray(ops.pids).tolist()],
-            iterations.driver(ops)[0] if len(ops) else -1)
-    return Program(frameworks.detect(trace), threads.roles(trace, names), devices,
-                   _links(trace), library_domains(trace),
-                   compilation.spans(trace, names, frameworks.gpu_pids(trace)))
+            [int(p) for p in np.asarray(ops.pids).tolist()])
+    os_calls = oscalls.read(trace, frameworks.gpu_pids(trace))
+    processes, waits = threads.roles(trace, names, os_calls)
+    return Program(frameworks.detect(trace), processes, devices, _links(trace),
+                   library_domains(trace), compilation.spans(trace, names, os_calls), waits,
+                   os_calls)

@@ -3,26 +3,20 @@
 A thread's role comes from what it did: it *launched* GPU work (kernels, copies,
 memsets, graph launches: their launching calls name it), and of the launching threads,
 how long each spent blocked in the OS waiting on another thread (a queue, a lock, a
-condition variable, a semaphore, poll or sleep: the OS-runtime trace's calls), which
+condition variable, a semaphore, poll or sleep: gpugap.program.oscalls.WAITS), which
 says whether it was fed, or fed others.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from gpugap.program import oscalls
 from gpugap.report.trace import Trace
 
-# OS-runtime calls in which a thread waits for another thread (or for time to pass).
-WAIT_CALLS = re.compile(
-    r"^(?:pthread_cond_(?:timed)?wait|pthread_cond_clockwait|sem_(?:timed|clock)?wait|"
-    r"pthread_mutex_(?:timed)?lock|pthread_rwlock_\w*lock|pthread_join|futex|"
-    r"(?:e|p)?poll|epoll_p?wait|p?select|(?:clock_)?nanosleep|usleep|sleep|"
-    r"sigtimedwait|sigwaitinfo|msgrcv|mq_(?:timed)?receive)$")
 LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
 
 
@@ -78,36 +72,35 @@ def _launch_counts(trace: Trace) -> pd.DataFrame:
     return ops.groupby(["gtid", "pid", "device"]).size().rename("launches").reset_index()
 
 
-def _waits(trace: Trace, gtids: list[int]) -> dict[int, int] | None:
+def _waits(calls: pd.DataFrame | None, gtids: list[int]) -> dict[int, int] | None:
     """Time each thread spent in OS waits on others (None: no OS-runtime trace)."""
-    if "OSRT_API" not in trace.info.tables or not gtids:
+    if calls is None:
         return None
-    everything = (np.array([np.iinfo(np.int64).min // 2]), np.array([np.iinfo(np.int64).max // 2]))
-    calls = trace.osrt_overlapping({g: everything for g in gtids})
     out = dict.fromkeys(gtids, 0)
-    if not len(calls):
-        return out
-    names = calls["name"].astype(str)
-    wait = names.map({n: bool(WAIT_CALLS.match(n)) for n in pd.unique(names)}).to_numpy(bool)
-    rows = calls[wait]
-    for g, ns in (rows["end"] - rows["start"]).groupby(rows["gtid"]).sum().items():
+    for g, ns in (calls["end"] - calls["start"]).groupby(calls["gtid"]).sum().items():
         out[int(g)] = int(ns)
     return out
 
 
-def roles(trace: Trace, process_names: dict[int, str]) -> list[ProcessRole]:
+def roles(trace: Trace, process_names: dict[int, str], os_calls: pd.DataFrame | None
+          ) -> tuple[list[ProcessRole], pd.DataFrame | None]:
     """The processes that launched GPU work, each with its launching threads (most
-    launches first)."""
+    launches first); and those threads' waits on others, from *os_calls*
+    (gpugap.program.oscalls: None without an OS runtime trace)."""
     counts = _launch_counts(trace)
     if counts.empty:
-        return []
+        return [], None
     names = {}
     if len(trace.threads):
         t = trace.threads
         names = dict(zip(t["gtid"].astype(np.int64).tolist(), t["name"].tolist(), strict=True))
     per_thread = counts.groupby(["gtid", "pid"])["launches"].sum().reset_index()
     per_process = per_thread.groupby("pid")["launches"].sum()
-    waits = _waits(trace, per_thread["gtid"].astype(np.int64).tolist())
+    gtids = per_thread["gtid"].astype(np.int64).tolist()
+    calls = oscalls.of(os_calls, oscalls.WAITS)
+    if calls is not None:
+        calls = calls[calls["gtid"].isin(gtids)]
+    waits = _waits(calls, gtids)
     out = []
     for pid, group in per_thread.groupby("pid"):
         devices = sorted(int(d) for d in pd.unique(counts.loc[counts["pid"] == pid, "device"]))
@@ -121,4 +114,4 @@ def roles(trace: Trace, process_names: dict[int, str]) -> list[ProcessRole]:
                 "launcher" if share >= LAUNCHER_SHARE else "helper", int(row.launches),
                 float(share), None if waits is None else waits.get(gtid, 0)))
         out.append(proc)
-    return sorted(out, key=lambda p: (p.devices[:1], p.pid))
+    return sorted(out, key=lambda p: (p.devices[:1], p.pid)), calls

@@ -672,11 +672,13 @@ class Loader:
                  f'(CASE ifnull({gtid}, 0) {cases} END) > "start"')
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
-    def osrt_named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
-        """OS runtime calls whose name matches *pattern* (a waitpid, a write): the names
-        are looked up in StringIds first, so SQLite reads only their rows."""
+    def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+                   pids: list[int] | None = None) -> pd.DataFrame:
+        """OS runtime calls whose name matches *pattern* (a waitpid, a write), of the
+        threads *gtids* and processes *pids* only if given: the names are looked up in
+        StringIds first, so SQLite hands over only their rows."""
         t = "OSRT_API"
-        if not reads.usable(self.db, t):
+        if not reads.usable(self.db, t) or gtids == [] or pids == []:
             return empty_frame(OSRT_COLUMNS)
         ids, values = self.strings
         hit = [int(i) for i, v in zip(ids.tolist(), values.tolist(), strict=True)
@@ -684,6 +686,12 @@ class Loader:
         if not hit:
             return empty_frame(OSRT_COLUMNS)
         where = f'"nameId" IN ({", ".join(map(str, hit))})'
+        gtid = self.column(t, "globalTid", default="0")
+        if gtids is not None:
+            where += f" AND {gtid} IN ({', '.join(str(int(g)) for g in gtids)})"
+        if pids is not None:
+            where += (f" AND ((ifnull({gtid}, 0) >> {_PID_SHIFT}) & {_ID_MASK}) IN "
+                      f"({', '.join(str(int(p)) for p in pids)})")
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
     def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -755,8 +763,9 @@ class OsrtSource:
     def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
         return self._with_loader(lambda loader: loader.osrt_overlapping(windows))
 
-    def named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
-        return self._with_loader(lambda loader: loader.osrt_named(pattern))
+    def named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+              pids: list[int] | None = None) -> pd.DataFrame:
+        return self._with_loader(lambda loader: loader.osrt_named(pattern, gtids, pids))
 
 
 def normalize_api_name(name: str) -> str:

@@ -80,7 +80,8 @@ class OsrtSource(Protocol):
     def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
                     ) -> pd.DataFrame: ...
 
-    def named(self, pattern: re.Pattern[str]) -> pd.DataFrame: ...
+    def named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+              pids: list[int] | None = None) -> pd.DataFrame: ...
 
 
 @dataclass
@@ -177,12 +178,18 @@ class Trace:
                 keep |= on & (end > a) & (start < b)
         return frame[keep]
 
-    def osrt_named(self, pattern: re.Pattern[str]) -> pd.DataFrame:
-        """OS runtime calls whose name matches *pattern* (sorted by start), without
-        reading the others."""
+    def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+                   pids: list[int] | None = None) -> pd.DataFrame:
+        """OS runtime calls whose name matches *pattern* (sorted by start), of the
+        threads *gtids* and processes *pids* only if given, without reading the
+        others."""
         if self.osrt_frame is None and self.osrt_source is not None:
-            return self.osrt_source.named(pattern)
+            return self.osrt_source.named(pattern, gtids, pids)
         frame = self.osrt
+        if gtids is not None:
+            frame = frame[frame["gtid"].isin(gtids)]
+        if pids is not None:
+            frame = frame[np.isin(frame["gtid"].to_numpy(np.int64) >> 24 & 0xFFFFFF, pids)]
         if frame.empty:
             return frame
         names = frame["name"].astype(str)

@@ -369,16 +369,13 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
 def _recurring_share(dev, bucket: str) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
     of tenths of the steady state (a one-time load sits in one)."""
-    its = dev.phases.steady_iterations
-    if len(its) >= 3:
-        lo, hi = dev.phases.iteration_windows(its)
-    else:
-        a, b = dev.phases.spans["steady"]
-        edges = np.linspace(a, b, 11).astype(np.int64)
-        lo, hi = edges[:-1], edges[1:]
-        if b - a <= 0:
-            return 0.0
-    return float((dev.totals(lo, hi)[bucket].to_numpy() > 0).mean())
+    if len(dev.phases.steady_iterations) >= 3:
+        return float((dev.steady_iteration_totals()[bucket].to_numpy() > 0).mean())
+    a, b = dev.phases.spans["steady"]
+    if b <= a:
+        return 0.0
+    edges = np.linspace(a, b, 11).astype(np.int64)
+    return float((dev.totals(edges[:-1], edges[1:])[bucket].to_numpy() > 0).mean())
 
 
 def _awaited(context: Context, device: int) -> list[int]:

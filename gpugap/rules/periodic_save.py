@@ -15,7 +15,6 @@ not "copies through pageable memory" or "host work" in other iterations.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -23,15 +22,12 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
+from gpugap.program import oscalls
 from gpugap.report.trace import Trace
 from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, Severity
 from gpugap.units import fmt_bytes, fmt_ns
-
-# OS runtime calls that write files.
-FILE_WRITES = re.compile(r"^(?:p?write(?:v|64)?|fwrite|fsync|fdatasync|sync_file_range|"
-                         r"copy_file_range|sendfile)$")
 
 FIX = ("Checkpoint asynchronously and less often: copy the state into pinned host buffers "
        "on a side stream while training goes on, write the file from a background thread, "
@@ -85,21 +81,17 @@ def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> pd.Dat
     return out
 
 
-def _writes(trace: Trace, pids: list[int], windows: tl.Intervals) -> tuple[int, int]:
-    """(calls, ns) of the processes' file writes inside *windows*."""
-    if "OSRT_API" not in trace.info.tables or not windows[0].size:
+def _writes(context: Context, pids: list[int], windows: tl.Intervals) -> tuple[int, int]:
+    """(calls, ns) of the processes' file writes inside *windows* (the program model's
+    OS calls)."""
+    program = context.accounting.program
+    rows = oscalls.of(None if program is None else program.os_calls, oscalls.FILE_WRITES)
+    if rows is None or not len(rows) or not windows[0].size:
         return 0, 0
-    threads = trace.threads
-    gtids = threads["gtid"][threads["pid"].isin(pids)].astype(np.int64).tolist()
-    if not gtids:
-        return 0, 0
-    calls = trace.osrt_overlapping({g: windows for g in gtids})
-    if calls.empty:
-        return 0, 0
-    names = calls["name"].astype(str)
-    hit = names.map({n: bool(FILE_WRITES.match(n)) for n in pd.unique(names)})
-    rows = calls[hit.to_numpy(dtype=bool)]
-    return len(rows), int((rows["end"] - rows["start"]).sum())
+    pid = rows["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
+    start = rows["start"].to_numpy(np.int64)
+    inside = np.isin(pid, pids) & tl.within(start, windows)
+    return int(inside.sum()), int((rows["end"].to_numpy(np.int64) - start)[inside].sum())
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -128,7 +120,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             windows = tl.intersect(windows, context.scope.get(int(device), tl.EMPTY))
             if not windows[0].size:
                 continue
-        writes, write_ns = _writes(trace, [int(p) for p in dev.work.pids], windows)
+        writes, write_ns = _writes(context, [int(p) for p in dev.work.pids], windows)
         index = np.asarray(its)[saves]
         every = np.diff(index)
         regular = int(np.median(every)) if every.size else 0

@@ -1,0 +1,43 @@
+"""The OS runtime calls the program model reads: what a thread waited on, the child
+processes it ran, the files it wrote. One read of the report's OS runtime trace, by name
+(SQLite hands over only those calls), for the processes that drove GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from gpugap.report.trace import Trace
+
+# A thread waiting for another thread (or for time to pass).
+WAITS = re.compile(
+    r"^(?:pthread_cond_(?:timed)?wait|pthread_cond_clockwait|sem_(?:timed|clock)?wait|"
+    r"pthread_mutex_(?:timed)?lock|pthread_rwlock_\w*lock|pthread_join|futex|"
+    r"(?:e|p)?poll|epoll_p?wait|p?select|(?:clock_)?nanosleep|usleep|sleep|"
+    r"sigtimedwait|sigwaitinfo|msgrcv|mq_(?:timed)?receive)$")
+# A child process started, and waited for.
+CHILD_START = re.compile(r"^(?:posix_spawnp?|fork|vfork)$")
+CHILD_WAIT = re.compile(r"^(?:waitpid|wait4|waitid)$")
+# Writing files.
+FILE_WRITES = re.compile(r"^(?:p?write(?:v|64)?|fwrite|fsync|fdatasync|sync_file_range|"
+                         r"copy_file_range|sendfile)$")
+_ANY = re.compile("|".join(p.pattern for p in (WAITS, CHILD_START, CHILD_WAIT, FILE_WRITES)))
+
+
+def read(trace: Trace, pids: list[int]) -> pd.DataFrame | None:
+    """The waits, child runs and file writes of *pids* (start, end, gtid, name), sorted
+    by start; None when the report has no OS runtime trace."""
+    if "OSRT_API" not in trace.info.tables:
+        return None
+    return trace.osrt_named(_ANY, pids=pids)
+
+
+def of(calls: pd.DataFrame | None, pattern: re.Pattern[str]) -> pd.DataFrame | None:
+    """The calls among *calls* whose name matches *pattern*."""
+    if calls is None:
+        return None
+    names = calls["name"].astype(str)
+    hit = names.map({n: bool(pattern.match(n)) for n in pd.unique(names)})
+    return calls[hit.to_numpy(dtype=bool)]
