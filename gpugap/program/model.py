@@ -9,6 +9,7 @@ the Python API, so that a wrong verdict can be traced to a wrong understanding.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -170,17 +171,21 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     """The program model of *trace*; *iteration*: the NVTX range that marks one iteration
     ('none': no iterations; None: found, gpugap.program.iterations)."""
     names = frameworks.process_names(trace)
-    devices = {}
-    for device in trace.op_index.devices:
-        ops = device_ops(trace, device)
-        window = device_window(trace, ops)
-        row = trace.device_row(device)
-        devices[device] = DeviceProgram(
-            device, None if row is None else str(row["name"]), ops, window,
-            iterations.find(trace, ops, window, iteration=iteration),
-            [int(p) for p in np.asarray(ops.pids).tolist()])
-    os_calls = oscalls.read(trace, frameworks.gpu_pids(trace))
+    # The OS calls are read from the export by SQLite, which lets the other threads run:
+    # read them while the devices' iterations are found.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(oscalls.read, trace, frameworks.gpu_pids(trace))
+        devices = {}
+        for device in trace.op_index.devices:
+            ops = device_ops(trace, device)
+            window = device_window(trace, ops)
+            row = trace.device_row(device)
+            devices[device] = DeviceProgram(
+                device, None if row is None else str(row["name"]), ops, window,
+                iterations.find(trace, ops, window, iteration=iteration),
+                [int(p) for p in np.asarray(ops.pids).tolist()])
+        components = frameworks.detect(trace)
+        os_calls = reading.result()
     processes, waits = threads.roles(trace, names, os_calls)
-    return Program(frameworks.detect(trace), processes, devices, _links(trace),
-                   library_domains(trace), compilation.spans(trace, names, os_calls), waits,
-                   os_calls)
+    return Program(components, processes, devices, _links(trace), library_domains(trace),
+                   compilation.spans(trace, names, os_calls), waits, os_calls)
