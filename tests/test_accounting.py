@@ -175,7 +175,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             z0 = min(z0, first)
             if 0 <= c < hostmod.LAUNCH:
                 initial = c
-            elif c != COMPILE_RANK \
+            elif c not in (COMPILE_RANK, hostmod.WAIT) \
                     and not (load_from is not None and a0 >= load_from and z0 <= load_to) \
                     and not z0 <= compile_to:
                 host_before += z0 - a0
@@ -195,7 +195,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
         compiling = (seg < compile_to) | (state == COMPILE_RANK)
         long = gap_end - gap_start >= dev.host_work_gap_ns
         eligible = ~blocking & ~loading & ~compiling & (not is_input) \
-            & (not (is_results and long))
+            & (not (is_results and long)) & (state != hostmod.WAIT)
         host_rank = host_before + np.cumsum(eligible) - 1
         in_lead = eligible & (host_rank < lead)
         host_bucket = [CODE["module-load"], CODE["synchronization"], CODE["allocation"],

@@ -839,8 +839,10 @@ def _label_host_pieces(ps, pe, pc, pg, pstart, gap_start, long_gap, is_input, is
         return ps + 0, pe, bucket
     lead = spread(np.where(held, gap_start[gap] - pstart[first], 0))
     last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
+    # (Waiting on another thread is no aftermath: unblocked, the host would have waited
+    # all the same.)
     eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & ~gap_results
-                        & (lead > 0), pe - ps, 0)
+                        & (pc != host.WAIT) & (lead > 0), pe - ps, 0)
     before = np.cumsum(eligible) - eligible
     used = before - spread(before[first])                 # eligible time earlier in gap
     aftermath = np.minimum(eligible, np.maximum(lead - used, 0))

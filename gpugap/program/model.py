@@ -119,13 +119,17 @@ class Program:
         else:
             parts.append("; ".join(f"GPU {d}: {_iterations_phrase(it)}"
                                    for d, it in its.items()))
-        pairs = {(link.src, link.dst): link for link in self.links}
-        for (src, dst), link in pairs.items():
+        pairs: dict[tuple[int, int], list[str]] = {}
+        for link in self.links:
+            pairs.setdefault((link.src, link.dst), []).append(link.via)
+        for (src, dst), via in pairs.items():
             if (dst, src) in pairs:
                 if src < dst:
-                    parts.append(f"GPUs {src} and {dst} exchange data ({link.via})")
+                    both = sorted(set(via) | set(pairs[(dst, src)]))
+                    parts.append(f"GPUs {src} and {dst} wait on each other "
+                                 f"({', '.join(both)})")
             else:
-                parts.append(f"GPU {dst} takes data from GPU {src} ({link.via})")
+                parts.append(f"GPU {dst} waits on GPU {src} ({', '.join(via)})")
         compiled = self.compile_spans.total_ns()
         if compiled:
             by = sorted(set(self.compile_spans.what))
@@ -153,17 +157,20 @@ def _iterations_phrase(it: Iterations | None) -> str:
 
 
 def _links(trace: Trace) -> list[DeviceLink]:
-    m = trace.memcpys
-    if not len(m) or "src_device" not in m:
-        return []
-    src, dst = m["src_device"].to_numpy(), m["dst_device"].to_numpy()
-    peer = (src >= 0) & (dst >= 0) & (src != dst)
-    if not peer.any():
-        return []
-    rows = m[peer]
+    """GPUs that take data from others: peer copies (source -> destination) and streams
+    waiting for an event another GPU recorded (recorder -> waiter)."""
     out = []
-    for (s, d), g in rows.groupby([rows["src_device"], rows["dst_device"]]):
-        out.append(DeviceLink(int(s), int(d), "peer copies", len(g), int(g["bytes"].sum())))
+    m = trace.memcpys
+    if len(m) and "src_device" in m:
+        src, dst = m["src_device"].to_numpy(), m["dst_device"].to_numpy()
+        rows = m[(src >= 0) & (dst >= 0) & (src != dst)]
+        for (s, d), g in rows.groupby([rows["src_device"], rows["dst_device"]]):
+            out.append(DeviceLink(int(s), int(d), "peer copies", len(g),
+                                  int(g["bytes"].sum())))
+    waits = trace.event_waits
+    if len(waits):
+        for (s, d), g in waits.groupby([waits["src_device"], waits["dst_device"]]):
+            out.append(DeviceLink(int(s), int(d), "event waits", len(g), 0))
     return out
 
 

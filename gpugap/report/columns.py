@@ -24,6 +24,9 @@ SYNCS = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 # One row per CUDA graph execution (graph-level tracing, nsys's default): its nodes are
 # not listed, the graph runs as one unit on its stream.
 GRAPHS = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+# One row per cudaEventRecord that the GPU executed: where (device, context, stream) and
+# which record of which event (eventId, eventSyncId) a stream-wait sync waited for.
+EVENTS = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 
 _GPU = {"start": "int", "end": "int", "deviceId": "int", "contextId": "int",
@@ -42,7 +45,10 @@ SCHEMA: dict[str, dict[str, str]] = {
     MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int",
                      "srcDeviceId": "int", "dstDeviceId": "int"},
     MEMSETS: _GPU | {"bytes": "int", "memKind": "int"},
-    SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int"},
+    SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int",
+                   "eventSyncId": "int"},
+    EVENTS: {"deviceId": "int", "contextId": "int", "streamId": "int", "globalPid": "int",
+             "eventId": "int", "eventSyncId": "int"},
     GRAPHS: _GPU | {"graphId": "int", "graphExecId": "int"},
     "CUPTI_ACTIVITY_KIND_RUNTIME": {"start": "int", "end": "int", "eventClass": "int",
                                     "globalTid": "int", "correlationId": "int",
@@ -230,6 +236,34 @@ def graph_read(db: Database) -> Read | None:
         Col("graph_id", column(db, t, "graphId", default="0"), fill=ID_FILL, dtype="int32"),
         Col("graph_exec_id", column(db, t, "graphExecId", default="0"), fill=ID_FILL,
             dtype="int32")])
+
+
+def event_link_reads(db: Database) -> tuple[Read | None, Read | None]:
+    """The event records (pid, device, context, event, sync) and the stream-wait syncs
+    (pid, context, event, sync) that tell one GPU's stream waited for another's event:
+    small tables, read whole (None where a table or a needed column is missing)."""
+    pid = "((ifnull({}, 0) >> {}) & {})"
+    records = waits = None
+    if EVENTS in db.tables and db.has(EVENTS, "eventId", "eventSyncId", "deviceId"):
+        records = Read(EVENTS, (
+            Col("pid", pid.format(column(db, EVENTS, "globalPid", default="0"), PID_SHIFT,
+                                  ID_MASK), dtype="int32"),
+            Col("device", '"deviceId"', fill=ID_FILL, dtype="int32"),
+            Col("context", column(db, EVENTS, "contextId", default="0"), fill=ID_FILL,
+                dtype="int32"),
+            Col("event", '"eventId"', fill=ID_FILL), Col("sync", '"eventSyncId"',
+                                                          fill=ID_FILL)))
+    if usable(db, SYNCS) and db.has(SYNCS, "eventId", "eventSyncId", "contextId"):
+        waits = Read(SYNCS, (
+            Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
+            Col("pid", pid.format(column(db, SYNCS, "globalPid", default="0"), PID_SHIFT,
+                                  ID_MASK), dtype="int32"),
+            Col("context", '"contextId"', fill=ID_FILL, dtype="int32"),
+            Col("type_id", column(db, SYNCS, "syncType", "deprecatedSyncType"), fill=-1,
+                dtype="int32"),
+            Col("event", '"eventId"', fill=ID_FILL), Col("sync", '"eventSyncId"',
+                                                          fill=ID_FILL)))
+    return records, waits
 
 
 def sync_read(db: Database) -> Read | None:

@@ -32,7 +32,7 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
-from gpugap.report.trace import PROCESS_COLUMNS, ReportInfo, Trace, empty_frame
+from gpugap.report.trace import EVENT_WAIT_COLUMNS, PROCESS_COLUMNS, ReportInfo, Trace, empty_frame
 from gpugap.report.validate import as_int
 
 # Domains nsys creates itself for traced libraries (-t cublas, -t cudnn, ...).
@@ -348,6 +348,32 @@ class Loader:
             self._bytes(frame, "memsets")
             frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
         return frame
+
+    def event_waits(self) -> pd.DataFrame:
+        """Stream waits on an event recorded on another device: (start, end, pid,
+        src_device: where the event was recorded, dst_device: whose stream waited), from
+        the event records and the stream-wait syncs, paired by event and record."""
+        records, waits = reads.event_link_reads(self.db)
+        if records is None or waits is None:
+            return empty_frame(EVENT_WAIT_COLUMNS)
+        rec = pd.DataFrame(records.run(self.db))
+        wait = pd.DataFrame(waits.run(self.db))
+        stream_wait = self.db.enum_id("ENUM_CUPTI_SYNC_TYPE",
+                                      "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", 2)
+        wait = wait[wait["type_id"] == stream_wait]
+        if rec.empty or wait.empty:
+            return empty_frame(EVENT_WAIT_COLUMNS)
+        # A sync row's deviceId is not always its stream's: its context says which device.
+        contexts = rec.drop_duplicates(["pid", "context"])[["pid", "context", "device"]]
+        joined = wait.merge(rec[["pid", "event", "sync", "device"]], on=["pid", "event", "sync"])
+        joined = joined.merge(contexts.rename(columns={"device": "dst_device"}),
+                              on=["pid", "context"])
+        out = pd.DataFrame({"start": joined["start"].astype(np.int64),
+                            "end": joined["end"].astype(np.int64),
+                            "pid": joined["pid"].astype(np.int64),
+                            "src_device": joined["device"].astype(np.int64),
+                            "dst_device": joined["dst_device"].astype(np.int64)})
+        return out[out["src_device"] != out["dst_device"]].reset_index(drop=True)
 
     def graphs(self, kernels: pd.DataFrame) -> pd.DataFrame:
         """Graph executions: the GRAPH_TRACE rows (graph-level tracing, ``nodes`` 0), or
@@ -986,6 +1012,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   syncs=syncs, nvtx=loader.nvtx(end_of_time),
                   streams=loader.streams(), devices=devices,
                   threads=loader.threads(), processes=loader.processes(),
+                  event_waits=loader.event_waits(),
                   osrt_source=OsrtSource(db.path, loader._limit))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "

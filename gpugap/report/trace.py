@@ -36,6 +36,8 @@ Frames and their columns (all present even when the report lacks the table, then
   max_regs_per_sm, max_shmem_per_sm, reg_alloc_unit, compute_capability, ...
 - ``threads``: gtid, pid, tid, name
 - ``processes``: pid, name (the executable nsys saw start: 'python3', 'ptxas'...)
+- ``event_waits``: start, end, pid, src_device, dst_device: a stream of one device that
+  waited (cudaStreamWaitEvent) for an event recorded on another
 - ``osrt``: start, end, gtid, name (OS runtime calls, when traced). Read from the export
   on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
   calls inside given windows.
@@ -63,6 +65,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 PROCESS_COLUMNS = {"pid": "int64", "name": "str"}
+EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
+                      "dst_device": "int64"}
 
 
 def demangled_name(kernels: pd.DataFrame, row: int) -> str:
@@ -150,6 +154,7 @@ class Trace:
     threads: pd.DataFrame
     graphs: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_COLUMNS))
     processes: pd.DataFrame = field(default_factory=lambda: empty_frame(PROCESS_COLUMNS))
+    event_waits: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_WAIT_COLUMNS))
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
     osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
 
