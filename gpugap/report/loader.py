@@ -1012,7 +1012,9 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   syncs=syncs, nvtx=loader.nvtx(end_of_time),
                   streams=loader.streams(), devices=devices,
                   threads=loader.threads(), processes=loader.processes(),
-                  event_waits=loader.event_waits(),
+                  # (one GPU: no stream can wait for another GPU's event)
+                  event_waits=(loader.event_waits() if len(devices) > 1
+                               else empty_frame(EVENT_WAIT_COLUMNS)),
                   osrt_source=OsrtSource(db.path, loader._limit))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
