@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gpugap.program import oscalls
+from gpugap.program import ops, oscalls
 from gpugap.report.trace import Trace
 
 LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
@@ -58,18 +58,20 @@ class ProcessRole:
 
 def _launch_counts(trace: Trace) -> pd.DataFrame:
     """(gtid, pid, device, launches) of every launching thread and device."""
+    # Counted slice by slice: reports hold millions of ops, and a frame of them all
+    # would be the largest transient of the whole analysis.
     parts = []
     for frame in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs):
-        if len(frame):
-            g = frame["gtid"].to_numpy(dtype=np.float64)
-            known = ~np.isnan(g)
-            parts.append(pd.DataFrame({"gtid": g[known].astype(np.int64),
-                                       "pid": frame["pid"].to_numpy()[known],
-                                       "device": frame["device"].to_numpy()[known]}))
+        for lo in range(0, len(frame), ops.CHUNK_OPS):
+            piece = frame.iloc[lo:lo + ops.CHUNK_OPS]
+            parts.append(piece.groupby(["gtid", "pid", "device"], dropna=True,
+                                       observed=True).size())
     if not parts:
         return pd.DataFrame({"gtid": [], "pid": [], "device": [], "launches": []})
-    ops = pd.concat(parts, ignore_index=True)
-    return ops.groupby(["gtid", "pid", "device"]).size().rename("launches").reset_index()
+    counts = pd.concat(parts).groupby(level=[0, 1, 2]).sum().rename("launches")
+    counts = counts.reset_index()
+    counts["gtid"] = counts["gtid"].astype(np.int64)
+    return counts
 
 
 def _waits(calls: pd.DataFrame | None, gtids: list[int]) -> dict[int, int] | None:
