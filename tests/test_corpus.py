@@ -9,7 +9,11 @@ Every expectation is scored met or missed (tests/corpus/score.py, which prints t
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -107,3 +111,30 @@ def test_finding_costs_never_exceed_their_scope():
             if row[2] > row[3]]
     assert over == []
     assert all(np.isfinite([row[2] for rows in SCOPES.values() for row in rows]))
+
+
+def test_truth_scripts_still_print_their_committed_figures(tmp_path):
+    """Each truth script (plain sqlite3/numpy, no gpugap) run on its capture prints
+    exactly the truth.json committed with the expectation: the figures the expectations
+    were written from stay reproducible through any change to the shared helpers."""
+    cache_dir = Path(tempfile.gettempdir()) / "gpugap-corpus"
+    cache_dir.mkdir(exist_ok=True)
+    names = score.programs(None)
+    for name in names:
+        # The scripts read the capture's manifest beside it.
+        (tmp_path / f"{name}.sqlite").symlink_to(score.capture_path(name, cache_dir))
+        (tmp_path / f"{name}.manifest.json").symlink_to(
+            score.CAPTURES / f"{name}.manifest.json")
+
+    def run(name: str) -> tuple[str, str, str]:
+        done = subprocess.run(
+            [sys.executable, str(score.PROGRAMS / name / "truth.py"),
+             str(tmp_path / f"{name}.sqlite")], capture_output=True, text=True, check=False)
+        return name, done.stdout, done.stderr
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        printed = list(pool.map(run, names))
+    assert len(printed) == 37
+    differ = [(name, err[-300:]) for name, out, err in printed
+              if out != (score.PROGRAMS / name / "truth.json").read_text()]
+    assert differ == []

@@ -69,6 +69,11 @@ class DeviceProgram:
 
 @dataclass
 class Program:
+    """A report's program: the framework and library ``components`` seen, the
+    ``processes`` that launched GPU work and their threads' roles, each GPU as it was
+    used (``devices``), the ``links`` where one GPU waited on another, NVTX domains of
+    libraries, and the time compilers ran."""
+
     components: list[Component]
     processes: list[ProcessRole]
     devices: dict[int, DeviceProgram]

@@ -68,6 +68,31 @@ def union(intervals: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+def iv(rows) -> np.ndarray:
+    """[start, end) of *rows* whose first two fields are start and end (N x 2)."""
+    return np.array([(a, b) for a, b, *_ in rows], dtype=np.int64).reshape(-1, 2)
+
+
+def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int | None = None,
+               hi: int | None = None) -> int:
+    """Time covered by both the union of *a* and the union of *b* (N x 2 and M x 2);
+    given *lo* and *hi*, only inside [lo, hi)."""
+    ua, ub = union(a), union(b)
+    if lo is not None:
+        ua = np.clip(ua, lo, hi) if len(ua) else ua
+        ub = np.clip(ub, lo, hi) if len(ub) else ub
+    i = j = total = 0
+    while i < len(ua) and j < len(ub):
+        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
+        if e > s:
+            total += int(e - s)
+        if ua[i, 1] < ub[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
 def clipped_ns(intervals: np.ndarray, lo: int, hi: int) -> int:
     """Time of the union of *intervals* inside [lo, hi)."""
     u = union(intervals)
@@ -261,3 +286,8 @@ def window_of(ranges: list[Range], skip: int = 0) -> tuple[int, int]:
 
 def pct(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+def ms(ns: float) -> float:
+    """Nanoseconds as milliseconds, rounded to the microsecond."""
+    return round(ns / 1e6, 3)

@@ -22,27 +22,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, pct, union, window_of  # noqa: E402
+from truthlib import Report, overlap_ns, pct, window_of  # noqa: E402
 
 KERNEL = "solver_step"
 SKIP = 2
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) covered by both the union of *a* and the union of *b*."""
-    ua, ub = union(a), union(b)
-    ua = np.clip(ua, lo, hi) if len(ua) else ua
-    ub = np.clip(ub, lo, hi) if len(ub) else ub
-    i = j = total = 0
-    while i < len(ua) and j < len(ub):
-        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
-        if e > s:
-            total += int(e - s)
-        if ua[i, 1] < ub[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def main() -> int:

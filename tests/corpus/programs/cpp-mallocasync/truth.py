@@ -20,28 +20,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, pct, union  # noqa: E402
+from truthlib import Report, iv, overlap_ns, pct  # noqa: E402
 
 SKIP = 2
 KERNEL = "scratch_pass"
 ALLOC = r"^cuda(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)"
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) covered by both the union of *a* and the union of *b*."""
-    ua, ub = union(a), union(b)
-    ua = np.clip(ua, lo, hi) if len(ua) else ua
-    ub = np.clip(ub, lo, hi) if len(ub) else ub
-    i = j = total = 0
-    while i < len(ua) and j < len(ub):
-        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
-        if e > s:
-            total += int(e - s)
-        if ua[i, 1] < ub[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def main() -> int:
@@ -61,7 +44,7 @@ def main() -> int:
                      dtype=np.int64)
     calls = r.api_calls(ALLOC)
     in_loop = [c for c in calls if iters and iters[0].start <= c[0] < iters[-1].end]
-    call_iv = np.array([(a, b) for a, b, *_ in calls], dtype=np.int64).reshape(-1, 2)
+    call_iv = iv(calls)
     alloc_idle = overlap_ns(gaps, call_iv, lo, hi) if len(gaps) else 0
     by_name: dict[str, list[int]] = {}
     for a, b, name, _ in in_loop:

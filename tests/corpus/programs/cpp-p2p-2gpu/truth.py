@@ -26,26 +26,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, pct, union  # noqa: E402
+from truthlib import Report, overlap_ns, pct  # noqa: E402
 
 SKIP = 2
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) covered by both the union of *a* and the union of *b*."""
-    ua, ub = union(a), union(b)
-    ua = np.clip(ua, lo, hi) if len(ua) else ua
-    ub = np.clip(ub, lo, hi) if len(ub) else ub
-    i = j = total = 0
-    while i < len(ua) and j < len(ub):
-        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
-        if e > s:
-            total += int(e - s)
-        if ua[i, 1] < ub[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def kernels_by_device(r: Report, name: str) -> list[tuple[int, int, int, int]]:

@@ -24,27 +24,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, clipped_ns, pct, union, window_of  # noqa: E402
+from truthlib import Report, clipped_ns, iv, overlap_ns, pct, window_of  # noqa: E402
 
 SKIP = 2
 KERNEL = "consume"
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) covered by both the union of *a* and the union of *b*."""
-    ua, ub = union(a), union(b)
-    ua = np.clip(ua, lo, hi) if len(ua) else ua
-    ub = np.clip(ub, lo, hi) if len(ub) else ub
-    i = j = total = 0
-    while i < len(ua) and j < len(ub):
-        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
-        if e > s:
-            total += int(e - s)
-        if ua[i, 1] < ub[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def direction_stats(rows: list[dict], n: int) -> dict:
@@ -77,7 +60,7 @@ def main() -> int:
                        dtype=np.int64).reshape(-1, 2)
     main_tid = steps[SKIP].gtid
     calls = [c for c in r.api_calls(r"^cudaMemcpy", lo, hi) if c[3] == main_tid]
-    call_iv = np.array([(a, b) for a, b, *_ in calls], dtype=np.int64).reshape(-1, 2)
+    call_iv = iv(calls)
     copy_ns = clipped_ns(copy_iv, lo, hi)
     idle_in_calls = overlap_ns(gaps, call_iv, lo, hi) if len(gaps) else 0
     ks = [k for k in r.kernels() if k[2] == KERNEL and lo <= k[0] < hi]

@@ -23,29 +23,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, pct, union, window_of  # noqa: E402
+from truthlib import Report, iv, overlap_ns, pct, window_of  # noqa: E402
 
 SKIP = 2
 KERNEL = "serve_stage"
 WAITS = r"^pthread_cond_(wait|timedwait|clockwait)"
 SLEEPS = r"^(nanosleep|clock_nanosleep|usleep)"
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> int:
-    """Time inside [lo, hi) covered by both the union of *a* and the union of *b*."""
-    ua, ub = union(a), union(b)
-    ua = np.clip(ua, lo, hi) if len(ua) else ua
-    ub = np.clip(ub, lo, hi) if len(ub) else ub
-    i = j = total = 0
-    while i < len(ua) and j < len(ub):
-        s, e = max(ua[i, 0], ub[j, 0]), min(ua[i, 1], ub[j, 1])
-        if e > s:
-            total += int(e - s)
-        if ua[i, 1] < ub[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def main() -> int:
@@ -64,7 +47,7 @@ def main() -> int:
     main_tid = steady[0].gtid
     waits = [c for c in r.osrt_calls(WAITS, lo - 10**9, hi) if c[3] == main_tid
              and c[1] > lo]
-    wait_iv = np.array([(a, b) for a, b, *_ in waits], dtype=np.int64).reshape(-1, 2)
+    wait_iv = iv(waits)
     wait_idle = overlap_ns(gaps, wait_iv, lo, hi) if len(gaps) else 0
     sleeps = [c for c in r.osrt_calls(SLEEPS, lo, hi) if c[3] != main_tid]
     starts = np.array([rg.start for rg in steady], dtype=np.int64)

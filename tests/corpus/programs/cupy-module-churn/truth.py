@@ -22,23 +22,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, clipped_ns, pct, union, window_of  # noqa: E402
+from truthlib import Report, clipped_ns, iv, overlap_ns, pct, window_of  # noqa: E402
 
 MODULE_CALLS = r"^(cuModule|cuLibrary|cudaLibrary)"
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray) -> int:
-    """Time covered by both unions (N x 2 and M x 2 arrays)."""
-    ua, ub = union(a), union(b)
-    total, j = 0, 0
-    for s, e in ua.tolist():
-        while j < len(ub) and ub[j, 1] <= s:
-            j += 1
-        k = j
-        while k < len(ub) and ub[k, 0] < e:
-            total += max(0, min(e, int(ub[k, 1])) - max(s, int(ub[k, 0])))
-            k += 1
-    return total
 
 
 def main(path: str) -> dict:
@@ -53,7 +39,7 @@ def main(path: str) -> dict:
     busy = r.busy_ns(lo, hi, dev)
     gaps = r.idle_gaps(lo, hi, dev)
     calls = r.api_calls(MODULE_CALLS, lo, hi)
-    civ = np.array([(a, b) for a, b, *_ in calls], dtype=np.int64).reshape(-1, 2)
+    civ = iv(calls)
     by_name = {k: {"count": c, "ms": round(t / 1e6, 3)}
                for k, (c, t) in r.call_time_by_name(calls).items()}
     loads = sum(v["count"] for k, v in by_name.items() if "Load" in k)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, clipped_ns, pct  # noqa: E402
+from truthlib import Report, clipped_ns, iv, pct  # noqa: E402
 
 KERNEL = "churn_sum"
 
@@ -71,7 +71,7 @@ def main(path: str) -> dict:
             cs = int(d2h_starts[j])
             before_copy += (cs - ke) - clipped_ns(gpu_iv, ke, cs)
     sync_calls = r.api_calls(r"(Memcpy|Synchronize)", lo, hi)
-    sync_iv = np.array([(a, b) for a, b, *_ in sync_calls], dtype=np.int64).reshape(-1, 2)
+    sync_iv = iv(sync_calls)
     kdur = np.array([b - a for a, b, *_ in ks[2:-1]], dtype=np.int64)
     starts = np.array([k[0] for k in ks], dtype=np.int64)
     out |= {

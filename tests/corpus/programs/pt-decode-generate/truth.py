@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, clipped_ns, pct  # noqa: E402
+from truthlib import Report, clipped_ns, iv, pct  # noqa: E402
 
 SKIP = 2
 
@@ -92,8 +92,7 @@ def main(path: str) -> dict:
         "kernel_us_median": round(float(np.median(kdur)) / 1e3, 2) if len(kdur) else 0.0,
         "sync_or_copy_calls_in_generate": len(syncs),
         "sync_or_copy_ms_in_generate": round(
-            clipped_ns(np.array([(a, b) for a, b, *_ in syncs], dtype=np.int64).reshape(-1, 2),
-                       g.start, g.end) / 1e6, 3),
+            clipped_ns(iv(syncs), g.start, g.end) / 1e6, 3),
     }
     return out
 

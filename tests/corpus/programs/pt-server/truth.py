@@ -21,28 +21,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, clipped_ns, pct, union  # noqa: E402
+from truthlib import Report, clipped_ns, overlap_ns, pct, union  # noqa: E402
 
 SKIP = 2
 BLOCKING = (r"(?i)^(sem_(timed|clock)?wait|pthread_cond_(timed|clock)?wait|"
             r"pthread_mutex_(timed|clock)?lock|pthread_rwlock_\w*lock|futex|\w*sleep|"
             r"poll|ppoll|select|pselect\w*|epoll_p?wait|pthread_join|wait\w*)$")
-
-
-def overlap_ns(a: np.ndarray, b: np.ndarray) -> int:
-    """Time covered by both unions of [start, end) rows *a* and *b*."""
-    a, b = union(a), union(b)
-    i = j = 0
-    total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
-        if hi > lo:
-            total += int(hi - lo)
-        if a[i, 1] < b[j, 1]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def main(path: str) -> dict:
