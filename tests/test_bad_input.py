@@ -246,3 +246,22 @@ def test_page_found_unreadable_when_the_fast_reader_finishes(capsys, tmp_path, m
     code, out, err = run(capsys, str(path))
     assert code == EXIT_USAGE, out
     assert_one_line(err, "malformed")
+
+
+def test_report_at_a_path_longer_than_sqlite_opens(capsys, tmp_path, monkeypatch):
+    """SQLite gives up on full paths of 512 bytes or more (symlinks resolved): such a
+    report is read through a hard link in the temporary directory, which goes after."""
+    deep = tmp_path.joinpath(*["d" * 120] * 5)
+    deep.mkdir(parents=True)
+    report = deep / "r.sqlite"
+    shutil.copy(report_path("h2d-copy-good"), report)
+    links = tmp_path / "tmp"
+    links.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(links))
+    before = fingerprint(report)
+    code, out, err = run(capsys, str(report), "--json")
+    assert len(os.fsencode(report)) > 600
+    assert code == 0, err
+    assert json.loads(out)["verdict"]
+    assert fingerprint(report) == before
+    assert list(links.iterdir()) == []        # the link is removed on close

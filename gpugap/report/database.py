@@ -12,6 +12,7 @@ import os
 import sqlite3
 import stat
 import struct
+import tempfile
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,9 @@ if TYPE_CHECKING:          # pandas is imported only where frames are built
     import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# SQLite's unix VFS opens a database by its full path (symbolic links resolved, so a
+# short symlink does not help) and gives up on one of 512 bytes or more (MAX_PATHNAME).
+SQLITE_MAX_PATH = 512
 # What reading a damaged file raises: SQLite's errors, and a UnicodeDecodeError when
 # Python decodes an error message that quotes invalid UTF-8 (a malformed schema naming a
 # table whose name is not UTF-8). Both mean "unreadable": one line, exit 2.
@@ -109,24 +113,58 @@ class Database:
                                  if kind == "nsys-rep" else "")
                               + "; pass an nsys report (.nsys-rep) or its SQLite export")
         _check_not_truncated(path)
-        uri = f"file:{quote(os.path.abspath(path))}?mode=ro&immutable=1"
-        self.uri = uri
         self._on_close: list = []   # e.g. the fast reader's connections
+        uri = f"file:{quote(self._openable_path(path))}?mode=ro&immutable=1"
+        self.uri = uri
+        self._columns: dict[str, tuple[str, ...]] = {}
+        self._types: dict[str, dict[str, str]] = {}
+        # Problems found while reading (gpugap.report.validate.Problems): the loader
+        # turns them into ReportInfo.warnings.
+        self.problems = Problems()
+        try:
+            self._open(uri)
+        except BaseException:
+            if hasattr(self, "conn"):
+                self.conn.close()
+            self._closed()          # e.g. the hard link made for a long path
+            raise
+
+    def _open(self, uri: str) -> None:
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.conn.text_factory = decode_text
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except UNREADABLE as exc:
-            raise ReportError(f"{path} is corrupt ({_reason(exc)}); copy or export the "
-                              "report again") from None
+            raise ReportError(f"{self.path} is corrupt ({_reason(exc)}); copy or export "
+                              "the report again") from None
         self.tables: frozenset[str] = frozenset(n for (n,) in names if isinstance(n, str))
-        self._columns: dict[str, tuple[str, ...]] = {}
-        self._types: dict[str, dict[str, str]] = {}
-        # Problems found while reading (gpugap.report.validate.Problems): the loader
-        # turns them into ReportInfo.warnings.
-        self.problems = Problems()
         self._validate()
+
+    def _openable_path(self, path: Path) -> str:
+        """A path SQLite can open: the report's own, or, where its full path is too long
+        for SQLite, a hard link to it in the temporary directory (same file, no copy;
+        removed on close). Neither changes the report."""
+        full = os.path.realpath(path)
+        if len(os.fsencode(full)) < SQLITE_MAX_PATH:
+            return full
+        link_dir = tempfile.mkdtemp(prefix="gpugap-report-")
+        link = os.path.join(link_dir, "report.sqlite")
+        try:
+            os.link(full, link)
+        except OSError:
+            os.rmdir(link_dir)
+            raise ReportError(
+                f"SQLite cannot open a path of {len(os.fsencode(full))} bytes (its limit is "
+                f"{SQLITE_MAX_PATH}) and the report could not be hard-linked to a shorter "
+                f"one: move it to a shorter path, or link it (ln REPORT /tmp/r.sqlite) on "
+                f"its own filesystem: {path}") from None
+
+        def unlink() -> None:
+            os.unlink(link)
+            os.rmdir(link_dir)
+        self._on_close.append(unlink)
+        return link
 
     def _validate(self) -> None:
         if not self.tables:
@@ -143,10 +181,13 @@ class Database:
                               "by nsys export --type sqlite")
 
     def close(self) -> None:
+        self.conn.close()
+        self._closed()
+
+    def _closed(self) -> None:
         for callback in reversed(self._on_close):
             callback()
         self._on_close.clear()
-        self.conn.close()
 
     def on_close(self, callback) -> None:
         """Call *callback* when the database is closed."""
