@@ -265,3 +265,24 @@ def test_report_at_a_path_longer_than_sqlite_opens(capsys, tmp_path, monkeypatch
     assert json.loads(out)["verdict"]
     assert fingerprint(report) == before
     assert list(links.iterdir()) == []        # the link is removed on close
+
+
+def test_wal_mode_report_with_data_still_in_its_log(capsys, tmp_path):
+    """A real export copied into a WAL-mode database whose pages are still in the -wal
+    (a writer holds it open, no checkpoint): named as such, not "empty", and untouched."""
+    report = tmp_path / "r.sqlite"
+    source = sqlite3.connect(report_path("h2d-copy-good"))
+    writer = sqlite3.connect(report)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        source.backup(writer)
+        writer.commit()
+        before = fingerprint(report)
+        code, out, err = run(capsys, str(report))
+        assert code == EXIT_USAGE and out == ""
+        assert_one_line(err, "WAL mode", "r.sqlite-wal", "checkpoint")
+        assert fingerprint(report) == before
+    finally:
+        writer.close()
+        source.close()

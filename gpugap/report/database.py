@@ -94,6 +94,14 @@ def _check_not_truncated(path: Path) -> None:
     page_size = 65536 if page_size == 1 else page_size
     change_counter, n_pages, valid_for = (struct.unpack(">I", header[o:o + 4])[0]
                                           for o in (24, 28, 92))
+    # Header bytes 18-19 are 2 in WAL mode. The report is opened immutable, which reads
+    # the main file alone: pages still in the write-ahead log beside it would be missed.
+    wal = path.with_name(path.name + "-wal")
+    if header[18:20] == b"\x02\x02" and wal.is_file() and wal.stat().st_size > 32:
+        raise ReportError(f"{path} is an SQLite database in WAL mode whose data is still "
+                          f"in {wal.name} (not checkpointed); checkpoint a copy (sqlite3 "
+                          "COPY 'PRAGMA wal_checkpoint(TRUNCATE)', with its -wal beside "
+                          "it) or export the report again")
     # The in-header page count is trustworthy only when written by SQLite >= 3.7.0,
     # which also records the change counter it belongs to.
     if n_pages and change_counter == valid_for and path.stat().st_size < n_pages * page_size:
