@@ -111,6 +111,20 @@ def is_input(path: Path, inputs: Iterable[Path | None]) -> Path | None:
     return None
 
 
+# Outputs validated and not written yet, so that an interrupted run can say which ones
+# it did not write (gpugap.cli.root.main).
+_pending: dict[Path, str] = {}
+
+
+def pending_outputs(*, forget: bool = False) -> list[Path]:
+    """The outputs validated by :func:`validate_outputs` and not written since; *forget*
+    starts afresh (a new command in the same process)."""
+    pending = list(_pending)
+    if forget:
+        _pending.clear()
+    return pending
+
+
 def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
                      inputs: Iterable[Path | None] = (), *, force: bool = False) -> None:
     """UsageError (one line) unless every output can be written as asked.
@@ -141,7 +155,7 @@ def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
         if st is not None:
             if stat.S_ISDIR(st.st_mode):
-                raise UsageError(f"{path} is a directory; give {option} a file name")
+                raise UsageError(f"{path} is a directory; give {flag} a file name")
             if stat.S_ISLNK(st.st_mode):
                 # Replaced, not followed; but one leading to a device, FIFO or directory
                 # (/dev/stdout) is not a file to replace.
@@ -150,13 +164,14 @@ def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
                 except OSError:
                     st = None               # dangling
             if st is not None and not stat.S_ISREG(st.st_mode):
-                raise UsageError(f"{path} is {kind_of(st.st_mode)}; give {option} a "
+                raise UsageError(f"{path} is {kind_of(st.st_mode)}; give {flag} a "
                                  "regular file name")
             if not force:
                 raise UsageError(f"{path} exists; pass {option('force')} to overwrite")
         parent = path.parent
         if not parent.is_dir():
             raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+    _pending.update((Path(path), flag) for flag, path in outputs if path is not None)
 
 
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
@@ -191,6 +206,7 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+    _pending.pop(path, None)
     return path
 
 
@@ -234,4 +250,5 @@ def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> No
 
 
 __all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "append_text", "is_input", "kind_of",
-           "open_regular", "read_limited", "read_text", "validate_outputs", "write_atomic"]
+           "open_regular", "pending_outputs", "read_limited", "read_text",
+           "validate_outputs", "write_atomic"]

@@ -7,7 +7,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -286,3 +289,23 @@ def test_wal_mode_report_with_data_still_in_its_log(capsys, tmp_path):
     finally:
         writer.close()
         source.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_says_so_and_leaves_no_output(capsys, tmp_path, monkeypatch, signum):
+    """Ctrl-C or SIGTERM while the report loads (held there, so the signal lands mid-
+    run): one line, exit 128 + the signal, no output file, the handlers given back."""
+    import gpugap.cli.root as root
+
+    def slow_load(*args, **kwargs):
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+        time.sleep(30)
+    monkeypatch.setattr(root, "load_trace", slow_load)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    html = tmp_path / "t.html"
+    code, out, err = run(capsys, str(report_path("h2d-copy-good")), "--html", str(html))
+    assert code == 128 + signum
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == [f"gpugap: interrupted ({signal.Signals(signum).name}); not written: {html}"]
+    assert list(tmp_path.iterdir()) == []
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
