@@ -16,6 +16,7 @@ EXIT_NO_CUDA = 4         # the report holds no CUDA GPU activity to analyze
 EXIT_PROGRAM = 5         # the profiled program failed (gpugap run)
 EXIT_NO_GPU = 6          # no GPU / CUDA driver where one is needed (gpugap run)
 EXIT_PARTIAL = 7         # some reports of a job could not be analyzed (the others were)
+EXIT_MEMORY = 8          # the machine ran out of memory (the stage is named)
 EXIT_PIPE_CLOSED = 141   # the reader closed stdout early (`| head`): 128 + SIGPIPE, as shells
 
 

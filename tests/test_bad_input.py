@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpugap.cli import main
-from gpugap.errors import EXIT_NO_CUDA, EXIT_NSYS, EXIT_USAGE
+from gpugap.errors import EXIT_MEMORY, EXIT_NO_CUDA, EXIT_NSYS, EXIT_USAGE
 from gpugap.report import nsys as nsys_mod
 from tests.conftest import DATA, report_path
 
@@ -309,3 +309,17 @@ def test_interrupted_run_says_so_and_leaves_no_output(capsys, tmp_path, monkeypa
     assert lines == [f"gpugap: interrupted ({signal.Signals(signum).name}); not written: {html}"]
     assert list(tmp_path.iterdir()) == []
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_out_of_memory_names_the_stage(capsys, monkeypatch):
+    """MemoryError (held here inside the analysis; a real one needs a report of millions
+    of kernels under a memory limit, shown in docs/analyze.md): one line naming the stage
+    and what to do, exit 8."""
+    import gpugap.analysis
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(gpugap.analysis, "analyze", no_memory)
+    code, out, err = run(capsys, str(report_path("h2d-copy-good")), "--json")
+    assert code == EXIT_MEMORY and out == ""
+    assert_one_line(err, "out of memory while analyzing", "--range")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from gpugap.errors import EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
+from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from gpugap.analysis.job import Progress, RankSummary
@@ -81,14 +81,24 @@ def _options(version: Annotated[bool, typer.Option(
     pass
 
 
+# The innermost stage (status's message) an error left: running out of memory, which
+# has no better words, names the stage it struck.
+_STRUCK: list[str] = []
+
+
 @contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner on stderr for long work, only for humans on a terminal."""
-    if stderr.is_terminal:
-        with stderr.status(message):
+    try:
+        if stderr.is_terminal:
+            with stderr.status(message):
+                yield
+        else:
             yield
-    else:
-        yield
+    except MemoryError:
+        if not _STRUCK:
+            _STRUCK.append(message)
+        raise
 
 
 def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
@@ -135,7 +145,7 @@ def checked_severity(given: str | None, configured: str) -> Severity:
 def load_trace(report: Path, nsys: str | None) -> Trace:
     from gpugap.report import load
 
-    with status(f"Loading {report.name}") if stderr.is_terminal else nullcontext():
+    with status(f"Loading {report.name}"):
         return load(report, nsys=nsys, status=status)
 
 
@@ -443,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpugap.files import pending_outputs
 
     pending_outputs(forget=True)
+    _STRUCK.clear()
     with _signals_interrupt():
         return _main(argv)
 
@@ -471,6 +482,13 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
+    except MemoryError:
+        stage = _STRUCK.pop().lower() if _STRUCK else "working"
+        stderr.print(f"gpugap: error: out of memory while {stage}; analyze a part of the "
+                     "report (--range NAME, --iteration NAME), ask for fewer outputs (the "
+                     "timeline's --html/--svg/--png need the most), or run where there is "
+                     "more memory", soft_wrap=True, markup=False, highlight=False)
+        return EXIT_MEMORY
     except Interrupted as exc:
         stderr.print(_interrupted_line(exc.signum), soft_wrap=True, markup=False,
                      highlight=False)
