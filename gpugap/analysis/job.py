@@ -16,10 +16,18 @@ busy share, communication per iteration, the top cause, and the start/end of eac
 communication kernel, a few arrays of int64): workers ship these, never frames, so the
 combining process stays small. :func:`combine` then lines the ranks up.
 
+Jobs
+    Several reports are not one job because they were passed together:
+    :func:`analyze_jobs` (what ``gpugap analyze R1 R2 ...`` runs) groups them by what
+    each records (gpugap.analysis.grouping: rank, world size, launch id, program,
+    overlapping sessions) and combines each job; :func:`analyze_job` and
+    :func:`combine` take what they are given as one job.
+
 Ranks
-    From the launcher variables nsys recorded with the report (RANK under torchrun,
-    SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK, PMI_RANK, ...) when every report has
-    one and they differ; else the order of the files (stated in ``rank_source``).
+    Those the grouping read; given to :func:`combine` alone, from the launcher variables
+    nsys recorded with the report (RANK under torchrun, SLURM_PROCID under srun,
+    OMPI_COMM_WORLD_RANK, PMI_RANK, ...) when every report has one and they differ;
+    else the order of the files (stated in ``rank_source``).
 
 Clocks
     A report's timestamps count from its session's start; adding the session start
@@ -37,10 +45,13 @@ Waiting for a peer
     and their order inside it: the k-th communication kernel of iteration "step 12" on
     every rank is one collective. For each, every rank waits from its own start until
     the last rank's start; a rank's wait per iteration is the median over the steady
-    iterations all ranks share of its summed waits. The straggler is the rank that
+    iterations all ranks share of its summed waits. A wait longer than the rank's own
+    iteration means the clocks (or the collectives matched) do not line up: the job
+    then says so in ``clock`` and tells no wait. The straggler is the rank that
     waits least when the others wait at least ``straggler_pct`` of an iteration for it;
     without collectives to match, the rank with the slowest iterations when the spread
-    reaches that share.
+    reaches that share (the skew: the slowest minus the fastest median iteration, as a
+    share of the slowest: never above 100%).
 """
 
 from __future__ import annotations
@@ -628,7 +639,8 @@ class Jobs:
 
     @property
     def failed(self) -> list[RankSummary]:
-        return [s for s in self.summaries if s.status == "error"]
+        """The reports that could not be analyzed (unreadable, no CUDA activity)."""
+        return [s for s in self.summaries if not s.ok]
 
     def job(self, name: str) -> Job:
         """The job named *name* ('A', 'B', ...)."""
@@ -643,10 +655,8 @@ class Jobs:
         rows = []
         for i, s in enumerate(self.summaries):
             group_ = self.grouping.job_of(i)
-            headline = (f"not analyzed: {s.error}" if s.status == "error"
-                        else (s.verdict or {}).get("headline")
-                        or ("no CUDA activity" if s.status == "no-cuda-activity"
-                            else "no verdict"))
+            headline = (f"not analyzed: {s.error or s.status}" if not s.ok
+                        else (s.verdict or {}).get("headline") or "no verdict")
             rows.append({"report": s.report, "job": None if group_ is None else group_.name,
                          "rank": None if group_ is None else group_.ranks[i],
                          "status": s.status, "kind": (s.verdict or {}).get("kind"),

@@ -69,7 +69,7 @@ def render_job(job: Job, console: Console, group: JobGroup | None = None) -> Non
     if group is not None:
         console.print(Text.assemble(("formed: ", "bold"), safe_rich(group.how)))
     table = Table(title="Ranks (ms per steady iteration, medians)", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in ("rank", "iter", "p90", "busy", "comm", "exposed", "overlap", "waits"):
         table.add_column(column, justify="right", no_wrap=True)
     rows = job.table()
