@@ -108,12 +108,12 @@ class ReportIdentity:
     def world_size(self) -> int | None:
         name = self.rank_variable
         size = self.env.get(SIZE_VARIABLES[name]) if name else None
-        return int(size) if _is_int(size) else None
+        return int(size) if size is not None and _is_int(size) else None
 
     @property
     def local_rank(self) -> int | None:
         value = next((self.env[n] for n in LOCAL_RANK_VARIABLES if n in self.env), None)
-        return int(value) if _is_int(value) else None
+        return int(value) if value is not None and _is_int(value) else None
 
     @property
     def launch(self) -> tuple[tuple[str, str], ...]:
@@ -188,8 +188,8 @@ def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
         start = db.session_start_utc_ns
         if start is not None and db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
             rows = db.rows("SELECT startTime, stopTime FROM ANALYSIS_DETAILS")
-            spans = [(as_int(a, 0), as_int(b, 0)) for a, b in rows]
-            spans = [(a, b) for a, b in spans if a is not None and b is not None and b >= a]
+            read = [(as_int(a, 0), as_int(b, 0)) for a, b in rows]
+            spans = [(a, b) for a, b in read if a is not None and b is not None and b >= a]
             if spans:
                 out.start_ns = start + min(a for a, _ in spans)
                 out.end_ns = start + max(b for _, b in spans)

@@ -528,7 +528,7 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     # the clocks (or the collectives matched) do not line up, and no wait is told.
     own_iteration = {r: medians.get(r, iteration_ns) for r in wait_per_it}
     too_long = {r: w for r, w in wait_per_it.items()
-                if w is not None and own_iteration[r] is not None and w > own_iteration[r]}
+                if w is not None and (it := own_iteration[r]) is not None and w > it}
     if too_long:
         r, w = max(too_long.items(), key=lambda item: (item[1], -item[0]))
         clock += (f"; the reports' clocks cannot be aligned (rank {r} would wait "
