@@ -601,7 +601,7 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
         fastest = min(medians.values())
         head = (f"Rank {straggler} is the slowest: its iterations take "
                 f"{fmt_ns(medians[straggler])}, the fastest rank's {fmt_ns(fastest)} "
-                f"({skew:.1f}% of its iteration more; no collectives to match across "
+                f"(a skew of {skew:.1f}% of its iteration; no collectives to match across "
                 f"ranks); its own verdict: {own(straggler)}")
     else:
         worst = max(by_rank, key=lambda r: ((by_rank[r].verdict or {}).get("share_pct")

@@ -118,6 +118,15 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
         head += f", {alone} on {'its' if alone == 1 else 'their'} own"
     console.print(Text(head, style="bold"))
     console.print(verdicts_table(jobs, console.width))
+    # The whole error of each report of no job that could not be analyzed (a job's own
+    # are in its section).
+    for i in jobs.grouping.alone:
+        s = jobs.summaries[i]
+        if not s.ok:
+            error = s.error or s.status
+            console.print(Text.assemble(("not analyzed: ", "bold red"), safe_rich(
+                error if s.report in error else f"{s.report}: {error}",
+                limit=MESSAGE_LIMIT)))
     if not jobs.jobs:
         console.print(Text("No two reports are ranks of one job (a job's reports record "
                            "one launch, run one program at the same time, each rank "
