@@ -311,6 +311,9 @@ def test_ranks_directory_through_the_python_api(ranks_jobs):
     assert isinstance(jobs, gpugap_api.Jobs) and jobs.alone == []
     assert [(g.name, sorted(g.ranks.values())) for g, _ in jobs.jobs] == [("A", [0, 1]),
                                                                           ("B", [0, 1])]
+    frame = jobs.frame()
+    assert frame["job"].tolist() == ["A", "A", "B", "B"]
+    assert frame["rank"].tolist() == [0, 1, 0, 1]
     late = jobs.job("B")
     assert late.kind == "straggler" and late.straggler == 1
     assert late.straggler_summary.report.endswith("ddp-ranks-late.rank1.sqlite")

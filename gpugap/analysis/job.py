@@ -663,6 +663,11 @@ class Jobs:
                          "headline": headline})
         return rows
 
+    def frame(self) -> pd.DataFrame:
+        """:meth:`verdicts` as a DataFrame: one row per report, in the order given."""
+        return pd.DataFrame(self.verdicts(), columns=["report", "job", "rank", "status",
+                                                      "kind", "headline"])
+
     def to_dict(self) -> dict[str, Any]:
         """The ``verdicts`` (one row per report) and ``jobs`` (each: its name, how it was
         formed, its reports and ranks, then :meth:`Job.to_dict`) of ``gpugap analyze
