@@ -7,6 +7,7 @@ The front door (docs/api.md)::
     analysis = gpugap.analyze(trace)              # verdict, accounting, findings
     analysis.frames().findings                    # ... as tidy DataFrames
     job = gpugap.analyze_many("ranks/")           # the reports of one distributed job
+    jobs = gpugap.analyze_jobs("captures/")       # reports grouped into jobs
 
 Names are imported on first use, so that ``import gpugap`` (and the command line's
 start) does not pay for pandas until it is needed.
@@ -19,6 +20,8 @@ __version__ = "0.1.0"
 # name -> the module that defines it (PEP 562 lazy attributes)
 _EXPORTS = {
     "load": "gpugap.api", "analyze": "gpugap.api", "analyze_many": "gpugap.api",
+    "analyze_jobs": "gpugap.api", "group_reports": "gpugap.api",
+    "Jobs": "gpugap.analysis.job", "Grouping": "gpugap.analysis.grouping",
     "Trace": "gpugap.report.trace", "ReportInfo": "gpugap.report.trace",
     "Analysis": "gpugap.analysis", "Frames": "gpugap.analysis.frames",
     "Finding": "gpugap.rules.base",

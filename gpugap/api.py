@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpugap.analysis import Analysis
 from gpugap.analysis import analyze as analyze_trace
-from gpugap.analysis.job import Job, analyze_job
+from gpugap.analysis.grouping import Grouping
+from gpugap.analysis.job import Job, Jobs, analyze_job, expand_reports, require_one_job
+from gpugap.analysis.job import analyze_jobs as analyze_grouped
+from gpugap.analysis.job import group_reports as group_paths
 from gpugap.ci.config import rule_threshold
 from gpugap.errors import UsageError
 from gpugap.report import load as load_report
@@ -74,12 +77,14 @@ def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None 
     one per CPU) or on a Dask cluster (*scheduler*: its address or a
     ``distributed.Client``), then lined up: ranks, the straggler, how long the others
     wait for it (``Job.frame()``: one row per rank). A report that cannot be analyzed is
-    listed in ``Job.failed`` with its reason."""
+    listed in ``Job.failed`` with its reason. Reports that are not one job by what they
+    record raise UsageError: :func:`analyze_jobs` groups them."""
     items = [reports] if isinstance(reports, (str, os.PathLike)) else list(reports)
     for item in items:
         _require_path(item, "reports")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise UsageError(f"workers must be a positive integer, not {workers!r}")
+    require_one_job(expand_reports(items), nsys=nsys)
     return analyze_job(items, workers=workers, scheduler=scheduler, nsys=nsys,
                        rules=_rules(rules), thresholds=checked(thresholds),
                        iteration=iteration)
@@ -116,3 +121,36 @@ def _require_path(value: object, name: str) -> None:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path (str or os.PathLike), not "
                         f"{type(value).__name__}")
+
+
+def group_reports(reports: PathLike | Iterable[PathLike], *, nsys: str | None = None
+                  ) -> Grouping:
+    """Which of *reports* (files, directories, glob patterns) are ranks of one job, read
+    from each report's metadata only (no analysis): ``Grouping.jobs`` (each with its
+    ``name``, ``members``, ``ranks`` and ``how`` it was formed) and ``Grouping.alone``.
+    See gpugap.analysis.grouping for the rule."""
+    items = [reports] if isinstance(reports, (str, os.PathLike)) else list(reports)
+    for item in items:
+        _require_path(item, "reports")
+    return group_paths(items, nsys=nsys)
+
+
+def analyze_jobs(reports: PathLike | Iterable[PathLike], *, workers: int | None = None,
+                 scheduler: str | Client | None = None, iteration: str | None = None,
+                 rules: Iterable[str] | None = None,
+                 thresholds: Mapping[str, Any] | None = None,
+                 nsys: str | None = None) -> Jobs:
+    """Several reports (a directory or a glob pattern is expanded), each analyzed as
+    :func:`analyze` does (*workers*, *scheduler* as for :func:`analyze_many`), grouped
+    into jobs by what each records (:func:`group_reports`), each job lined up as
+    :func:`analyze_many` does. ``Jobs.verdicts()``: one row per report (its job, rank
+    and verdict); ``Jobs.jobs``: (how the job was formed, the Job) pairs;
+    ``Jobs.alone``: the reports that form no job with others."""
+    items = [reports] if isinstance(reports, (str, os.PathLike)) else list(reports)
+    for item in items:
+        _require_path(item, "reports")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise UsageError(f"workers must be a positive integer, not {workers!r}")
+    return analyze_grouped(items, workers=workers, scheduler=scheduler, nsys=nsys,
+                           rules=_rules(rules), thresholds=checked(thresholds),
+                           iteration=iteration)

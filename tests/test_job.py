@@ -1,27 +1,48 @@
-"""Jobs: the per-rank reports of one DDP job (two H200s, torchrun, nsys per rank;
-tests/data/captures/ranks, program tests/data/programs/ddp_train.py) analyzed together.
+"""Jobs: the per-rank reports of DDP jobs (two H200s, torchrun, nsys per rank;
+tests/data/captures/ranks, program tests/data/programs/ddp_train.py) analyzed together,
+and reports grouped into jobs by what each records (gpugap.analysis.grouping).
 
-In the late job rank 1 does 30 ms of host work before each forward pass; the figures
-the job reports are checked against the NCCL kernels read from the SQLite here.
+tests/data/captures/ranks holds two separate jobs of two ranks each: balanced, and late
+(rank 1 does 30 ms of host work before each forward pass); the figures the job reports
+are checked against the NCCL kernels read from the SQLite here. tests/data/captures
+holds 17 reports of unrelated programs (H100 and H200, captured one after another): no
+two of them are one job.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from functools import cache
 
 import numpy as np
+import pytest
 
-from gpugap.analysis.job import combine, expand_reports, summarize_all
+import gpugap as gpugap_api
+from gpugap.analysis.grouping import group, read_identity
+from gpugap.analysis.job import (
+    combine,
+    expand_reports,
+    group_reports,
+    group_summaries,
+    summarize_all,
+)
 from gpugap.cli import main
 from gpugap.errors import EXIT_PARTIAL
 from gpugap.jsonout import dumps
 from tests.conftest import DATA
 
-RANKS = DATA / "captures" / "ranks"
+CAPTURES = DATA / "captures"
+RANKS = CAPTURES / "ranks"
+ROOT = DATA.parent.parent
+# Any percentage printed: the number before a '%'.
+PERCENT = re.compile(r"(-?\d+(?:\.\d+)?)%")
 
 
 def job_paths(job: str) -> list[str]:
@@ -116,8 +137,15 @@ def test_hosts_clocks_are_aligned_on_the_first_collective():
     assert job.clock.startswith("aligned on the ends of 194 collectives (2 hosts")
     assert job.straggler == 1
     assert abs(job.wait_ns_per_iteration[0] - one_clock.wait_ns_per_iteration[0]) < 500_000
+    # Not aligned, the 5 ms lands in each of the 8 all-reduces of an iteration: rank 0
+    # would wait 48.5 ms per 36.9 ms iteration, more than the whole of it. The job says
+    # the clocks cannot be aligned and tells no wait (no share above 100%).
     unaligned = combine(skewed, align="none")
-    assert abs(unaligned.wait_ns_per_iteration[0] - one_clock.wait_ns_per_iteration[0]) > 1e6
+    assert "the reports' clocks cannot be aligned (rank 0 would wait 48.5 ms per 36.9 ms " \
+           "iteration): waits not used" in unaligned.clock
+    assert unaligned.wait_ns_per_iteration == {0: None, 1: None}
+    assert unaligned.metrics["job.wait_pct"] is None and unaligned.collectives_matched == 0
+    assert unaligned.kind == "balanced"          # iteration times within 0.1%
 
 
 def test_waits_without_iteration_times_name_no_straggler():
@@ -149,22 +177,9 @@ def test_dask_cluster_gives_the_same_job_byte_for_byte(capsys):
         code, on_dask, _ = gpugap(capsys, "analyze", *job_paths("late"), "--json",
                                   "--scheduler", cluster.scheduler_address)
     assert code == 0
-    # The job section is the document's last key: compare its bytes as printed.
-    assert on_dask.split('"job": ', 1)[1] == out.split('"job": ', 1)[1]
-    assert json.loads(on_dask)["job"]["verdict"]["straggler"] == 1
-
-
-def test_cli_job_view(capsys):
-    code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), "--workers", "1")
-    assert code == 0
-    assert "JOB STRAGGLER" in out and "Rank 1 is the straggler" in out
-    assert "rank 1 (ddp-ranks-late.rank1.sqlite): Host work between launches" in out
-    assert "ranks from RANK recorded in each report's environment" in out
-    code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), "--json", "--workers", "1")
-    document = json.loads(out)
-    assert [r["report"] for r in document["reports"]] == job_paths("late")
-    assert document["reports"][1]["verdict"]["cause"] == "host-launch-latency"
-    assert [r["rank"] for r in document["job"]["ranks"]] == [0, 1]
+    # The grouping and the jobs follow the reports: compare their bytes as printed.
+    assert on_dask.split('"verdicts": ', 1)[1] == out.split('"verdicts": ', 1)[1]
+    assert json.loads(on_dask)["jobs"][0]["verdict"]["straggler"] == 1
 
 
 def test_one_report_keeps_the_single_report_view(capsys):
@@ -178,14 +193,20 @@ def test_a_broken_report_does_not_sink_the_job(capsys, tmp_path):
     code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), broken, "--workers", "1")
     assert code == EXIT_PARTIAL == 7
     assert "Rank 1 is the straggler" in out
-    lines = [ln for ln in out.splitlines() if ln.startswith("not analyzed: ")]
-    assert len(lines) == 1 and "rank2.sqlite" in lines[0]
+    # It records nothing, so it belongs to no job: its line says why it was not analyzed.
+    lines = [ln for ln in out.splitlines() if ln.startswith("rank2.sqlite ")]
+    assert len(lines) == 1 and " -  " in lines[0] and "not analyzed: " in lines[0]
+    # Its whole error, under the table.
+    assert len([ln for ln in out.splitlines() if ln.startswith("not analyzed: ")]) == 1
+    assert f"not analyzed: {broken} is neither an nsys report" in " ".join(out.split())
     code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), broken, "--json",
                           "--workers", "1")
     document = json.loads(out)
-    assert code == 7 and document["job"]["metrics"]["job.failed_reports"] == 1
+    assert code == 7 and document["jobs"][0]["metrics"]["job.failed_reports"] == 0
     assert document["reports"][2]["status"] == "error"
-    assert document["job"]["failed"][0]["report"] == str(broken)
+    assert document["verdicts"][2]["job"] is None
+    assert document["verdicts"][2]["headline"].startswith("not analyzed: ")
+    assert document["alone"] == [str(broken)]
     # Nothing readable: exit 2.
     code, _, err = gpugap(capsys, "analyze", broken, broken.with_name("other.sqlite"))
     assert code == 2 and "none of the 2 reports could be analyzed" in err
@@ -219,3 +240,188 @@ def test_check_and_baseline_gate_job_metrics(capsys, tmp_path):
     failed = {g["metric"] for r in json.loads(out)["reports"] for g in r["gates"]
               if g["status"] == "fail"}
     assert code == 1 and "job.wait_ms_per_iteration" in failed
+
+
+# ---------------------------------------------------------------------------------------
+# Jobs from what the reports record
+
+
+def run_cli(*argv) -> subprocess.CompletedProcess:
+    """`python -m gpugap ARGV` as a CI log runs it: no TTY, COLUMNS=80."""
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "gpugap", *map(str, argv), "--no-config"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def percentages(text: str) -> list[float]:
+    return [float(p) for p in PERCENT.findall(text)]
+
+
+def every_share(document) -> list[float]:
+    """Every number of a JSON document whose key names a share (…_pct, share…)."""
+    found = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                    key.endswith("pct") or "share" in key):
+                found.append(float(value))
+            else:
+                found += every_share(value)
+    elif isinstance(document, list):
+        for value in document:
+            found += every_share(value)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ranks_jobs():
+    """tests/data/captures/ranks/ through the Python API (the CLI's --json carries its
+    to_dict() beside each report's analysis)."""
+    return gpugap_api.analyze_jobs(RANKS, workers=2)
+
+
+def test_ranks_directory_is_two_jobs_of_two_ranks_at_80_columns():
+    done = run_cli("analyze", RANKS, "--workers", "2")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, done.stdout
+    # Result first: the line per report, then each job, its verdict before its ranks.
+    assert lines[0] == "4 reports: 2 jobs (A, B)"
+    assert [ln.split()[:3] for ln in lines[2:6]] == [
+        ["ddp-ranks-balanced.rank0.sqlite", "A", "r0"],
+        ["ddp-ranks-balanced.rank1.sqlite", "A", "r1"],
+        ["ddp-ranks-late.rank0.sqlite", "B", "r0"],
+        ["ddp-ranks-late.rank1.sqlite", "B", "r1"]]
+    text = done.stdout
+    assert text.index("JOB A  BALANCED  2 ranks") < text.index("JOB B  STRAGGLER  2 ranks")
+    job_b = text[text.index("JOB B"):]
+    assert job_b.index("Rank 1 is the straggler: rank 0 waits 8.47 ms") \
+        < job_b.index("Ranks (ms per steady") < job_b.index("rank 1 (ddp-ranks-late")
+    assert "formed: 2 reports, RANK 0-1 of WORLD_SIZE 2, same TORCHELASTIC_RUN_ID, " \
+        "MASTER_ADDR, MASTER_PORT, program ddp_train.py, one host (vm), sessions overlap " \
+        "12.7 s" in " ".join(job_b.split())
+    assert "file order" not in text
+    assert all(0 <= p <= 100 for p in percentages(text)), percentages(text)
+
+
+def test_ranks_directory_through_the_python_api(ranks_jobs):
+    jobs = ranks_jobs
+    assert isinstance(jobs, gpugap_api.Jobs) and jobs.alone == []
+    assert [(g.name, sorted(g.ranks.values())) for g, _ in jobs.jobs] == [("A", [0, 1]),
+                                                                          ("B", [0, 1])]
+    frame = jobs.frame()
+    assert frame["job"].tolist() == ["A", "A", "B", "B"]
+    assert frame["rank"].tolist() == [0, 1, 0, 1]
+    late = jobs.job("B")
+    assert late.kind == "straggler" and late.straggler == 1
+    assert late.straggler_summary.report.endswith("ddp-ranks-late.rank1.sqlite")
+    assert jobs.job("A").kind == "balanced"
+    # What --json prints of the grouping.
+    document = json.loads(dumps(jobs.to_dict()))
+    assert [(j["name"], [(r["report"].rsplit("/", 1)[1], r["rank"]) for r in j["reports"]],
+             j["verdict"]["kind"], j["verdict"]["straggler"]) for j in document["jobs"]] == [
+        ("A", [("ddp-ranks-balanced.rank0.sqlite", 0), ("ddp-ranks-balanced.rank1.sqlite", 1)],
+         "balanced", None),
+        ("B", [("ddp-ranks-late.rank0.sqlite", 0), ("ddp-ranks-late.rank1.sqlite", 1)],
+         "straggler", 1)]
+    assert [(v["job"], v["rank"]) for v in document["verdicts"]] == [
+        ("A", 0), ("A", 1), ("B", 0), ("B", 1)]
+    assert document["jobs"][1]["how"].startswith("2 reports, RANK 0-1 of WORLD_SIZE 2")
+    assert document["alone"] == []
+    shares = every_share(document)
+    assert shares and all(0 <= p <= 100 for p in shares)
+    # analyze_many takes the ranks of one job: the two jobs together are refused.
+    with pytest.raises(gpugap_api.UsageError, match="these 4 reports are not the ranks of "
+                                                    "one job .by what they record: 2 jobs."):
+        gpugap_api.analyze_many(RANKS, workers=1)
+
+
+@pytest.fixture(scope="module")
+def captures_view():
+    """`gpugap analyze tests/data/captures/` (17 unrelated reports) at 80 columns: the
+    whole analysis, run once (about 15 s of CPU)."""
+    return run_cli("analyze", CAPTURES, "--workers", "2")
+
+
+def test_unrelated_reports_form_no_job(captures_view):
+    done = captures_view
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, done.stdout
+    assert lines[0] == "17 reports: no job, 17 on their own"
+    rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0].endswith(".sqlite")]
+    assert len(rows) == 17 and all(row.split()[1] == "-" for row in rows)
+    assert "JOB" not in done.stdout and "straggler" not in done.stdout
+    assert all(0 <= p <= 100 for p in percentages(done.stdout)), percentages(done.stdout)
+    # The grouping alone (the Python API, metadata only) says the same, in a blink.
+    grouping = gpugap_api.group_reports(CAPTURES)
+    assert grouping.jobs == [] and len(grouping.alone) == 17
+
+
+def test_grouping_reads_what_each_report_records():
+    identity = read_identity(job_paths("late")[1])
+    assert identity.rank == 1 and identity.world_size == 2 and identity.local_rank == 1
+    assert identity.program == "python3 /work/main/tests/data/programs/ddp_train.py"
+    assert dict(identity.launch) == {
+        "TORCHELASTIC_RUN_ID": "d59a4400-a60c-4163-8850-30fcb92b0660",
+        "MASTER_ADDR": "localhost", "MASTER_PORT": "38353"}
+    assert identity.host == "vm" and identity.end_ns - identity.start_ns > 12e9
+    # The whole tree: the ranks' two jobs, and the single reports alone.
+    grouping = group_reports([CAPTURES, RANKS, CAPTURES / "runs"])
+    assert [[grouping.identities[m].report.rsplit("/", 1)[1] for m in job.members]
+            for job in grouping.jobs] == [
+        ["ddp-ranks-balanced.rank0.sqlite", "ddp-ranks-balanced.rank1.sqlite"],
+        ["ddp-ranks-late.rank0.sqlite", "ddp-ranks-late.rank1.sqlite"]]
+    assert len(grouping.alone) == 17 + 7
+
+
+def test_duplicate_ranks_and_other_programs_never_merge_edited_identities():
+    """Cases no capture holds, made from the late job's real identities: a second run
+    with the same launch variables (run id 'none', one port) at the same time, and the
+    same launch running another program."""
+    rank0, rank1 = (read_identity(p) for p in job_paths("late"))
+    twin0, twin1 = (dataclasses.replace(i, report=i.report + ".again") for i in (rank0, rank1))
+    grouping = group([rank0, twin0, rank1, twin1])
+    assert sorted(sorted(job.ranks.values()) for job in grouping.jobs) == [[0, 1], [0, 1]]
+    assert all(len(set(job.ranks.values())) == len(job.members) for job in grouping.jobs)
+    other = dataclasses.replace(rank1, program="python3 /elsewhere/eval.py")
+    assert group([rank0, other]).jobs == []
+    # A run of the same launch an hour later is another job.
+    later = dataclasses.replace(rank1, start_ns=rank1.start_ns + 3600 * 10**9,
+                                end_ns=rank1.end_ns + 3600 * 10**9)
+    assert group([rank0, later]).jobs == []
+    # Reports that record no rank join only when the same program runs at the same time:
+    # ranks from the order of the files, and the job says so.
+    bare0, bare1 = (dataclasses.replace(i, env={}) for i in (rank0, rank1))
+    (job,) = group([bare1, bare0]).jobs
+    assert job.ranks == {0: 0, 1: 1} and job.rank_source.startswith("file order")
+    assert job.how.startswith("2 reports, no rank recorded (ranks in file order)")
+
+
+def test_every_share_is_bounded_edited_iteration_times():
+    """Iteration times 1000 times apart (what unrelated reports could give): the skew is
+    a share of the slowest iteration, at most 100%."""
+    first, second = summaries("late")
+    slow = dataclasses.replace(second, iteration_median_ns=second.iteration_median_ns * 1000,
+                               collective_start=second.collective_start[:0],
+                               collective_end=second.collective_end[:0],
+                               collective_iteration=second.collective_iteration[:0])
+    job = combine([first, slow])
+    assert 99.0 < job.metrics["job.skew_pct"] <= 100.0
+    assert job.headline.startswith("Rank 1 is the slowest: its iterations take 36.9 s, the "
+                                   "fastest rank's 36.9 ms (a skew of 99.9% of its "
+                                   "iteration; no collectives to match across ranks)")
+    assert all(0 <= p <= 100 for p in percentages(job.headline))
+
+
+def test_grouped_summaries_keep_each_job_apart():
+    """The summaries of both jobs, in one list (positions 0-3): two jobs, each its own
+    verdict, the late one named."""
+    both = [dataclasses.replace(s, index=i)
+            for i, s in enumerate([*summaries("balanced"), *summaries("late")])]
+    jobs = group_summaries(both)
+    assert [job.kind for _, job in jobs.jobs] == ["balanced", "straggler"]
+    assert jobs.job("B").straggler == 1
+    assert jobs.job("B").rank_source == "RANK recorded in each report's environment"

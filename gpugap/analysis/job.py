@@ -16,10 +16,18 @@ busy share, communication per iteration, the top cause, and the start/end of eac
 communication kernel, a few arrays of int64): workers ship these, never frames, so the
 combining process stays small. :func:`combine` then lines the ranks up.
 
+Jobs
+    Several reports are not one job because they were passed together:
+    :func:`analyze_jobs` (what ``gpugap analyze R1 R2 ...`` runs) groups them by what
+    each records (gpugap.analysis.grouping: rank, world size, launch id, program,
+    overlapping sessions) and combines each job; :func:`analyze_job` and
+    :func:`combine` take what they are given as one job.
+
 Ranks
-    From the launcher variables nsys recorded with the report (RANK under torchrun,
-    SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK, PMI_RANK, ...) when every report has
-    one and they differ; else the order of the files (stated in ``rank_source``).
+    Those the grouping read; given to :func:`combine` alone, from the launcher variables
+    nsys recorded with the report (RANK under torchrun, SLURM_PROCID under srun,
+    OMPI_COMM_WORLD_RANK, PMI_RANK, ...) when every report has one and they differ;
+    else the order of the files (stated in ``rank_source``).
 
 Clocks
     A report's timestamps count from its session's start; adding the session start
@@ -37,10 +45,13 @@ Waiting for a peer
     and their order inside it: the k-th communication kernel of iteration "step 12" on
     every rank is one collective. For each, every rank waits from its own start until
     the last rank's start; a rank's wait per iteration is the median over the steady
-    iterations all ranks share of its summed waits. The straggler is the rank that
+    iterations all ranks share of its summed waits. A wait longer than the rank's own
+    iteration means the clocks (or the collectives matched) do not line up: the job
+    then says so in ``clock`` and tells no wait. The straggler is the rank that
     waits least when the others wait at least ``straggler_pct`` of an iteration for it;
     without collectives to match, the rank with the slowest iterations when the spread
-    reaches that share.
+    reaches that share (the skew: the slowest minus the fastest median iteration, as a
+    share of the slowest: never above 100%).
 """
 
 from __future__ import annotations
@@ -60,6 +71,14 @@ from gpugap import intervals as tl
 from gpugap.accounting import metrics
 from gpugap.accounting.buckets import BUSY_IDS, CODE
 from gpugap.analysis import Analysis, analyze
+from gpugap.analysis.grouping import (
+    RANK_VARIABLES,
+    Grouping,
+    JobGroup,
+    ReportIdentity,
+    group,
+    read_identity,
+)
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.report import Trace, load
 from gpugap.units import fmt_ns
@@ -67,9 +86,6 @@ from gpugap.units import fmt_ns
 if TYPE_CHECKING:
     from distributed import Client
 
-# The launcher variables that give a rank, first found wins (gpugap.report.validate).
-RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
-                  "MV2_COMM_WORLD_RANK")
 # The others must wait at least this share of an iteration for a rank to name it the
 # straggler (the verdict's own 5%: gpugap.rules.base.WARN_PCT).
 STRAGGLER_PCT = 5.0
@@ -154,6 +170,8 @@ class RankSummary:
     collective_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     collective_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
+    # What the report records of its job (gpugap.analysis.grouping), for grouping.
+    identity: ReportIdentity | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -255,13 +273,18 @@ def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
         trace = load(path, nsys=nsys)
         analysis = analyze(trace, rules=rules, thresholds=thresholds, iteration=iteration,
                            require_gpu=False)
-        return summarize(analysis, trace, index=index, details=details)
+        out = summarize(analysis, trace, index=index, details=details)
+        out.identity = read_identity(trace.info.sqlite_path, shown=str(path))
+        return out
     except (GpugapError, OSError) as exc:
         message = str(exc)
     except Exception as exc:           # a bug: still one line, the job goes on
         message = f"internal error ({type(exc).__name__}): {exc}"
     first = message.splitlines()[0] if message else "unreadable"
-    return RankSummary(report=str(path), index=index, status="error", error=first)
+    # Its metadata may still say which job it belongs to (the job then lists it as a
+    # report that could not be analyzed).
+    return RankSummary(report=str(path), index=index, status="error", error=first,
+                       identity=read_identity(path, nsys=nsys))
 
 
 # ---------------------------------------------------------------------------------------
@@ -458,15 +481,21 @@ def _clock(ok: list[RankSummary], align: str) -> tuple[dict[int, int], str]:
 
 
 def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
-            straggler_pct: float = STRAGGLER_PCT) -> Job:
-    """The job from its reports' summaries (any order). *align*: 'auto' (line hosts'
-    clocks up on the first collective when the reports come from several hosts),
-    'collective' (always), 'none' (session start times only)."""
+            straggler_pct: float = STRAGGLER_PCT, ranks: dict[int, int] | None = None,
+            rank_source: str | None = None) -> Job:
+    """The job from its reports' summaries (any order), taken as one job as given.
+    *align*: 'auto' (line hosts' clocks up on the first collective when the reports come
+    from several hosts), 'collective' (always), 'none' (session start times only).
+    *ranks*: each summary's rank by its ``index`` (with *rank_source*, what says so:
+    gpugap.analysis.grouping); default: the launcher's variables, else file order."""
     if align not in ("auto", "collective", "none"):
         raise UsageError(f"bad clock alignment '{align}'; use auto, collective or none")
     ok = [s for s in summaries if s.status == "ok" and s.device is not None]
     failed = sorted((s for s in summaries if s not in ok), key=lambda s: s.index)
-    rank, source = _ranks(sorted(ok, key=lambda s: s.index))
+    if ranks is not None:
+        rank, source = {s.index: ranks[s.index] for s in ok}, rank_source or "given"
+    else:
+        rank, source = _ranks(sorted(ok, key=lambda s: s.index))
     ok.sort(key=lambda s: rank[s.index])
     offsets, clock = _clock(ok, align)
     # Collectives common to every rank, on the job's clock.
@@ -492,19 +521,35 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
         sums = np.bincount(group, weights=waits[r], minlength=len(iterations)).astype(np.int64)
         by_iteration[rank[s.index]] = sums
         wait_per_it[rank[s.index]] = int(np.median(sums))
-    # The ranks' waits: every rank's when collectives matched (common), else none.
-    matched = {r: w for r, w in wait_per_it.items() if w is not None}
     medians = {rank[s.index]: s.iteration_median_ns for s in ok
                if s.iteration_median_ns is not None}
     iteration_ns = max(medians.values()) if medians else None
+    # A rank waits inside its own iterations: more than a whole one per iteration means
+    # the clocks (or the collectives matched) do not line up, and no wait is told.
+    own_iteration = {r: medians.get(r, iteration_ns) for r in wait_per_it}
+    too_long = {r: w for r, w in wait_per_it.items()
+                if w is not None and (it := own_iteration[r]) is not None and w > it}
+    if too_long:
+        r, w = max(too_long.items(), key=lambda item: (item[1], -item[0]))
+        clock += (f"; the reports' clocks cannot be aligned (rank {r} would wait "
+                  f"{fmt_ns(w)} per {fmt_ns(own_iteration[r] or 0)} iteration): waits "
+                  "not used")
+        wait_per_it = dict.fromkeys(wait_per_it)
+        by_iteration = {}
+        common = []
+        iterations = []
+    # The ranks' waits: every rank's when collectives matched (common), else none.
+    matched = {r: w for r, w in wait_per_it.items() if w is not None}
+    # Skew: the share of the slowest rank's iteration the fastest rank does without
+    # (0-100%: a share of the slowest iteration, never more than all of it).
     skew = (round(100.0 * (max(medians.values()) - min(medians.values()))
-                  / max(min(medians.values()), 1), 3) if len(medians) > 1 else None)
+                  / max(max(medians.values()), 1), 3) if len(medians) > 1 else None)
     worst_wait = max((w for w in wait_per_it.values() if w is not None), default=None)
     metrics = {
         "job.ranks": len(ok), "job.failed_reports": len(failed),
         "job.iteration_ms": _ms(iteration_ns), "job.skew_pct": skew,
         "job.wait_ms_per_iteration": _ms(worst_wait),
-        "job.wait_pct": (round(100.0 * worst_wait / iteration_ns, 3)
+        "job.wait_pct": (round(min(100.0, 100.0 * worst_wait / iteration_ns), 3)
                          if worst_wait is not None and iteration_ns else None),
         "job.worst_comm_compute_overlap_pct": min(
             (_round(s.comm_overlap_pct) for s in ok if s.comm_overlap_pct is not None),
@@ -517,7 +562,7 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     }
     # The straggler: the rank the others wait for, or the slowest when nothing matched.
     straggler = None
-    share = lambda ns: 100.0 * ns / iteration_ns if iteration_ns else 0.0  # noqa: E731
+    share = lambda ns: min(100.0, 100.0 * ns / iteration_ns) if iteration_ns else 0.0  # noqa: E731
     if len(ok) > 1 and common:
         least = min(matched, key=lambda r: (matched[r], r))
         others = [w for r, w in matched.items() if r != least]
@@ -553,9 +598,11 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
                 f"iteration); rank {straggler}'s own verdict: {own(straggler)}")
     elif straggler is not None:
         kind = "straggler"
+        fastest = min(medians.values())
         head = (f"Rank {straggler} is the slowest: its iterations take "
-                f"{fmt_ns(medians[straggler])}, {skew:.1f}% more than the fastest rank's "
-                f"(no collectives to match across ranks); its own verdict: {own(straggler)}")
+                f"{fmt_ns(medians[straggler])}, the fastest rank's {fmt_ns(fastest)} "
+                f"(a skew of {skew:.1f}% of its iteration; no collectives to match across "
+                f"ranks); its own verdict: {own(straggler)}")
     else:
         worst = max(by_rank, key=lambda r: ((by_rank[r].verdict or {}).get("share_pct")
                                             or 0, -r))
@@ -575,13 +622,127 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
                waits_by_iteration=by_iteration, iterations=iterations)
 
 
+@dataclass
+class Jobs:
+    """Reports grouped into jobs by what each records (gpugap.analysis.grouping), every
+    job combined, the others analyzed on their own: what ``gpugap analyze`` shows for
+    several reports."""
+
+    summaries: list[RankSummary]           # every report, in the order given
+    grouping: Grouping
+    jobs: list[tuple[JobGroup, Job]]
+
+    @property
+    def alone(self) -> list[RankSummary]:
+        """The reports that form no job with others (each analyzed on its own)."""
+        return [self.summaries[i] for i in self.grouping.alone]
+
+    @property
+    def failed(self) -> list[RankSummary]:
+        """The reports that could not be analyzed (unreadable, no CUDA activity)."""
+        return [s for s in self.summaries if not s.ok]
+
+    def job(self, name: str) -> Job:
+        """The job named *name* ('A', 'B', ...)."""
+        for group_, job in self.jobs:
+            if group_.name == name:
+                return job
+        raise KeyError(name)
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        """One row per report, in the order given: its job and rank (None when it forms
+        no job with others), its status and its own verdict's headline."""
+        rows = []
+        for i, s in enumerate(self.summaries):
+            group_ = self.grouping.job_of(i)
+            headline = (f"not analyzed: {s.error or s.status}" if not s.ok
+                        else (s.verdict or {}).get("headline") or "no verdict")
+            rows.append({"report": s.report, "job": None if group_ is None else group_.name,
+                         "rank": None if group_ is None else group_.ranks[i],
+                         "status": s.status, "kind": (s.verdict or {}).get("kind"),
+                         "headline": headline})
+        return rows
+
+    def frame(self) -> pd.DataFrame:
+        """:meth:`verdicts` as a DataFrame: one row per report, in the order given."""
+        return pd.DataFrame(self.verdicts(), columns=["report", "job", "rank", "status",
+                                                      "kind", "headline"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``verdicts`` (one row per report) and ``jobs`` (each: its name, how it was
+        formed, its reports and ranks, then :meth:`Job.to_dict`) of ``gpugap analyze
+        --json`` for several reports."""
+        return {"verdicts": self.verdicts(),
+                "jobs": [group_.to_dict(self.grouping.identities) | job.to_dict()
+                         for group_, job in self.jobs],
+                "alone": [self.summaries[i].report for i in self.grouping.alone]}
+
+
+def group_summaries(summaries: Sequence[RankSummary], *, align: str = "auto",
+                    straggler_pct: float = STRAGGLER_PCT) -> Jobs:
+    """*summaries* (in the order given: ``index`` = position) grouped into jobs by what
+    their reports record, each job combined (:func:`combine`)."""
+    summaries = sorted(summaries, key=lambda s: s.index)
+    identities = [s.identity or ReportIdentity(report=s.report, error=s.error or "unknown")
+                  for s in summaries]
+    grouping = group(identities)
+    jobs = []
+    for group_ in grouping.jobs:
+        members = [summaries[i] for i in group_.members]
+        jobs.append((group_, combine(members, align=align, straggler_pct=straggler_pct,
+                                     ranks=group_.ranks, rank_source=group_.rank_source)))
+    return Jobs(summaries=list(summaries), grouping=grouping, jobs=jobs)
+
+
+def analyze_jobs(paths: Iterable[str | os.PathLike[str]], *, workers: int | None = None,
+                 scheduler: str | Client | None = None, progress: Progress | None = None,
+                 align: str = "auto", straggler_pct: float = STRAGGLER_PCT,
+                 **options: Any) -> Jobs:
+    """Every report analyzed (as :func:`analyze_job` does), then grouped into jobs by
+    what each records (:func:`group_summaries`): reports of different programs, runs or
+    times are never one job."""
+    summaries = summarize_all(expand_reports(paths), workers=workers, scheduler=scheduler,
+                              progress=progress, **options)
+    return group_summaries(summaries, align=align, straggler_pct=straggler_pct)
+
+
+def group_reports(reports: Iterable[str | os.PathLike[str]], *,
+                  nsys: str | None = None) -> Grouping:
+    """The jobs among *reports* (files, directories, glob patterns: see
+    :func:`expand_reports`), from each report's metadata only (no analysis)."""
+    return group([read_identity(p, nsys=nsys) for p in expand_reports(reports)])
+
+
+def require_one_job(paths: Sequence[str | os.PathLike[str]], *,
+                    nsys: str | None = None) -> None:
+    """Raise UsageError unless the readable reports among *paths* are one job by what
+    they record (gpugap.analysis.grouping; metadata only): analyzing unrelated reports
+    as the ranks of one job gives meaningless waits and skews. Unreadable reports are
+    left to the analysis, which lists them as failed."""
+    identities = [read_identity(p, nsys=nsys) for p in paths]
+    grouping = group(identities)
+    readable = [i for i, identity in enumerate(identities) if identity.error is None]
+    if len(readable) < 2:
+        return
+    if len(grouping.jobs) == 1 and set(grouping.jobs[0].members) == set(readable):
+        return
+    parts = [f"{len(grouping.jobs)} jobs" if len(grouping.jobs) != 1 else "1 job"]
+    alone = [i for i in grouping.alone if identities[i].error is None]
+    if alone:
+        parts.append(f"{len(alone)} reports of no job")
+    raise UsageError(f"these {len(readable)} reports are not the ranks of one job (by what "
+                     f"they record: {' and '.join(parts)}); group them with "
+                     "gpugap.analyze_jobs, or pass the ranks of one job")
+
+
 def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None = None,
                 scheduler: str | Client | None = None, progress: Progress | None = None,
                 align: str = "auto", straggler_pct: float = STRAGGLER_PCT,
                 **options: Any) -> Job:
     """Every report of a job analyzed (see :func:`summarize_all` for *workers*,
     *scheduler*, *progress*; *options* go to :func:`summarize_report`: nsys, rules,
-    thresholds, iteration, details) and combined (:func:`combine`)."""
+    thresholds, iteration, details) and combined (:func:`combine`) as one job, whatever
+    they record: :func:`analyze_jobs` groups them first."""
     summaries = summarize_all(expand_reports(paths), workers=workers, scheduler=scheduler,
                               progress=progress, **options)
     return combine(summaries, align=align, straggler_pct=straggler_pct)

@@ -186,18 +186,19 @@ def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | 
                         thresholds: dict[str, dict[str, float]], iteration: str | None,
                         nsys: str | None, workers: int | None, scheduler: str | None,
                         severity: str) -> int:
-    """`gpugap analyze R1 R2 ...`: the ranks of one job (gpugap.analysis.job)."""
+    """`gpugap analyze R1 R2 ...`: each report analyzed, grouped into jobs by what it
+    records (gpugap.analysis.job.group_summaries), each job combined."""
     from gpugap import __version__
-    from gpugap.analysis.job import combine, summarize_all
+    from gpugap.analysis.job import group_summaries, summarize_all
     from gpugap.errors import EXIT_PARTIAL, ReportError
     from gpugap.jsonout import dumps
-    from gpugap.render.terminal import render_job
+    from gpugap.render.job import render_jobs
 
     with job_progress(len(reports)) as progress:
         summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
                                   progress=progress, nsys=nsys, rules=rules,
                                   thresholds=thresholds, iteration=iteration, details=json_)
-    job = combine(summaries)
+    jobs = group_summaries(summaries)
     if json_:
         from gpugap.rules.model import Severity
 
@@ -210,22 +211,23 @@ def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | 
             s.analysis["findings"] = [f for f in s.analysis["findings"]
                                       if Severity(f["severity"]) >= floor]
             documents.append(s.analysis)
-        sys.stdout.write(dumps({"gpugap_version": __version__, "reports": documents,
-                                "job": job.to_dict()}) + "\n")
+        sys.stdout.write(dumps({"gpugap_version": __version__, "reports": documents}
+                               | jobs.to_dict()) + "\n")
         sys.stdout.flush()
     else:
-        render_job(job, stdout)
-    if not job.ranks:
+        render_jobs(jobs, stdout)
+    failed = jobs.failed
+    if len(failed) == len(summaries):
         raise ReportError(f"none of the {len(reports)} reports could be analyzed: "
-                          + "; ".join(f"{s.report}: {s.error}" for s in job.failed[:3]))
-    return EXIT_PARTIAL if job.failed else 0
+                          + "; ".join(f"{s.report}: {s.error}" for s in failed[:3]))
+    return EXIT_PARTIAL if failed else 0
 
 
 @app.command(short_help="Diagnose a report, or the ranks of one job.")
 def analyze(
     reports: Annotated[list[Path], typer.Argument(
-        help="a .nsys-rep or its .sqlite export; several (or a directory, or a glob) "
-             "for the ranks of one job", metavar="REPORT")],
+        help="a .nsys-rep or its .sqlite export; several (or a directory, or a glob): "
+             "grouped into jobs by what each records", metavar="REPORT")],
     json_: JsonOpt = False,
     rule: RuleOpt = None,
     range_: RangeOpt = None,
@@ -258,9 +260,10 @@ def analyze(
     scheduler: SchedulerOpt = None,
 ) -> int:
     """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
-    time goes, and every finding with its cause, cost and fix. Several reports (the
-    ranks of one job): each analyzed, then the job's verdict (the straggler and what
-    waiting for it costs the others), one row per rank."""
+    time goes, and every finding with its cause, cost and fix. Several reports: each
+    analyzed, one line each, grouped into jobs by what each records (rank, world size,
+    launch id, program, session times); for each job its verdict (the straggler and
+    what waiting for it costs the others), then one row per rank."""
     from gpugap.analysis.job import expand_reports
 
     found = expand_reports(reports)

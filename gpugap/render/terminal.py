@@ -8,8 +8,6 @@ parsed as rich markup.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -26,7 +24,6 @@ from gpugap.units import fmt_ns
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 KIND_STYLE = {"bottleneck": "bold red", "healthy": "bold green", "spread": "bold yellow",
               "no-gpu-work": "dim"}
-RANKS_SHOWN = 8          # ranks whose own verdict a job's terminal view spells out
 
 
 def pct(value: float | None) -> str:
@@ -285,51 +282,3 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         console.print(ranges_table(analysis))
     for w in analysis.warnings:
         console.print(safe_rich(f"warning: {w}", "yellow", limit=MESSAGE_LIMIT))
-
-
-def _ms_text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def render_job(job, console: Console) -> None:
-    """The terminal view of a gpugap.analysis.job.Job: the job's verdict, one row per rank, the
-    reports that could not be analyzed, where the ranks and the clock come from."""
-    style = {"straggler": "bold red", "balanced": "bold green"}.get(job.kind, "bold")
-    body = safe_rich(job.headline, limit=MESSAGE_LIMIT)
-    console.print(Panel(body, title=Text(f"JOB {job.kind.upper()}  {len(job.ranks)} ranks",
-                                         style=style), title_align="left"))
-    table = Table(title="Ranks (ms per steady iteration, medians)", title_justify="left")
-    for name in ("rank", "iter", "p90", "busy", "comm", "exposed", "overlap", "waits"):
-        table.add_column(name, justify="right", no_wrap=True)
-    rows = job.table()
-    for row in rows:
-        mark = "*" if row["rank"] == job.straggler else ""
-        table.add_row(f"{row['rank']}{mark}",
-                      _ms_text(row["iteration_median_ms"]), _ms_text(row["iteration_p90_ms"]),
-                      pct(row["gpu_busy_pct"]), _ms_text(row["comm_ms_per_iteration"]),
-                      _ms_text(row["exposed_comm_ms_per_iteration"]),
-                      pct(row["comm_compute_overlap_pct"]),
-                      _ms_text(row["wait_ms_per_iteration"]))
-    console.print(table)
-    if job.straggler is not None:
-        console.print(Text("* the straggler; waits: time inside collectives before the "
-                           "last rank started them", style="dim"), soft_wrap=True)
-    # Each rank's own verdict: the straggler's first, then the rest (a few).
-    shown = sorted(rows, key=lambda r: (r["rank"] != job.straggler, r["rank"]))[:RANKS_SHOWN]
-    for row in shown:
-        cause = row["top_cause"] or {}
-        name = safe_text(Path(row["report"]).name, 80)
-        console.print(Text.assemble((f"rank {row['rank']}", "bold"), f" ({name}): ",
-                                    safe_text(cause.get("headline") or "no verdict",
-                                              MESSAGE_LIMIT)), soft_wrap=True)
-    if len(rows) > len(shown):
-        console.print(f"... and {len(rows) - len(shown)} more ranks (--json lists all)")
-    m = job.metrics
-    console.print(Text(f"ranks from {job.rank_source}; clock: {job.clock}; "
-                       f"{job.collectives_matched} collectives matched over "
-                       f"{job.iterations_matched} iterations; skew "
-                       f"{pct(m['job.skew_pct'])}", style="dim"), soft_wrap=True)
-    for s in job.failed:
-        console.print(Text.assemble(("not analyzed: ", "bold red"),
-                                    safe_text(f"{s.report}: {s.error}", MESSAGE_LIMIT)),
-                      soft_wrap=True)

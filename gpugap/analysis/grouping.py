@@ -1,0 +1,368 @@
+"""Which reports are ranks of one job: read from what each report records, never assumed
+from how they were passed (a directory, a glob, a list).
+
+::
+
+    from gpugap.analysis.job import group_reports
+
+    grouping = group_reports(["runs/"])       # metadata only: no analysis
+    for job in grouping.jobs:
+        print(job.name, job.how)   # 'A', '2 reports, RANK 0-1 of WORLD_SIZE 2, same ...'
+    grouping.alone                # reports that form no job with others
+
+What a report records (read from its SQLite export; nothing else is needed)
+
+- The launcher's variables, from the environment nsys recorded for the profiled
+  program (TARGET_INFO_SYSTEM_ENV ``DeviceEnvironment``, 'A=1;B=2;...'): the rank
+  (RANK under torchrun, SLURM_PROCID under srun, OMPI_COMM_WORLD_RANK, PMI_RANK,
+  PMIX_RANK, MV2_COMM_WORLD_RANK), the world size and local rank, and what names one
+  launch: TORCHELASTIC_RUN_ID, MASTER_ADDR/MASTER_PORT, SLURM_JOB_ID/SLURM_STEP_ID,
+  Open MPI's job id, PMIx's namespace, PMI's job id.
+- The host (TARGET_INFO_SYSTEM_ENV ``Hostname``).
+- The session's span in UTC: TARGET_INFO_SESSION_START_TIME plus ANALYSIS_DETAILS's
+  start and stop (the report's times count from the session start).
+- The program: the command nsys launched and its script (META_DATA_CAPTURE
+  PROCESS_0:COMMAND and PROCESS_0:ARGUMENT_n): ``python3 train.py``.
+
+NCCL's NVTX ranges can carry a communicator id in their payload; the exports nsys
+2025.3 writes of them hold no payload values (NVTX_EVENTS.binaryData is empty), so the
+id is not used here.
+
+The rule
+
+Two reports can be ranks of one job only if they run the same program, use the same
+rank variable, record the same launch (every launch variable either records has the
+same value in the other; one recording a variable the other lacks is another launcher)
+and the same world size, and their sessions run at the same time: a job's ranks are all
+alive together, so a job's sessions share an instant (the latest start is before the
+earliest stop). Among reports that qualify, each rank appears once: a rank recorded
+twice starts another job (two runs of one program with the default run id 'none' and
+port 29500 do not merge). Reports that record no rank join only others that record
+none, with the same program and overlapping sessions; their ranks are then the order of
+the files, and the job says so. A report left alone is analyzed on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpugap.errors import GpugapError
+from gpugap.report.cache import resolve_sqlite
+from gpugap.report.database import Database
+from gpugap.report.validate import as_int
+
+# The variables that give a rank and the world size, first found wins (each launcher
+# sets its pair: torchrun, srun, Open MPI, MPICH/PMI, PMIx, MVAPICH).
+RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                  "MV2_COMM_WORLD_RANK")
+SIZE_VARIABLES = {"RANK": "WORLD_SIZE", "SLURM_PROCID": "SLURM_NTASKS",
+                  "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE", "PMI_RANK": "PMI_SIZE",
+                  "PMIX_RANK": "PMIX_SIZE", "MV2_COMM_WORLD_RANK": "MV2_COMM_WORLD_SIZE"}
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK")
+# What names one launch: equal in every rank of it, different from run to run (the run
+# id of torchrun --standalone, a Slurm job and step, an mpirun's job) or at least from
+# concurrent runs (the rendezvous address and port).
+LAUNCH_VARIABLES = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
+                    "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
+                    "PMI_JOBID")
+JOB_VARIABLES = (RANK_VARIABLES + tuple(SIZE_VARIABLES.values()) + LOCAL_RANK_VARIABLES
+                 + LAUNCH_VARIABLES)
+_VALUE_LIMIT = 200        # a recorded value longer than this is no launcher's
+# Interpreters whose first argument that is not an option is the program (python's
+# options that take a value skip it: -X dev, -W error).
+_INTERPRETERS = ("python", "pypy")
+_VALUE_OPTIONS = ("-X", "-W", "-Q")
+
+
+@dataclass
+class ReportIdentity:
+    """What one report records about where and when it ran (see the module docstring).
+    ``start_ns``/``end_ns``: the session's span in UTC ns; ``env``: the job variables
+    found, by name; ``error``: why the report could not be read (then nothing else is
+    known)."""
+
+    report: str
+    program: str | None = None
+    host: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def rank_variable(self) -> str | None:
+        return next((n for n in RANK_VARIABLES if _is_int(self.env.get(n))), None)
+
+    @property
+    def rank(self) -> int | None:
+        name = self.rank_variable
+        return None if name is None else int(self.env[name])
+
+    @property
+    def world_size(self) -> int | None:
+        name = self.rank_variable
+        size = self.env.get(SIZE_VARIABLES[name]) if name else None
+        return int(size) if size is not None and _is_int(size) else None
+
+    @property
+    def local_rank(self) -> int | None:
+        value = next((self.env[n] for n in LOCAL_RANK_VARIABLES if n in self.env), None)
+        return int(value) if value is not None and _is_int(value) else None
+
+    @property
+    def launch(self) -> tuple[tuple[str, str], ...]:
+        """The launch variables recorded, in LAUNCH_VARIABLES order."""
+        return tuple((n, self.env[n]) for n in LAUNCH_VARIABLES if n in self.env)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"rank": self.rank, "world_size": self.world_size}
+
+
+def _is_int(value: str | None) -> bool:
+    return value is not None and value.isdigit() and len(value) < 10
+
+
+def environment_variables(environment: str | None) -> dict[str, str]:
+    """The job variables of a recorded environment ('A=1;B=2;...'), first value wins."""
+    found: dict[str, str] = {}
+    for item in (environment or "").split(";"):
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if eq and name in JOB_VARIABLES and value and len(value) <= _VALUE_LIMIT \
+                and all(c in string.printable and c not in "\r\n\t\x0b\x0c" for c in value):
+            found.setdefault(name, value)
+    return {k: found[k] for k in JOB_VARIABLES if k in found}
+
+
+def program_of(capture: dict[str, str]) -> str | None:
+    """The program nsys launched (META_DATA_CAPTURE): its command's name and, for an
+    interpreter, the script or module it ran ('python3 train.py', 'python3 -m pkg').
+    Its other arguments are left out: ranks may be told apart by them (--local_rank=1,
+    an output file per rank)."""
+    command = capture.get("PROCESS_0:COMMAND")
+    if not command:
+        return None
+    name = Path(command).name
+    if not name.startswith(_INTERPRETERS):
+        return name
+    arguments = []
+    i = 0
+    while f"PROCESS_0:ARGUMENT_{i}" in capture:
+        arguments.append(capture[f"PROCESS_0:ARGUMENT_{i}"])
+        i += 1
+    skip = False
+    for j, argument in enumerate(arguments):
+        if skip:
+            skip = False
+        elif argument in ("-m", "-c"):
+            return f"{name} {argument} {arguments[j + 1] if j + 1 < len(arguments) else ''}"
+        elif argument in _VALUE_OPTIONS:
+            skip = True
+        elif not argument.startswith("-"):
+            return f"{name} {argument}"
+    return name
+
+
+def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
+                  shown: str | None = None) -> ReportIdentity:
+    """The :class:`ReportIdentity` of one report (a .nsys-rep is exported once, as
+    gpugap.report.load does, into the same cache). Never raises for a bad report: its
+    identity has ``error`` set."""
+    out = ReportIdentity(report=shown or str(path))
+    try:
+        db = Database(resolve_sqlite(Path(path), nsys=nsys))
+    except (GpugapError, OSError) as exc:
+        out.error = (str(exc).splitlines() or ["unreadable"])[0]
+        return out
+    try:
+        env = db.system_env
+        out.host = env.get("Hostname")
+        out.env = environment_variables(env.get("DeviceEnvironment"))
+        out.program = program_of(db.capture_meta)
+        start = db.session_start_utc_ns
+        if start is not None and db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
+            rows = db.rows("SELECT startTime, stopTime FROM ANALYSIS_DETAILS")
+            read = [(as_int(a, 0), as_int(b, 0)) for a, b in rows]
+            spans = [(a, b) for a, b in read if a is not None and b is not None and b >= a]
+            if spans:
+                out.start_ns = start + min(a for a, _ in spans)
+                out.end_ns = start + max(b for _, b in spans)
+    except GpugapError as exc:
+        out.error = (str(exc).splitlines() or ["unreadable"])[0]
+    finally:
+        db.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Grouping
+
+
+@dataclass
+class JobGroup:
+    """The reports that are one job: positions in the list grouped, their ranks, and
+    what made them one (``how``)."""
+
+    name: str                       # 'A', 'B', ... in the order of the first report
+    members: list[int]              # positions, by rank
+    ranks: dict[int, int]           # position -> rank
+    rank_source: str
+    how: str
+
+    def to_dict(self, identities: Sequence[ReportIdentity]) -> dict[str, Any]:
+        return {"name": self.name, "how": self.how, "rank_source": self.rank_source,
+                "reports": [{"report": identities[i].report, "rank": self.ranks[i]}
+                            for i in self.members]}
+
+
+@dataclass
+class Grouping:
+    """The reports given, grouped: ``jobs`` (two reports or more each) and ``alone``
+    (positions of the reports that form no job with others, analyzed on their own)."""
+
+    identities: list[ReportIdentity]
+    jobs: list[JobGroup]
+    alone: list[int]
+
+    def job_of(self, position: int) -> JobGroup | None:
+        return next((j for j in self.jobs if position in j.ranks), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobs": [j.to_dict(self.identities) for j in self.jobs],
+                "alone": [self.identities[i].report for i in self.alone]}
+
+
+def _overlap(span: tuple[int, int], identity: ReportIdentity) -> tuple[int, int] | None:
+    """The shared instant range of a job's span and one more report's session, or None."""
+    if identity.start_ns is None or identity.end_ns is None:
+        return None
+    lo, hi = max(span[0], identity.start_ns), min(span[1], identity.end_ns)
+    return (lo, hi) if lo < hi else None
+
+
+def _clusters(positions: list[int], ids: Sequence[ReportIdentity]) -> list[list[int]]:
+    """*positions* (one program, one launch) split into jobs: sessions that share an
+    instant, each rank once. Greedy in start order: a report joins the first job whose
+    sessions all overlap its own and which lacks its rank."""
+    timed = sorted((p for p in positions if ids[p].start_ns is not None),
+                   key=lambda p: (ids[p].start_ns, p))
+    members: list[list[int]] = []
+    shared: list[tuple[int, int]] = []      # the instants every member's session spans
+    for p in timed:
+        for k, job in enumerate(members):
+            common = _overlap(shared[k], ids[p])
+            rank = ids[p].rank          # (None: no rank recorded, none to repeat)
+            if common is not None and (rank is None
+                                       or rank not in {ids[m].rank for m in job}):
+                job.append(p)
+                shared[k] = common
+                break
+        else:
+            members.append([p])
+            shared.append((ids[p].start_ns, ids[p].end_ns))  # type: ignore[arg-type]
+    # A session without a recorded span joins others only by a launch id they share
+    # (the bucket's), rank by rank; without one it stays alone.
+    for p in (p for p in positions if ids[p].start_ns is None):
+        home = next((job for job in members if ids[p].launch
+                     and all(ids[m].start_ns is None for m in job)
+                     and ids[p].rank is not None
+                     and ids[p].rank not in {ids[m].rank for m in job}), None)
+        if home is None:
+            members.append([p])
+        else:
+            home.append(p)
+    return members
+
+
+def _rank_range(ranks: list[int]) -> str:
+    ranks = sorted(ranks)
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+    return ",".join(map(str, ranks))
+
+
+def _names(count: int) -> list[str]:
+    """'A'..'Z', then 'AA', 'AB', ..."""
+    letters = string.ascii_uppercase
+    out = []
+    for i in range(count):
+        name = ""
+        i += 1
+        while i:
+            i, r = divmod(i - 1, 26)
+            name = letters[r] + name
+        out.append(name)
+    return out
+
+
+def _how(members: list[int], ids: Sequence[ReportIdentity], ranked: bool) -> str:
+    first = ids[members[0]]
+    parts = [f"{len(members)} reports"]
+    if ranked:
+        variable = first.rank_variable
+        ranks = [ids[m].rank for m in members]
+        size = first.world_size
+        text = f"{variable} {_rank_range([r for r in ranks if r is not None])}"
+        if size is not None:
+            text += f" of {SIZE_VARIABLES[variable or 'RANK']} {size}"
+            if len(members) < size:
+                text += f" ({size - len(members)} missing)"
+        parts.append(text)
+    else:
+        parts.append("no rank recorded (ranks in file order)")
+    launch = [name for name, _ in first.launch]
+    if launch:
+        parts.append("same " + ", ".join(launch))
+    if first.program:
+        # The script's name says which program; its directory, the same for all, not.
+        command, _, script = first.program.rpartition(" ")
+        parts.append(f"program {Path(script).name if command else script}")
+    hosts = sorted({ids[m].host or "?" for m in members})
+    parts.append(f"one host ({hosts[0]})" if len(hosts) == 1 else f"{len(hosts)} hosts")
+    spans = [(ids[m].start_ns, ids[m].end_ns) for m in members]
+    if all(a is not None and b is not None for a, b in spans):
+        shared = min(b for _, b in spans) - max(a for a, _ in spans)  # type: ignore
+        parts.append(f"sessions overlap {shared / 1e9:.1f} s")
+    else:
+        parts.append("sessions' times not recorded")
+    return ", ".join(parts)
+
+
+def group(identities: Sequence[ReportIdentity]) -> Grouping:
+    """The jobs among *identities* (positions as given): see the module docstring."""
+    ids = list(identities)
+    buckets: dict[tuple, list[int]] = {}
+    for p, identity in enumerate(ids):
+        if identity.error is not None:
+            continue
+        key = (identity.program, identity.rank_variable, identity.launch,
+               identity.world_size if identity.rank_variable else None)
+        buckets.setdefault(key, []).append(p)
+    found: list[tuple[list[int], bool]] = []
+    for (_, variable, _, _), positions in buckets.items():
+        for members in _clusters(positions, ids):
+            if len(members) > 1:
+                found.append((members, variable is not None))
+    found.sort(key=lambda f: min(f[0]))
+    jobs: list[JobGroup] = []
+    for (members, ranked), name in zip(found, _names(len(found)), strict=True):
+        if ranked:
+            ranks = {m: ids[m].rank for m in members}
+            variable = ids[members[0]].rank_variable
+            source = f"{variable} recorded in each report's environment"
+        else:
+            ranks = {m: i for i, m in enumerate(sorted(members))}
+            source = "file order (the reports record no rank)"
+        order = sorted(members, key=lambda m: (ranks[m], m))
+        jobs.append(JobGroup(name=name, members=order,
+                             ranks={m: int(ranks[m]) for m in order},  # type: ignore
+                             rank_source=source, how=_how(order, ids, ranked)))
+    grouped = {m for j in jobs for m in j.members}
+    return Grouping(identities=ids, jobs=jobs,
+                    alone=[p for p in range(len(ids)) if p not in grouped])

@@ -1,0 +1,140 @@
+"""The terminal view of several reports (gpugap.analysis.job.Jobs): one line per report
+(its job and its own verdict), then one section per job, the result first (the late
+rank and why), then one row per rank. Everything fits 80 columns: long verdicts are cut
+in the table (their whole text is in each job's section and in --json) and wrap
+elsewhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from gpugap.analysis.grouping import JobGroup
+from gpugap.analysis.job import Job, Jobs
+from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+
+REPORT_WIDTH = 34        # a report's name in the table of verdicts folds past this
+RANKS_SHOWN = 8          # ranks whose own verdict a job's section spells out
+JOB_STYLE = {"straggler": "bold red", "balanced": "bold green"}
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _name(report: str) -> str:
+    return safe_text(Path(report).name, 80)
+
+
+def verdicts_table(jobs: Jobs, width: int = 80) -> Table:
+    """One line per report: the report, its job and rank, its own verdict's headline
+    (cut to what is left of *width*)."""
+    rows = jobs.verdicts()
+    names = [_name(row["report"]) for row in rows]
+    where = ["-" if row["job"] is None else f"{row['job']} r{row['rank']}" for row in rows]
+    # The report and the job keep their width (a name folds past REPORT_WIDTH); the
+    # verdict takes what is left (two spaces between columns), cut with an ellipsis.
+    report_width = min(max(map(len, [*names, "report"])), REPORT_WIDTH)
+    job_width = max(map(len, [*where, "job"]))
+    verdict_width = max(width - report_width - job_width - 4, 12)
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table.add_column("report", overflow="fold", width=report_width)
+    table.add_column("job", no_wrap=True, width=job_width)
+    table.add_column("verdict", no_wrap=True, width=verdict_width)
+    for row, name, job in zip(rows, names, where, strict=True):
+        style = "red" if row["status"] == "error" else ""
+        table.add_row(safe_rich(name), job,
+                      safe_rich(row["headline"], style, limit=verdict_width))
+    return table
+
+
+def render_job(job: Job, console: Console, group: JobGroup | None = None) -> None:
+    """One job: its verdict (the straggler and why) first, how it was formed, one row
+    per rank, each rank's own verdict, where the ranks and the clock come from."""
+    style = JOB_STYLE.get(job.kind, "bold")
+    name = f"JOB {group.name}  " if group is not None else "JOB "
+    console.print(Panel(safe_rich(job.headline, limit=MESSAGE_LIMIT),
+                        title=Text(f"{name}{job.kind.upper()}  {len(job.ranks)} ranks",
+                                   style=style), title_align="left"))
+    if group is not None:
+        console.print(Text.assemble(("formed: ", "bold"), safe_rich(group.how)))
+    table = Table(title="Ranks (ms per steady iteration, medians)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for column in ("rank", "iter", "p90", "busy", "comm", "exposed", "overlap", "waits"):
+        table.add_column(column, justify="right", no_wrap=True)
+    rows = job.table()
+    for row in rows:
+        mark = "*" if row["rank"] == job.straggler else ""
+        table.add_row(f"{row['rank']}{mark}", _ms(row["iteration_median_ms"]),
+                      _ms(row["iteration_p90_ms"]), _pct(row["gpu_busy_pct"]),
+                      _ms(row["comm_ms_per_iteration"]),
+                      _ms(row["exposed_comm_ms_per_iteration"]),
+                      _pct(row["comm_compute_overlap_pct"]),
+                      _ms(row["wait_ms_per_iteration"]))
+    console.print(table)
+    if job.straggler is not None:
+        console.print(Text("* the straggler; waits: time inside collectives before the "
+                           "last rank started them", style="dim"))
+    # Each rank's own verdict: the straggler's first, then the rest (a few).
+    shown = sorted(rows, key=lambda r: (r["rank"] != job.straggler, r["rank"]))[:RANKS_SHOWN]
+    for row in shown:
+        cause = row["top_cause"] or {}
+        console.print(Text.assemble((f"rank {row['rank']}", "bold"),
+                                    f" ({_name(row['report'])}): ",
+                                    safe_rich(cause.get("headline") or "no verdict",
+                                              limit=MESSAGE_LIMIT)))
+    if len(rows) > len(shown):
+        console.print(f"... and {len(rows) - len(shown)} more ranks (--json lists all)")
+    m = job.metrics
+    console.print(safe_rich(f"ranks from {job.rank_source}; clock: {job.clock}; "
+                            f"{job.collectives_matched} collectives matched over "
+                            f"{job.iterations_matched} iterations; skew "
+                            f"{_pct(m['job.skew_pct'])} (of the slowest iteration)",
+                            "dim", limit=MESSAGE_LIMIT))
+    for s in job.failed:
+        console.print(Text.assemble(("not analyzed: ", "bold red"),
+                                    safe_rich(f"{s.report}: {s.error}", limit=MESSAGE_LIMIT)))
+
+
+def render_jobs(jobs: Jobs, console: Console) -> None:
+    """Several reports: the table of their verdicts, then each job's section."""
+    count = len(jobs.summaries)
+    names = ", ".join(group.name for group, _ in jobs.jobs)
+    what = (f"{len(jobs.jobs)} job{'s' if len(jobs.jobs) != 1 else ''} ({names})"
+            if jobs.jobs else "no job")
+    alone = len(jobs.grouping.alone)
+    head = f"{count} reports: {what}"
+    if alone:
+        head += f", {alone} on {'its' if alone == 1 else 'their'} own"
+    console.print(Text(head, style="bold"))
+    console.print(verdicts_table(jobs, console.width))
+    # The whole error of each report of no job that could not be analyzed (a job's own
+    # are in its section).
+    for i in jobs.grouping.alone:
+        s = jobs.summaries[i]
+        if not s.ok:
+            error = s.error or s.status
+            console.print(Text.assemble(("not analyzed: ", "bold red"), safe_rich(
+                error if s.report in error else f"{s.report}: {error}",
+                limit=MESSAGE_LIMIT)))
+    if not jobs.jobs:
+        console.print(Text("No two reports are ranks of one job (a job's reports record "
+                           "one launch, run one program at the same time, each rank "
+                           "once): each is judged on its own; gpugap analyze REPORT "
+                           "shows its findings.", style="dim"))
+    elif alone:
+        console.print(Text("Reports marked - form no job with the others: gpugap analyze "
+                           "REPORT shows one report's findings.", style="dim"))
+    for group, job in jobs.jobs:
+        console.print()
+        render_job(job, console, group)
