@@ -59,6 +59,16 @@ def safe_text(text: object, limit: int | None = NAME_LIMIT) -> str:
     return "".join(out)
 
 
+def short_path(path: object, limit: int = NAME_LIMIT) -> str:
+    """A path for a message, its middle cut when longer than *limit* (its start says
+    where, its end which file), so that what follows it (the reason) is never cut."""
+    text = safe_text(path, None)
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return text[:head] + ELLIPSIS + text[len(text) - (limit - head - 1):]
+
+
 def one_line(text: object, limit: int | None = NAME_LIMIT) -> str:
     """The first non-empty line of *text* (e.g. an SQLite error that quotes a schema),
     made safe with :func:`safe_text`; an ellipsis says when lines were dropped."""

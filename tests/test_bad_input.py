@@ -323,3 +323,20 @@ def test_out_of_memory_names_the_stage(capsys, monkeypatch):
     code, out, err = run(capsys, str(report_path("h2d-copy-good")), "--json")
     assert code == EXIT_MEMORY and out == ""
     assert_one_line(err, "out of memory while analyzing", "--range")
+
+
+@pytest.mark.parametrize("length", [300, 5000])
+@pytest.mark.parametrize("command", ["analyze", "diff", "check", "baseline"])
+def test_names_the_system_refuses_are_one_line(capsys, tmp_path, command, length):
+    """A file name longer than the filesystem allows (300 and 5,000 characters): one
+    line, reason first, the path's middle cut so the fix is never lost."""
+    report = str(tmp_path / ("x" * length)) + ".sqlite"
+    argv = {"analyze": ["analyze", report], "diff": ["diff", report, report],
+            "check": ["check", report, "--min", "gpu_busy_pct=1"],
+            "baseline": ["baseline", "save", report, "--output",
+                         str(tmp_path / "b.json")]}[command]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == EXIT_USAGE and out == ""
+    assert_one_line(err, "File name too long", "check the path")
+    assert len(err) < 600

@@ -59,6 +59,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,6 +82,7 @@ from gpugap.analysis.grouping import (
 )
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.report import Trace, load
+from gpugap.text import short_path
 from gpugap.units import fmt_ns
 
 if TYPE_CHECKING:
@@ -106,6 +108,18 @@ def _natural(text: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, with a path the system refuses (a name longer than the filesystem
+    allows, a path beyond PATH_MAX) said in one line instead of raised."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise UsageError(f"{exc.strerror}: {short_path(path)}; check the path (a name "
+                         "has at most 255 bytes, a whole path 4,096)") from None
+
+
 def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep) of
     a directory, the matches of a glob pattern, in natural order ('rank10' after
@@ -113,7 +127,7 @@ def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for item in items:
         path = Path(item)
-        if path.is_dir():
+        if _is_dir(path):
             found = [p for p in path.iterdir() if p.suffix in REPORT_SUFFIXES and p.is_file()]
         elif not path.exists() and glob.has_magic(str(item)):
             found = [Path(p) for p in glob.glob(str(item)) if Path(p).is_file()]

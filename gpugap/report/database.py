@@ -22,7 +22,7 @@ from gpugap.errors import ReportError
 from gpugap.files import kind_of
 from gpugap.report.reader import read_columns, read_frame
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
-from gpugap.text import one_line
+from gpugap.text import one_line, short_path
 
 if TYPE_CHECKING:          # pandas is imported only where frames are built
     import pandas as pd
@@ -41,9 +41,13 @@ NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 def sniff(path: Path) -> str:
     """'sqlite', 'nsys-rep' or 'unknown' from the first bytes; ReportError if unreadable
     or not a regular file (a FIFO or a device is refused, never read: no hang)."""
-    if not path.exists():
-        raise ReportError(f"{path}: no such file; check the path")
-    if path.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ReportError(f"{path}: no such file; check the path") from None
+    except OSError as exc:              # e.g. a name longer than the filesystem allows
+        raise ReportError(f"{exc.strerror}: {short_path(path)}; check the path") from None
+    if is_dir:
         raise ReportError(f"{path} is a directory; pass a .nsys-rep or .sqlite report file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
