@@ -36,6 +36,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "allow-missing": ("--allow-missing", "allow_missing=True"),
     "allow-lost-gpu-data": ("--allow-lost-gpu-data", "allow_lost_gpu_data=True"),
     "scheduler": ("--scheduler ADDRESS", "scheduler='ADDRESS'"),
+    "scheduler-timeout": ("--scheduler-timeout SECONDS", "scheduler_timeout=SECONDS"),
     "config": ("--config FILE", "config='FILE'"),
 }
 _MARK = "\x1f"                 # ASCII unit separator: never in a message otherwise

@@ -80,9 +80,10 @@ from gpugap.analysis.grouping import (
     group,
     read_identity,
 )
+from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, probe
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.report import Trace, load
-from gpugap.text import short_path
+from gpugap.text import one_line, short_path
 from gpugap.units import fmt_ns
 
 if TYPE_CHECKING:
@@ -310,12 +311,15 @@ Progress = Callable[[RankSummary], None]
 
 def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | None = None,
                   scheduler: str | Client | None = None, progress: Progress | None = None,
+                  scheduler_timeout: float = DEFAULT_TIMEOUT_S,
                   **options: Any) -> list[RankSummary]:
     """:func:`summarize_report` of every path, in file order: in this process
     (``workers=1``), in a pool of worker processes (default: one per CPU, at most one per
     report), or on a Dask cluster (*scheduler*: its address, or a
     ``distributed.Client``; each worker reads its own report, so the paths must be
-    readable there). *progress* is called with each summary as it arrives."""
+    readable there; an address must answer as a Dask scheduler within
+    *scheduler_timeout* seconds, gpugap.analysis.scheduler). *progress* is called with
+    each summary as it arrives."""
     files = [str(p) for p in paths]
     done: list[RankSummary] = []
 
@@ -325,7 +329,7 @@ def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | Non
             progress(summary)
 
     if scheduler is not None:
-        _on_dask(files, scheduler, arrived, options)
+        _on_dask(files, scheduler, arrived, options, scheduler_timeout)
     else:
         n = min(workers or os.cpu_count() or 1, len(files))
         if n <= 1:
@@ -343,18 +347,23 @@ def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | Non
 
 
 def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
-             options: dict[str, Any]) -> None:
+             options: dict[str, Any], timeout: float) -> None:
+    if isinstance(scheduler, str):
+        check_address(scheduler)
     try:
         from distributed import Client, as_completed
     except ImportError:
         raise UsageError(f"{option('scheduler')} needs dask.distributed: pip install "
                          "'gpugap[dist]'") from None
     own = not isinstance(scheduler, Client)
+    if own:
+        probe(scheduler, timeout)
     try:
         client = (scheduler if isinstance(scheduler, Client)
-                  else Client(scheduler, timeout="30s"))
-    except OSError as exc:
-        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+                  else Client(scheduler, timeout=f"{timeout}s"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {one_line(exc)}"
+                         ) from None
     try:
         futures = [client.submit(summarize_report, p, i, pure=False, **options)
                    for i, p in enumerate(paths)]

@@ -156,6 +156,9 @@ SchedulerOpt = Annotated[str | None, typer.Option(
     "--scheduler", help="several reports: analyze them on this Dask cluster "
                         "(tcp://HOST:8786; needs the dist extra of gpugap); each worker "
                         "reads its report", metavar="ADDRESS")]
+SchedulerTimeoutOpt = Annotated[float, typer.Option(
+    "--scheduler-timeout", min=0.1, help="seconds the Dask scheduler has to answer "
+                                         "(connection and handshake)", metavar="SECONDS")]
 
 
 @contextmanager
@@ -185,7 +188,7 @@ def job_progress(count: int) -> Iterator[Progress | None]:
 def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | None,
                         thresholds: dict[str, dict[str, float]], iteration: str | None,
                         nsys: str | None, workers: int | None, scheduler: str | None,
-                        severity: str) -> int:
+                        scheduler_timeout: float, severity: str) -> int:
     """`gpugap analyze R1 R2 ...`: each report analyzed, grouped into jobs by what it
     records (gpugap.analysis.job.group_summaries), each job combined."""
     from gpugap import __version__
@@ -196,7 +199,8 @@ def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | 
 
     with job_progress(len(reports)) as progress:
         summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
-                                  progress=progress, nsys=nsys, rules=rules,
+                                  scheduler_timeout=scheduler_timeout, progress=progress,
+                                  nsys=nsys, rules=rules,
                                   thresholds=thresholds, iteration=iteration, details=json_)
     jobs = group_summaries(summaries)
     if json_:
@@ -258,12 +262,17 @@ def analyze(
                               "beside the program's")] = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    scheduler_timeout: SchedulerTimeoutOpt = 10.0,
 ) -> int:
     """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
     time goes, and every finding with its cause, cost and fix. Several reports: each
     analyzed, one line each, grouped into jobs by what each records (rank, world size,
     launch id, program, session times); for each job its verdict (the straggler and
     what waiting for it costs the others), then one row per rank."""
+    if scheduler is not None:
+        from gpugap.analysis.scheduler import check_address
+
+        check_address(scheduler)         # before any report is read
     from gpugap.analysis.job import expand_reports
 
     found = expand_reports(reports)
@@ -281,7 +290,7 @@ def analyze(
         return analyze_job_reports(
             found, json_=json_, rules=rule, iteration=iteration, nsys=nsys, workers=workers,
             thresholds=cfg.merged_thresholds(parse_thresholds(set_, min_gap_us)),
-            scheduler=scheduler, severity=severity)
+            scheduler=scheduler, scheduler_timeout=scheduler_timeout, severity=severity)
     report = found[0]
     from gpugap.report.prefetch import start as prefetch
 

@@ -1,0 +1,122 @@
+"""A Dask scheduler's address, checked before any report is read, and the scheduler
+itself, checked before any work is sent: one line when something else answers.
+
+``distributed.Client`` alone turns a mistyped address into a ValueError, meets an HTTP
+server or a silent listener with a handshake that never ends (its timeout covers the
+connection, not the first message), and reads the first eight bytes of whatever answers
+as a frame length (garbage asked it for exabytes). A Dask scheduler speaks first: on
+connection it sends its handshake, eight bytes of length (little-endian) and a msgpack
+map naming its ``compression``, ``python`` and ``pickle-protocol``. :func:`probe` reads
+exactly that, within a deadline, before the client connects.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from urllib.parse import urlsplit
+
+from gpugap.errors import UsageError, option
+
+DEFAULT_TIMEOUT_S = 10.0
+# Schemes of distributed's comms that gpugap can reach; tls is checked as far as TCP (its
+# handshake is encrypted); inproc (a cluster inside this process) is taken as given.
+SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+# A handshake is a few dozen bytes; more than this is not one.
+_HANDSHAKE_MAX = 1 << 20
+_HANDSHAKE_KEYS = (b"pickle-protocol", b"compression")
+
+
+def check_address(address: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of *address* (``tcp://HOST:PORT``; a bare ``HOST:PORT`` is
+    tcp, as distributed reads it); UsageError naming what is wrong otherwise."""
+    text = address.strip()
+    given = text if "://" in text else f"tcp://{text}"
+    hint = "give the scheduler's address, tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786)"
+    if given.startswith("inproc://"):        # a cluster inside this process (tests)
+        return "inproc", given[len("inproc://"):], 0
+    try:
+        parts = urlsplit(given)
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"{address!r} is not a Dask scheduler address (bad port); {hint}") \
+            from None
+    if parts.scheme not in SCHEMES:
+        raise UsageError(f"{address!r} is not a Dask scheduler address (scheme "
+                         f"{parts.scheme or 'none'!r}; Dask's are {', '.join(SCHEMES)}); "
+                         f"{hint}")
+    if not parts.hostname or port is None or parts.path not in ("", "/") or parts.query:
+        raise UsageError(f"{address!r} is not a Dask scheduler address (it needs a host and "
+                         f"a port, nothing after them); {hint}")
+    if not 0 < port < 65536:
+        raise UsageError(f"{address!r}: port {port} is out of range (1-65535); {hint}")
+    return parts.scheme, parts.hostname, port
+
+
+def probe(address: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    """Nothing if a Dask scheduler answers at *address* within *timeout* seconds (TCP
+    schemes: its handshake is read and recognised; tls: the connection only); one
+    UsageError line saying what answered, or that nothing did, otherwise."""
+    scheme, host, port = check_address(address)
+    if scheme not in ("tcp", "tls"):
+        return
+    deadline = time.monotonic() + timeout
+    where = f"the Dask scheduler at {address}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        raise UsageError(f"nothing answered at {address} in {timeout:g} s; check that "
+                         f"{where} is running and reachable (or raise "
+                         f"{option('scheduler-timeout')})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot reach {where} ({exc.strerror or exc}); check the address "
+                         "and that the scheduler is running") from None
+    with sock:
+        if scheme == "tls":
+            return
+        try:
+            head = _read(sock, 8, deadline)
+            (length,) = struct.unpack("<Q", head)
+            if not 0 < length <= _HANDSHAKE_MAX:
+                raise _NotDask(f"its first bytes {head!r} are no Dask handshake")
+            body = _read(sock, length, deadline)
+        except TimeoutError:
+            raise UsageError(f"something listens at {address} but said nothing in "
+                             f"{timeout:g} s: not a Dask scheduler (an HTTP server or "
+                             "another service?); give the scheduler's address, usually "
+                             "port 8786") from None
+        except _NotDask as exc:
+            raise UsageError(f"what answered at {address} is not a Dask scheduler ({exc}); "
+                             "give the scheduler's address, usually port 8786") from None
+        except OSError as exc:
+            raise UsageError(f"{where} closed the connection ({exc.strerror or exc}); "
+                             "check the address") from None
+        if not any(key in body for key in _HANDSHAKE_KEYS):
+            raise UsageError(f"what answered at {address} is not a Dask scheduler (its "
+                             "first message is no Dask handshake); give the scheduler's "
+                             "address, usually port 8786")
+
+
+class _NotDask(Exception):
+    pass
+
+
+def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
+    """Exactly *size* bytes before *deadline*; TimeoutError, or _NotDask if the peer
+    closes first."""
+    data = bytearray()
+    while len(data) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise _NotDask("it closed the connection" + (
+                f" after {bytes(data)!r}" if data else " without a word"))
+        data += chunk
+    return bytes(data)
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "check_address", "probe"]
