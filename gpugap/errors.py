@@ -5,6 +5,7 @@ Every message is one line that names the problem and the fix. Tracebacks are for
 
 from __future__ import annotations
 
+import errno
 import re
 
 # Exit codes, documented in README.md.
@@ -17,6 +18,7 @@ EXIT_PROGRAM = 5         # the profiled program failed (gpugap run)
 EXIT_NO_GPU = 6          # no GPU / CUDA driver where one is needed (gpugap run)
 EXIT_PARTIAL = 7         # some reports of a job could not be analyzed (the others were)
 EXIT_MEMORY = 8          # the machine ran out of memory (the stage is named)
+EXIT_WRITE = 9           # an output could not be written: disk full, I/O error, quota
 EXIT_PIPE_CLOSED = 141   # the reader closed stdout early (`| head`): 128 + SIGPIPE, as shells
 
 
@@ -82,6 +84,17 @@ class ReportError(GpugapError):
     """The input file is missing, unreadable, corrupt, or not an nsys export."""
 
     exit_code = EXIT_USAGE
+
+
+class WriteError(GpugapError):
+    """The system failed a write that was allowed: a full disk, an I/O error, a quota
+    (not the user's request, which is a UsageError: an existing file, a missing dir)."""
+
+    exit_code = EXIT_WRITE
+
+
+# The errnos of a write the system failed, as opposed to one it refused.
+WRITE_FAILED_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
 class NsysError(GpugapError):

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpugap.errors import ReportError, UsageError, option
+from gpugap.errors import WRITE_FAILED_ERRNOS, ReportError, UsageError, WriteError, option
 
 CONFIG_MAX_BYTES = 1 << 20          # 1 MiB: a gpugap.toml / pyproject.toml
 BASELINE_MAX_BYTES = 64 << 20       # 64 MiB: a baseline of many runs and NVTX ranges
@@ -200,7 +200,8 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
         else:
             _link_new(tmp, path)
     except OSError as exc:
-        raise UsageError(f"cannot write {path} ({exc.strerror})") from None
+        error = WriteError if exc.errno in WRITE_FAILED_ERRNOS else UsageError
+        raise error(f"cannot write {path} ({exc.strerror})") from None
     finally:
         try:
             os.unlink(tmp)

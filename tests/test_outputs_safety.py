@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from gpugap.cli import main
-from gpugap.errors import EXIT_USAGE
+from gpugap.errors import EXIT_USAGE, EXIT_WRITE
 from tests.conftest import report_path
 
 pytestmark = pytest.mark.usefixtures("outside_ci", "no_hang")
@@ -254,3 +255,52 @@ def test_profile_never_writes_over_an_input_of_the_program(capsys, tmp_path):
     one_line_error(err, f"{data}", "is the input", "choose another --out")
     assert data.read_text() == "the program's input"
     assert sorted(p.name for p in out.iterdir()) == ["prog.log", "prog.py"]
+
+
+# --- a full disk under standard output ----------------------------------------------------
+
+def _analyze_into(stdout_path: str, *args: str, unbuffered: bool) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONUNBUFFERED="1" if unbuffered else "")
+    with open(stdout_path, "wb") as out:
+        return subprocess.run([sys.executable, "-m", "gpugap", "analyze",
+                               str(report_path("h2d-copy-good")), *args],
+                              stdout=out, stderr=subprocess.PIPE, env=env, timeout=120)
+
+
+def _one_write_error(proc: subprocess.CompletedProcess) -> None:
+    err = proc.stderr.decode()
+    assert proc.returncode == EXIT_WRITE, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpugap: error: cannot write the output "
+                                                   "(No space left on device)"), err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize(("args", "unbuffered"), [(["--json"], True), ([], False)])
+def test_dev_full_under_stdout(args, unbuffered):
+    _one_write_error(_analyze_into("/dev/full", *args, unbuffered=unbuffered))
+
+
+@pytest.fixture
+def full_filesystem(tmp_path):
+    """A 16 KB tmpfs (where this user may mount: root, as in CI), else None."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)],
+                          capture_output=True)
+    if made.returncode != 0:
+        yield None
+        return
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_full_filesystem_under_stdout_is_never_a_silent_truncation(full_filesystem):
+    """Unbuffered Python stdout dropped what a short write left: 16 KB of JSON, exit 0.
+    Now the JSON is whole or the exit is 9 with one line."""
+    if full_filesystem is None:
+        pytest.skip("cannot mount a tmpfs here (not root): /dev/full covers the error path")
+    _one_write_error(_analyze_into(str(full_filesystem / "o.json"), "--json",
+                                   unbuffered=True))

@@ -461,13 +461,66 @@ def _interrupted_line(signum: int) -> str:
     return safe_text(line, MESSAGE_LIMIT)
 
 
+@contextmanager
+def _checked_stdout() -> Iterator[None]:
+    """Standard output through a buffered writer while gpugap runs. Unbuffered
+    (PYTHONUNBUFFERED, python -u), Python's text stdout writes straight to the file and
+    drops what a short write left (a full disk kept 16 KB of a JSON document, exit 0);
+    a buffered writer writes the rest or raises ENOSPC, which main turns into one line."""
+    import io
+
+    original = sys.stdout
+    if not isinstance(getattr(original, "buffer", None), io.FileIO):
+        yield                           # buffered already, or not a file (tests' capture)
+        return
+    fd = original.fileno()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)),
+                                  encoding=original.encoding, errors=original.errors,
+                                  line_buffering=original.line_buffering)
+    try:
+        yield
+        sys.stdout.flush()              # the end that did not fit shows here
+    finally:
+        replaced, sys.stdout = sys.stdout, original
+        try:
+            replaced.flush()
+        except OSError:
+            # What could not be written goes to /dev/null, so no later flush (this one,
+            # the interpreter's at exit) fails again; main says what happened.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            replaced.flush()
+        replaced.detach()
+
+
+def _stdout_failed(exc: OSError) -> int:
+    """A write to standard output the system failed (disk full, I/O error): one line,
+    exit 9, and stdout pointed at /dev/null so that no later flush fails again."""
+    from gpugap.errors import EXIT_WRITE
+
+    stderr.print(f"gpugap: error: cannot write the output ({exc.strerror}); what was "
+                 "written is incomplete: free space where standard output goes (or write "
+                 "elsewhere) and run again", soft_wrap=True, markup=False, highlight=False)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass                            # not a file descriptor (a capture): nothing to flush
+    return EXIT_WRITE
+
+
 def main(argv: list[str] | None = None) -> int:
+    from gpugap.errors import WRITE_FAILED_ERRNOS
     from gpugap.files import pending_outputs
 
     pending_outputs(forget=True)
     _STRUCK.clear()
     with _signals_interrupt():
-        return _main(argv)
+        try:
+            with _checked_stdout():
+                return _main(argv)
+        except OSError as exc:
+            if exc.errno not in WRITE_FAILED_ERRNOS:
+                raise
+            return _stdout_failed(exc)
 
 
 def _main(argv: list[str] | None) -> int:
