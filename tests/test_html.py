@@ -246,11 +246,12 @@ def test_page_loads_with_every_lane_and_finding(browser, tmp_path, name):
     n = len(analysis.findings)
     assert n > 0
     assert state["findings"] == n
+    state = browser.evaluate("window.gpugapTimeline.whole()")     # the whole report:
     assert state["drawn"] == n                  # every finding on the findings track
     assert state["marked"] == n                 # ... and marked where it happens
     listed = browser.evaluate("[...document.querySelectorAll('li.finding')]"
                               ".map(li => +li.dataset.finding)")
-    assert listed == list(range(n))
+    assert listed == build_timeline(trace, analysis).order      # the terminal's order
     shot = browser.screenshot()
     assert png_size(shot) == VIEWPORT
     (tmp_path / f"{name}.png").write_bytes(shot)
@@ -259,7 +260,8 @@ def test_page_loads_with_every_lane_and_finding(browser, tmp_path, name):
 def test_status_line_says_events_are_merged(browser, tmp_path):
     page = tmp_path / "moe.html"
     write_html(analyze_report("moe-experts-bad"), load_report("moe-experts-bad"), page)
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert state["merged"] > 10_000 and state["spans"] < state["merged"]
     status = browser.evaluate("document.getElementById('status').textContent")
     assert f"{state['merged']:,} events merged" in status
@@ -296,7 +298,8 @@ def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):
 
     # The findings list jumps to the finding and highlights it.
     k = next(i for i, f in enumerate(analysis.findings) if f.rule == "blocking-memcpy")
-    browser.evaluate(f"document.querySelectorAll('li.finding .finding-head')[{k}].click()")
+    browser.evaluate(f"document.querySelector('li.finding[data-finding=\"{k}\"] "
+                     ".finding-head').click()")
     state = browser.state()
     assert state["selected"] == {"p": 0, "f": k}
     tl = build_timeline(trace, analysis)
@@ -304,7 +307,7 @@ def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):
     s, e = tl.rel(f.start_ns), tl.rel(f.end_ns)
     assert state["view"][0] <= s and state["view"][1] >= e
     assert state["view"][1] - state["view"][0] < 1.5 * (e - s)
-    assert browser.evaluate(f"document.querySelectorAll('li.finding')[{k}]"
+    assert browser.evaluate(f"document.querySelector('li.finding[data-finding=\"{k}\"]')"
                             ".classList.contains('selected')")
 
     # Hovering the blocked copy shows its details.
@@ -361,7 +364,8 @@ def test_hundred_thousand_events(browser, tmp_path):
     assert written.events > 170_000
     assert seconds < 10
     assert written.size_bytes < 6 * 2**20
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert browser.problems() == []
     assert state["events"] == written.events
     assert state["merged"] > 150_000
@@ -485,7 +489,8 @@ def test_a_new_rule_is_drawn_with_no_change_to_the_renderer(browser, tmp_path, m
     assert {m["color"] for m in markers} == {finding["color"]}
     assert "first-kernel" in page.read_text()         # in the legend too
 
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert browser.problems() == [] and state["errors"] == []
     assert state["findings"] == state["marked"] == len(analysis.findings)
 
