@@ -467,13 +467,13 @@ VIEW_ITERATIONS = 3
 FOLD_MIN_SHARE = 0.25
 
 
-def _steady_view(analysis: Analysis, span: tuple[int, int]
+def _steady_view(analysis: Analysis, span: tuple[int, int], first_event: int
                  ) -> tuple[tuple[int, int], list[str] | None]:
     """The initial view of a whole report (absolute ns): VIEW_ITERATIONS iterations from
     the middle of its steady state (the device with the most steady iterations), else
-    its steady state, from the end of start-up to the end of the GPU span; and the lines
-    that name what it leaves out before it ('start-up 3.21 s', '+ 40 iterations'), None
-    when it leaves out too little to fold."""
+    its whole steady state (else from the end of start-up on); and the lines
+    that name what it leaves out before it, from the report's *first_event* ('start-up
+    3.21 s', '+ 40 iterations'), None when it leaves out too little to fold."""
     acc = analysis.accounting
     if acc is None or not acc.devices:
         return span, None
@@ -486,12 +486,15 @@ def _steady_view(analysis: Analysis, span: tuple[int, int]
         lo, hi = phases.iteration_windows(range(first, first + VIEW_ITERATIONS))
         view = (int(lo[0]), int(hi[-1]))
         skipped = first - steady.start
-    else:
-        view = (max(span[0], int(startup_end)), span[1])
+    else:                   # the whole steady state (what the verdict judged)
+        lo, hi = phases.spans["steady"]
+        view = (int(lo), int(hi)) if hi > lo else (max(span[0], int(startup_end)), span[1])
         skipped = 0
     if view[1] <= view[0] or view[0] - span[0] < FOLD_MIN_SHARE * (view[1] - view[0]):
         return (span[0], max(span[1], view[1])), None
-    lines = ["◀ folded:", f"start-up {fmt_ns(max(0, int(startup_end) - span[0]))}"]
+    # Start-up as the page shows it: from the report's first event (host start-up
+    # included) to the steady state.
+    lines = ["◀ folded:", f"start-up {fmt_ns(max(0, int(startup_end) - first_event))}"]
     if skipped:
         lines.append(f"+ {skipped} iteration{'s' if skipped > 1 else ''}")
     return view, lines
@@ -511,7 +514,8 @@ def _origin_and_view(trace: Trace, analysis: Analysis, starts: np.ndarray,
             return lo, (lo, hi), None
     span = trace.span()
     if span is not None:
-        view, fold = _steady_view(analysis, span)
+        view, fold = _steady_view(analysis, span,
+                                  int(starts.min()) if starts.size else span[0])
         return view[0], view, fold
     return (int(starts.min()) if starts.size else 0), None, None
 

@@ -172,6 +172,8 @@
     c.cssW = w; c.cssH = cssH;
   }
   function resize() {
+    var width = Math.max(300, panels.length ? panels[0].canvas.parentNode.clientWidth || 900 : 900);
+    GUTTER = width < 1000 ? 160 : 200;     // narrow windows: more room for the plot
     panels.forEach(function (P) {
       packTrack(P, Math.max(300, P.canvas.parentNode.clientWidth || 900));
       layout(P);
@@ -294,7 +296,7 @@
       seen[key] = true;
       ctx.strokeStyle = "rgba(181,71,8,0.55)"; ctx.lineWidth = 1;
       ctx.beginPath(); ctx.moveTo(Math.round(x0) + 0.5, AXIS_H); ctx.lineTo(Math.round(x0) + 0.5, H); ctx.stroke();
-      label(P, 1, [ph.name], Math.max(x0, X0) + 3, AXIS_H + P.phaseH / 2, Math.max(x0, X0),
+      label(P, 0.5, [ph.name], Math.max(x0, X0) + 3, AXIS_H + P.phaseH / 2, Math.max(x0, X0),
             Math.min(x1, P.canvas.cssW), "#b54708", "");
     });
   }
@@ -302,13 +304,14 @@
   function drawGrid(P, W, H) {
     var ctx = P.ctx, step = tickStep(view.t1 - view.t0, W - X0);
     var first = Math.ceil(view.t0 / step) * step;
-    ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1;
+    ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1; P.tickTotal = 0;
     for (var t = first; t <= view.t1; t += step) {
       var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(t, step);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 5); ctx.lineTo(x, H); ctx.stroke();
       // Right of its line, or left of it where the plot ends: never cut at the edge.
       var tx = x + 3 + ctx.measureText(text).width > W - 2 ? x - 3 - ctx.measureText(text).width : x + 3;
       label(P, 0, [text], tx, 10, X0, W, "#475467", "");
+      P.tickTotal += 1;
     }
     ctx.strokeStyle = "#c0c6d2";
     ctx.beginPath(); ctx.moveTo(X0, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
@@ -470,6 +473,7 @@
     P.cands.push({ prio: prio, texts: texts, x: x, y: y, x0: x0, x1: x1, color: color,
                    halo: halo, f: finding, n: P.cands.length });
   }
+  var LABEL_KINDS = { 0: "tick", 0.5: "phase", 1: "finding", 1.5: "finding", 2: "band", 3: "span", 4: "event" };
   function overlaps(a, b) { return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]; }
   function placeLabels(P, W) {
     var ctx = P.ctx, placed = [], done = {};
@@ -491,7 +495,7 @@
         }
         ctx.fillStyle = c.color; ctx.fillText(text, c.x, c.y);
         P.labels.push({ text: text, x0: box[0] + 1, y0: box[1], x1: box[2] - 1, y1: box[3],
-                        bx0: c.x0, bx1: Math.min(c.x1, W) });
+                        bx0: c.x0, bx1: Math.min(c.x1, W), kind: LABEL_KINDS[c.prio] });
         if (c.f !== undefined) { done[c.f] = true; }
         return;
       }
@@ -519,17 +523,25 @@
     });
     P.foldLines.forEach(function (line, k) {
       ctx.fillText(line, GUTTER + 4, y + k * 13);
-      P.labels.push({ text: line, x0: GUTTER + 4, y0: y + k * 13 - 7,
-                      x1: GUTTER + 4 + ctx.measureText(line).width, y1: y + k * 13 + 7,
-                      bx0: GUTTER, bx1: X0, fold: true });
+      P.labels.push({ text: line, x0: GUTTER + 4, y0: y + k * 13 - 6,
+                      x1: GUTTER + 4 + ctx.measureText(line).width, y1: y + k * 13 + 6,
+                      bx0: GUTTER, bx1: X0, kind: "fold" });
     });
+  }
+
+  // Gutter text cut to its room (the whole of it shows on hover).
+  function fit(ctx, text, room) {
+    if (ctx.measureText(text).width <= room) { return text; }
+    var n = text.length;
+    while (n > 1 && ctx.measureText(text.slice(0, n) + "…").width > room) { n--; }
+    return text.slice(0, n) + "…";
   }
 
   function drawGutter(P, W) {
     var ctx = P.ctx;
     ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, GUTTER, AXIS_H);
     ctx.fillStyle = "#475467"; ctx.textAlign = "left";
-    ctx.fillText(P.d.label, 6, 9);
+    ctx.fillText(fit(ctx, P.d.label, GUTTER - 10), 6, 9);
     if (P.trackRows) {
       ctx.fillStyle = "#fff7ed"; ctx.fillRect(0, AXIS_H, GUTTER, P.trackRows * TRACK_ROW + 2 * PAD);
       ctx.fillStyle = "#9a3412"; ctx.fillText("findings (" + P.findings.length + ")", 8, AXIS_H + 9);
@@ -543,8 +555,7 @@
     P.lanes.forEach(function (l, i) {
       ctx.fillStyle = i % 2 ? "#f7f8fa" : "#ffffff"; ctx.fillRect(0, P.laneY[i], GUTTER, P.laneH[i]);
       ctx.fillStyle = "#1d2330";
-      var label = l.label.length > 30 ? l.label.slice(0, 29) + "…" : l.label;
-      ctx.fillText(label, 14, P.laneY[i] + Math.min(P.laneH[i], ROW_H[l.kind] + 2 * PAD) / 2);
+      ctx.fillText(fit(ctx, l.label, GUTTER - 18), 14, P.laneY[i] + Math.min(P.laneH[i], ROW_H[l.kind] + 2 * PAD) / 2);
     });
     ctx.strokeStyle = "#d0d5dd"; ctx.beginPath(); ctx.moveTo(GUTTER - 0.5, 0); ctx.lineTo(GUTTER - 0.5, P.height); ctx.stroke();
   }
@@ -619,7 +630,8 @@
       visible: stats.visible, merged: stats.merged, spans: stats.spans,
       view: [view.t0, view.t1], frame_ms: Math.round(stats.frame_ms * 100) / 100,
       selected: selected, errors: errors.slice(), folded: X0 !== GUTTER,
-      labels: labelsInClient() };
+      labels: labelsInClient(),
+      ticks: panels.map(function (P) { return P.tickTotal; }) };
     window.__gpugap = state;
     document.documentElement.setAttribute("data-gpugap", JSON.stringify(state));
   }
@@ -629,7 +641,7 @@
     panels.forEach(function (P, p) {
       var r = P.canvas.getBoundingClientRect();
       (P.labels || []).forEach(function (l) {
-        out.push({ p: p, text: l.text, x0: r.left + l.x0, x1: r.left + l.x1, y0: r.top + l.y0,
+        out.push({ p: p, kind: l.kind, text: l.text, x0: r.left + l.x0, x1: r.left + l.x1, y0: r.top + l.y0,
                    y1: r.top + l.y1, bx0: r.left + l.bx0, bx1: r.left + l.bx1,
                    canvas: [r.left, r.top, r.right, r.bottom] });
       });
