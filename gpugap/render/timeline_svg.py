@@ -2,7 +2,8 @@
 
 Same lanes, colours and finding markers as the HTML page (the model of
 :mod:`gpugap.render.timeline`),
-drawn for one window: the ``--range`` window when given, else the report's GPU span.
+drawn for one window: the ``--range`` window when given, else the window the page opens
+on (a few steady iterations, what comes before folded into a named column).
 Events narrower than a pixel are merged into one rectangle per run of touching pixels,
 so the file stays small however many events there are; a note under the title says how
 many were merged. PNG is the SVG rendered by headless chromium
@@ -499,7 +500,8 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     title = title or ("gpugap · " + " vs ".join(tl.label for tl in panels))
     svg.text(8, y + 12, title, "h1")
     scope = panels[0].scope
-    sub = [gpu, f"range {scope}" if scope else "whole report (GPU span)",
+    sub = [gpu, f"range {scope}" if scope else (
+               "whole report, steady state" if folded else "whole report (GPU span)"),
            f"window {fmt_ns(v[1] - v[0])}"]
     if len(panels) == 1 and a0.metrics is not None:
         m = a0.metrics
