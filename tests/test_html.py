@@ -825,11 +825,12 @@ def test_whole_report_opens_on_steady_iterations_with_start_up_folded(looks):
         assert state["folded"], key
         fold = [lab["text"] for lab in state["labels"] if lab["kind"] == "fold"]
         assert any(t.startswith("start-up ") for t in fold), (key, fold)
-        for panel in look["panels"]:
+    for key in (("h2d", "1400x900"), ("ddp", "1400x900")):
+        for panel in looks[key]["panels"]:
             tl = build_timeline(panel.trace, panel.analysis)
             acc = panel.analysis.accounting
             lo, hi = next(iter(acc.devices.values())).phases.spans["steady"]
-            assert tl.fold is not None and tl.origin_ns >= lo      # starts in steady state
+            assert tl.fold is not None and lo <= tl.origin_ns < hi  # in the steady state
             assert tl.view[1] - tl.view[0] < 0.2 * (tl.extent[1] - tl.extent[0]), key
 
 
@@ -885,14 +886,10 @@ def test_range_menu_offers_the_ranges(looks, tmp_path):
     assert 'id="range-select"' not in (tmp_path / "bare.html").read_text()
 
 
-def test_svg_labels_never_overlap_and_carry_the_verdict(browser, tmp_path):
+def test_svg_labels_never_overlap_and_carry_the_verdict(looks, browser, tmp_path):
     """The SVG (what the PNG is) in chromium: its label boxes, as the browser lays them
     out, do not overlap and stay inside the plot; the verdict line is there."""
-    from gpugap.analysis import analyze
-    from gpugap.report import load
-
-    trace = load(CAPTURES / "ddp-manual.sqlite")
-    analysis = analyze(trace, require_gpu=False)
+    trace, analysis = looks["ddp", "1400x900"]["panels"][0][1:]
     svg = write_svg(analysis, trace, tmp_path / "t.svg").path
     text = svg.read_text()
     assert f"{analysis.verdict.kind.upper()} ({analysis.verdict.scope}):" in text
@@ -915,3 +912,31 @@ def test_svg_labels_never_overlap_and_carry_the_verdict(browser, tmp_path):
                 & (box[None, :, 1] < box[:, None, 3] - 0.5))
         np.fill_diagonal(over, False)
         assert not over.any(), [panel["labels"][i][4] for i in np.nonzero(over)[0][:4]]
+
+
+def test_numbering_letters_consequences_under_the_finding_that_explains_them():
+    """h2d-copy-bad has a consequence of a consequence (first-call under module-load
+    under launch-gap): it is lettered under the first of them; the one-time costs are
+    S1, S2... largest first, as the terminal lists them."""
+    from gpugap.render.numbering import finding_labels
+
+    analysis = analyze_report("h2d-copy-bad")
+    findings = analysis.findings
+    labels, order = finding_labels(findings, analysis.scope)
+    assert sorted(order) == list(range(len(findings)))
+    by_id = {f.id: f for f in findings}
+    one_time = sorted((int(lab[1:]), -findings[i].cost_ns) for i, lab in enumerate(labels)
+                      if re.fullmatch(r"S\d+", lab))
+    assert [n for n, _ in one_time] == list(range(1, len(one_time) + 1))
+    assert [c for _, c in one_time] == sorted(c for _, c in one_time)    # largest first
+    chained = 0
+    for i, f in enumerate(findings):
+        if f.consequence_of:
+            root = by_id[f.consequence_of]
+            chained += bool(root.consequence_of)
+            while root.consequence_of:
+                root = by_id[root.consequence_of]
+            assert re.fullmatch(re.escape(labels[findings.index(root)]) + "[a-z]", labels[i])
+    assert chained >= 1
+    assert [lab for lab in labels if lab.isdigit()] == [
+        num for num, _, _ in terminal_numbers(analysis)]

@@ -202,11 +202,17 @@ class _Labels:
                 break
 
 
-def _layout(tl: Timeline, top: float, rows: int) -> tuple[list[float], list[float],
-                                                          list[tuple], float]:
+def _layout(tl: Timeline, top: float, rows: int, drawn: set[int]
+            ) -> tuple[list[float], list[float], list[tuple], float]:
+    """Where each lane goes; lanes not in *drawn* take no room (height 0), and a group
+    none of whose lanes is drawn gets no heading."""
     y = top + AXIS_H + (rows * TRACK_ROW + 2 * PAD if rows else 0)
     lane_y, lane_h, groups, prev = [], [], [], None
-    for lane in tl.lanes:
+    for i, lane in enumerate(tl.lanes):
+        if i not in drawn:
+            lane_y.append(y)
+            lane_h.append(0.0)
+            continue
         if lane.group != prev:
             groups.append((y, lane.group))
             y += GROUP_H
@@ -251,11 +257,19 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
 
     track = _pack_track(tl, x, left, width - RIGHT)
     track_rows = max(track) + 1 if track else 0
-    lane_y, lane_h, groups, bottom = _layout(tl, top, track_rows)
+    # Lanes with nothing in the window (threads busy only in start-up...) take no room.
+    in_window = (tl.start + tl.dur >= v0) & (tl.start <= v1)
+    drawn = set(np.unique(tl.lane[in_window]).tolist()) | {
+        lane for m in tl.markers if m.kind in ("band", "span") and m.e >= v0 and m.s <= v1
+        for lane in range(m.l0, m.l1 + 1)}
+    drawn = drawn or set(range(len(tl.lanes)))
+    stats["lanes_left_out"] += len(tl.lanes) - len(drawn)
+    lane_y, lane_h, groups, bottom = _layout(tl, top, track_rows, drawn)
     labels = _Labels(left, width - RIGHT)
 
     for i, (y, h) in enumerate(zip(lane_y, lane_h, strict=True)):
-        svg.rect(0, y, width, h, "l1" if i % 2 else "l0")
+        if h:
+            svg.rect(0, y, width, h, "l1" if i % 2 else "l0")
     for y, _ in groups:
         svg.rect(0, y, width, GROUP_H, "grp")
     svg.add(f'<svg x="{left}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
@@ -398,6 +412,8 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
     for y, group in groups:
         svg.text(6, y + GROUP_H - 4.5, _trunc(group, width - 12) or group, "gl")
     for lane, y, h in zip(tl.lanes, lane_y, lane_h, strict=True):
+        if not h:
+            continue
         svg.text(14, y + min(h, ROW_H[lane.kind] + 2 * PAD) / 2 + 3.5,
                  _trunc(lane.label, GUTTER - 14) or lane.label, "ll")
     svg.add(f'<path class="axis" d="M{GUTTER - 0.5} {_f(top)}V{_f(bottom)}"/>')
@@ -492,7 +508,7 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     # steady state) folds what came before into a named column.
     folded = any(tl.fold is not None and v[0] >= tl.fold["e"] - 0.05 * (v[1] - v[0])
                  for tl in panels)
-    stats = {"visible": 0, "merged": 0, "spans": 0, "marked": 0}
+    stats = {"visible": 0, "merged": 0, "spans": 0, "marked": 0, "lanes_left_out": 0}
     svg = _Svg()
     y = 8.0
     a0 = panels[0].analysis
@@ -544,6 +560,9 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     merged = (f"; {stats['merged']:,} events narrower than a pixel merged into "
               f"{stats['spans']:,} spans" if stats["merged"] else "")
     sub_text = " · ".join(s for s in sub if s) + f" · {stats['visible']:,} events{merged}"
+    if stats["lanes_left_out"]:
+        sub_text += (f" · {stats['lanes_left_out']} lanes with nothing in this window left "
+                     "out")
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">'
             f"<title>{_esc(title)}</title>{_style()}"

@@ -172,8 +172,13 @@
     c.cssW = w; c.cssH = cssH;
   }
   function resize() {
-    var width = Math.max(300, panels.length ? panels[0].canvas.parentNode.clientWidth || 900 : 900);
-    GUTTER = width < 1000 ? 160 : 200;     // narrow windows: more room for the plot
+    // The gutter as wide as its widest lane label (within bounds): the plot gets the rest.
+    var widest = 0;
+    panels.forEach(function (P) {
+      P.ctx.font = FONT;
+      P.lanes.forEach(function (l) { widest = Math.max(widest, P.ctx.measureText(l.label).width); });
+    });
+    GUTTER = Math.round(Math.min(240, Math.max(150, widest + 24)));
     panels.forEach(function (P) {
       packTrack(P, Math.max(300, P.canvas.parentNode.clientWidth || 900));
       layout(P);
