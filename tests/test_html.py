@@ -246,11 +246,12 @@ def test_page_loads_with_every_lane_and_finding(browser, tmp_path, name):
     n = len(analysis.findings)
     assert n > 0
     assert state["findings"] == n
+    state = browser.evaluate("window.gpugapTimeline.whole()")     # the whole report:
     assert state["drawn"] == n                  # every finding on the findings track
     assert state["marked"] == n                 # ... and marked where it happens
     listed = browser.evaluate("[...document.querySelectorAll('li.finding')]"
                               ".map(li => +li.dataset.finding)")
-    assert listed == list(range(n))
+    assert listed == build_timeline(trace, analysis).order      # the terminal's order
     shot = browser.screenshot()
     assert png_size(shot) == VIEWPORT
     (tmp_path / f"{name}.png").write_bytes(shot)
@@ -259,7 +260,8 @@ def test_page_loads_with_every_lane_and_finding(browser, tmp_path, name):
 def test_status_line_says_events_are_merged(browser, tmp_path):
     page = tmp_path / "moe.html"
     write_html(analyze_report("moe-experts-bad"), load_report("moe-experts-bad"), page)
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert state["merged"] > 10_000 and state["spans"] < state["merged"]
     status = browser.evaluate("document.getElementById('status').textContent")
     assert f"{state['merged']:,} events merged" in status
@@ -296,7 +298,8 @@ def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):
 
     # The findings list jumps to the finding and highlights it.
     k = next(i for i, f in enumerate(analysis.findings) if f.rule == "blocking-memcpy")
-    browser.evaluate(f"document.querySelectorAll('li.finding .finding-head')[{k}].click()")
+    browser.evaluate(f"document.querySelector('li.finding[data-finding=\"{k}\"] "
+                     ".finding-head').click()")
     state = browser.state()
     assert state["selected"] == {"p": 0, "f": k}
     tl = build_timeline(trace, analysis)
@@ -304,7 +307,7 @@ def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):
     s, e = tl.rel(f.start_ns), tl.rel(f.end_ns)
     assert state["view"][0] <= s and state["view"][1] >= e
     assert state["view"][1] - state["view"][0] < 1.5 * (e - s)
-    assert browser.evaluate(f"document.querySelectorAll('li.finding')[{k}]"
+    assert browser.evaluate(f"document.querySelector('li.finding[data-finding=\"{k}\"]')"
                             ".classList.contains('selected')")
 
     # Hovering the blocked copy shows its details.
@@ -361,7 +364,8 @@ def test_hundred_thousand_events(browser, tmp_path):
     assert written.events > 170_000
     assert seconds < 10
     assert written.size_bytes < 6 * 2**20
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert browser.problems() == []
     assert state["events"] == written.events
     assert state["merged"] > 150_000
@@ -485,7 +489,8 @@ def test_a_new_rule_is_drawn_with_no_change_to_the_renderer(browser, tmp_path, m
     assert {m["color"] for m in markers} == {finding["color"]}
     assert "first-kernel" in page.read_text()         # in the legend too
 
-    state = browser.open(page)
+    browser.open(page)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
     assert browser.problems() == [] and state["errors"] == []
     assert state["findings"] == state["marked"] == len(analysis.findings)
 
@@ -585,9 +590,13 @@ def test_svg_has_lanes_findings_and_legend(tmp_path):
     assert written.size_bytes < 100_000
     for label in ("stream 7 (legacy default)", "stream 13", "NVTX", "CUDA API",
                   f"findings ({len(analysis.findings)})", "blocking-memcpy", "launch-gap",
-                  "copy device→host"):
+                  "kernel", "◀ folded:", "start-up 608 ms"):
         assert label in text, label
-    assert "events narrower than a pixel merged" in text
+    from gpugap.render.timeline import build_panels
+    from gpugap.render.timeline_svg import render_svg
+
+    panels = build_panels(analysis, trace)               # the whole report: merged
+    assert "events narrower than a pixel merged" in render_svg(panels, view=panels[0].extent)
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
     # The --range window is smaller and shows only that range's findings.
     from gpugap.analysis import analyze
@@ -608,8 +617,12 @@ def test_svg_legend_lists_what_its_window_draws(tmp_path):
         texts = set(re.findall(r'class="mu">([^<]*)</text>', svg_text))
         return texts & {c[1] for c in CATEGORIES}
 
+    from gpugap.render.timeline import build_panels
+    from gpugap.render.timeline_svg import render_svg
+
     trace = load_report("default-stream-bad")
-    write_svg(analyze(trace), trace, tmp_path / "whole.svg")
+    panels = build_panels(analyze(trace), trace)
+    (tmp_path / "whole.svg").write_text(render_svg(panels, view=panels[0].extent))
     write_svg(analyze(trace, range_name="measured"), trace, tmp_path / "m.svg")
     whole, measured = (legend((tmp_path / n).read_text()) for n in ("whole.svg", "m.svg"))
     start_up_only = {"memset", "API: alloc / free / register", "API: module / library load"}
@@ -686,3 +699,244 @@ def test_committed_screenshot_is_a_real_png():
     shot = Path(__file__).parents[1] / "docs" / "img" / "timeline-default-stream-bad.png"
     width, height = png_size(shot.read_bytes())
     assert width >= 1200 and height >= 600
+
+
+# --- the picture reads: labels, axis, numbers, summary (geometry in a real chromium) ----
+
+LOOKS = {"1400x900": (1400, 900), "900x900": (900, 900)}
+
+
+def terminal_numbers(analysis) -> list[tuple[str, str, str]]:
+    """(number, rule, cause) of each finding the terminal numbers, as it prints them."""
+    from rich.console import Console
+
+    from gpugap.render.terminal import render
+
+    console = Console(record=True, width=200, color_system=None)
+    render(analysis, console)
+    return re.findall(r"(\d+)\. (?:ERROR|WARNING|INFO) ([\w-]+) \[([\w-]+)\]",
+                      console.export_text())
+
+
+@pytest.fixture(scope="module")
+def looks(browser, tmp_path_factory):
+    """The h2d-copy scenario as `gpugap run` draws it (bad above good, whole reports)
+    and a two-GPU capture, each looked at in 1400x900 and 900x900: the page's state,
+    the boxes of its labels and of its parts, and ink counted on the canvas."""
+    from gpugap.analysis import analyze
+    from gpugap.report import load
+
+    out = tmp_path_factory.mktemp("looks")
+    pages = {}
+    panels = [Panel(f"h2d-copy {v}", load_report(f"h2d-copy-{v}"),
+                    analyze(load_report(f"h2d-copy-{v}"))) for v in ("bad", "good")]
+    write_html(panels, out / "h2d.html", title="gpugap: h2d-copy")
+    pages["h2d"] = (out / "h2d.html", panels)
+    trace = load(CAPTURES / "ddp-manual.sqlite")
+    panel = Panel("ddp-manual", trace, analyze(trace, require_gpu=False))
+    write_html(panel.analysis, trace, out / "ddp.html")
+    pages["ddp"] = (out / "ddp.html", [panel])
+    seen = {}
+    try:
+        for size, (width, height) in LOOKS.items():
+            browser.page("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                         deviceScaleFactor=1, mobile=False)
+            for name, (page, drawn) in pages.items():
+                state = browser.open(page)
+                dom = browser.evaluate("""(() => {
+                    const box = e => { const r = e.getBoundingClientRect();
+                                       return [r.left, r.top, r.right, r.bottom]; };
+                    const all = s => [...document.querySelectorAll(s)];
+                    return {
+                      metrics: all('.panel-metrics').map(box),
+                      canvases: all('canvas.lanes').map(box),
+                      overflow: all('.panel-metrics, .controls, .legend, #sidebar')
+                        .filter(e => e.scrollWidth > e.clientWidth + 1)
+                        .map(e => e.className || e.id),
+                      page: document.documentElement.scrollWidth - window.innerWidth,
+                      sidebar: all('li.finding').map(li => [li.dataset.panel, li.dataset.num,
+                        li.querySelector('b').textContent,
+                        li.querySelector('.cause').textContent.slice(1, -1)]),
+                      options: all('#range-select option').map(o => o.textContent),
+                    }; })()""")
+                # Pixels of the axis row: ink in the last tick's label box (it is drawn)
+                # and none in the last two columns (no label runs off the edge).
+                last = max((lab for lab in state["labels"]
+                            if lab["kind"] == "tick" and lab["p"] == 0),
+                           key=lambda lab: lab["x1"])
+                ink = browser.evaluate(f"""(() => {{
+                    const c = document.querySelector('canvas.lanes'), g = c.getContext('2d');
+                    const r = c.getBoundingClientRect(), w = c.width;
+                    const dark = (x, y, cw, ch) => {{
+                      const px = g.getImageData(x, y, cw, ch).data; let n = 0;
+                      for (let i = 0; i < px.length; i += 4) {{
+                        if (px[i + 3] > 0 && px[i] + px[i + 1] + px[i + 2] < 450) {{ n++; }} }}
+                      return n; }};
+                    return {{ink: dark(Math.round({last["x0"]} - r.left), 3,
+                                       Math.round({last["x1"] - last["x0"]}), 14),
+                             edge: dark(w - 2, 0, 2, 20)}}; }})()""")
+                seen[name, size] = {"state": state, "dom": dom, "ink": ink, "panels": drawn,
+                                    "viewport": (width, height)}
+    finally:
+        browser.page("Emulation.setDeviceMetricsOverride", width=VIEWPORT[0],
+                     height=VIEWPORT[1], deviceScaleFactor=1, mobile=False)
+    return seen
+
+
+def test_labels_never_overlap_and_stay_in_their_boxes(looks):
+    for key, look in looks.items():
+        labels = look["state"]["labels"]
+        assert len(labels) > 20, key
+        for p in {lab["p"] for lab in labels}:
+            mine = [lab for lab in labels if lab["p"] == p]
+            box = np.array([[lab["x0"], lab["y0"], lab["x1"], lab["y1"]] for lab in mine])
+            over = ((box[:, None, 0] < box[None, :, 2]) & (box[None, :, 0] < box[:, None, 2])
+                    & (box[:, None, 1] < box[None, :, 3]) & (box[None, :, 1] < box[:, None, 3]))
+            np.fill_diagonal(over, False)
+            pairs = [(mine[i]["text"], mine[j]["text"])
+                     for i, j in zip(*np.nonzero(over), strict=True)]
+            assert pairs == [], (key, pairs[:5])
+        for lab in labels:
+            left, top, right, bottom = lab["canvas"]
+            assert lab["bx0"] - 0.5 <= lab["x0"] and lab["x1"] <= lab["bx1"] + 0.5, (key, lab)
+            assert left <= lab["x0"] and lab["x1"] <= right - 1, (key, lab)
+            assert top <= lab["y0"] and lab["y1"] <= bottom, (key, lab)
+            assert "…" not in lab["text"], (key, lab)       # dropped, never cut
+        assert look["dom"]["overflow"] == [] and look["dom"]["page"] <= 0, key
+
+
+def test_axis_is_whole_and_phases_are_named(looks):
+    for key, look in looks.items():
+        state = look["state"]
+        ticks = [lab for lab in state["labels"] if lab["kind"] == "tick"]
+        per_panel = [sum(lab["p"] == p for lab in ticks) for p in range(state["panels"])]
+        assert per_panel == state["ticks"], key           # every tick labelled ...
+        last = max(ticks, key=lambda lab: lab["x1"])
+        assert last["x1"] <= last["canvas"][2] - 2, key   # ... the last one inside
+        assert look["ink"]["ink"] > 20, key                # drawn (pixels say so) ...
+        assert look["ink"]["edge"] == 0, key               # ... and not cut at the edge
+        phases = {lab["text"] for lab in state["labels"] if lab["kind"] == "phase"}
+        assert "steady" in phases, key
+
+
+def test_whole_report_opens_on_steady_iterations_with_start_up_folded(looks):
+    for key, look in looks.items():
+        state = look["state"]
+        assert state["folded"], key
+        fold = [lab["text"] for lab in state["labels"] if lab["kind"] == "fold"]
+        assert any(t.startswith("start-up ") for t in fold), (key, fold)
+    for key in (("h2d", "1400x900"), ("ddp", "1400x900")):
+        for panel in looks[key]["panels"]:
+            tl = build_timeline(panel.trace, panel.analysis)
+            acc = panel.analysis.accounting
+            lo, hi = next(iter(acc.devices.values())).phases.spans["steady"]
+            assert tl.fold is not None and lo <= tl.origin_ns < hi  # in the steady state
+            assert tl.view[1] - tl.view[0] < 0.2 * (tl.extent[1] - tl.extent[0]), key
+
+
+def test_summary_is_in_view_at_1400x900(looks):
+    for name in ("h2d", "ddp"):
+        look = looks[name, "1400x900"]
+        width, height = look["viewport"]
+        metrics = look["dom"]["metrics"]
+        assert len(metrics) == look["state"]["panels"]
+        for left, top, right, bottom in metrics:
+            assert 0 <= left and right <= width and 0 <= top and bottom <= height, name
+    # At 900 px the first panel's summary is still on the first screen.
+    left, top, right, bottom = looks["h2d", "900x900"]["dom"]["metrics"][0]
+    assert bottom <= 900 and right <= 900
+
+
+def test_finding_numbers_are_the_terminals(looks, tmp_path):
+    look = looks["h2d", "1400x900"]
+    assert terminal_numbers(look["panels"][0].analysis)        # (good has none)
+    for p, panel in enumerate(look["panels"]):
+        terminal = terminal_numbers(panel.analysis)
+        listed = [(num, rule, cause) for q, num, rule, cause in look["dom"]["sidebar"]
+                  if int(q) == p and num.isdigit()]
+        assert listed == terminal
+        track = {lab["text"] for lab in look["state"]["labels"]
+                 if lab["kind"] == "finding" and lab["p"] == p}
+        tl = build_timeline(panel.trace, panel.analysis)
+        v0, v1 = look["state"]["view"]
+        for num, rule, cause in terminal:          # the track labels those in view so
+            f = tl.findings[tl.labels.index(num)]
+            assert (f.rule, f.cause) == (rule, cause)
+            if tl.rel(f.end_ns) >= v0 and tl.rel(f.start_ns) <= v1:
+                assert {f"#{num} {rule} [{cause}]", f"#{num} {rule}", f"#{num}"} & track
+        # The SVG (and the PNG drawn from it) lists and labels them the same.
+        svg = write_svg(panel.analysis, panel.trace, tmp_path / f"{p}.svg").path.read_text()
+        for num, rule, cause in terminal:
+            assert re.search(rf"#{num} (ERROR|WARNING|INFO)</tspan> {rule} \[{cause}\]", svg)
+
+
+def test_range_menu_offers_the_ranges(looks, tmp_path):
+    options = looks["h2d", "1400x900"]["dom"]["options"]
+    panels = looks["h2d", "1400x900"]["panels"]
+    n = sum(len(build_timeline(p.trace, p.analysis).ranges) for p in panels)
+    assert len(options) == n + 1 and options[0].startswith("zoom to a range")
+    assert "—" not in options
+    assert any(re.fullmatch(r"h2d-copy bad: \S*measured \(\d+ ms\)", o) for o in options)
+    # A report without ranges gets no menu.
+    from gpugap.analysis import analyze
+
+    trace = load_report("h2d-copy-bad")
+    trace = dataclasses.replace(trace, nvtx=trace.nvtx.iloc[:0])
+    write_html(analyze(trace), trace, tmp_path / "bare.html")
+    assert 'id="range-select"' not in (tmp_path / "bare.html").read_text()
+
+
+def test_svg_labels_never_overlap_and_carry_the_verdict(looks, browser, tmp_path):
+    """The SVG (what the PNG is) in chromium: its label boxes, as the browser lays them
+    out, do not overlap and stay inside the plot; the verdict line is there."""
+    trace, analysis = looks["ddp", "1400x900"]["panels"][0][1:]
+    svg = write_svg(analysis, trace, tmp_path / "t.svg").path
+    text = svg.read_text()
+    assert f"{analysis.verdict.kind.upper()} ({analysis.verdict.scope}):" in text
+    assert "◀ folded:" in text
+    browser.open(svg)
+    boxes = browser.evaluate("""(() => [...document.querySelectorAll('svg svg')].map(plot => {
+        const v = plot.viewBox.baseVal;
+        return {plot: [v.x, v.x + v.width], labels: [...plot.querySelectorAll('text')]
+          .map(t => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height,
+                                                      t.textContent]; })}; }))()""")
+    assert boxes
+    for panel in boxes:
+        lo, hi = panel["plot"]
+        box = np.array([b[:4] for b in panel["labels"]])
+        assert len(box) > 10
+        assert (box[:, 0] >= lo - 0.5).all() and (box[:, 2] <= hi + 0.5).all()
+        over = ((box[:, None, 0] < box[None, :, 2] - 0.5)
+                & (box[None, :, 0] < box[:, None, 2] - 0.5)
+                & (box[:, None, 1] < box[None, :, 3] - 0.5)
+                & (box[None, :, 1] < box[:, None, 3] - 0.5))
+        np.fill_diagonal(over, False)
+        assert not over.any(), [panel["labels"][i][4] for i in np.nonzero(over)[0][:4]]
+
+
+def test_numbering_letters_consequences_under_the_finding_that_explains_them():
+    """h2d-copy-bad has a consequence of a consequence (first-call under module-load
+    under launch-gap): it is lettered under the first of them; the one-time costs are
+    S1, S2... largest first, as the terminal lists them."""
+    from gpugap.render.numbering import finding_labels
+
+    analysis = analyze_report("h2d-copy-bad")
+    findings = analysis.findings
+    labels, order = finding_labels(findings, analysis.scope)
+    assert sorted(order) == list(range(len(findings)))
+    by_id = {f.id: f for f in findings}
+    one_time = sorted((int(lab[1:]), -findings[i].cost_ns) for i, lab in enumerate(labels)
+                      if re.fullmatch(r"S\d+", lab))
+    assert [n for n, _ in one_time] == list(range(1, len(one_time) + 1))
+    assert [c for _, c in one_time] == sorted(c for _, c in one_time)    # largest first
+    chained = 0
+    for i, f in enumerate(findings):
+        if f.consequence_of:
+            root = by_id[f.consequence_of]
+            chained += bool(root.consequence_of)
+            while root.consequence_of:
+                root = by_id[root.consequence_of]
+            assert re.fullmatch(re.escape(labels[findings.index(root)]) + "[a-z]", labels[i])
+    assert chained >= 1
+    assert [lab for lab in labels if lab.isdigit()] == [
+        num for num, _, _ in terminal_numbers(analysis)]

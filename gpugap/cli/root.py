@@ -247,8 +247,8 @@ def analyze(
         "--html", help="write a self-contained HTML timeline with the findings drawn on it",
         metavar="FILE")] = None,
     svg: Annotated[Path | None, typer.Option(
-        "--svg", help="write a static SVG of the timeline (the --range window, else the "
-                      "GPU span)", metavar="FILE")] = None,
+        "--svg", help="write a static SVG of the timeline (the --range window, else a "
+                      "few steady iterations)", metavar="FILE")] = None,
     png: Annotated[Path | None, typer.Option(
         "--png", help="write that SVG as PNG (needs chromium)", metavar="FILE")] = None,
     force: Annotated[bool, typer.Option(

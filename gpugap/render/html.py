@@ -65,7 +65,7 @@ def _finding_json(f: Finding, tl: Timeline, index: int) -> dict[str, Any]:
             "cost": int(f.cost_ns), "s": tl.rel(f.start_ns), "e": tl.rel(f.end_ns),
             "streams": [int(s) for s in f.streams], "device": f.device,
             "ranges": list(f.ranges), "message": f.message, "row": tl.track_rows[index],
-            "color": rule_color(f.rule)}
+            "color": rule_color(f.rule), "num": tl.labels[index]}
 
 
 def timeline_json(tl: Timeline) -> dict[str, Any]:
@@ -91,6 +91,7 @@ def timeline_json(tl: Timeline) -> dict[str, Any]:
         "ranges": tl.ranges,
         "phases": _phases_json(tl),
         "verdict": None if tl.analysis.verdict is None else tl.analysis.verdict.headline,
+        "fold": tl.fold,
     }
 
 
@@ -208,12 +209,15 @@ def _ranges_html(tl: Timeline, panel: int) -> str:
 
 
 def _findings_html(tl: Timeline, panel: int) -> str:
+    """The findings in the terminal's order and with its numbers (main findings, each
+    followed by those it explains, then the one-time costs: S1, S2...)."""
     if not tl.findings:
         note = ("No findings: nothing on this timeline crossed a threshold."
                 if tl.analysis.metrics is not None else "No findings.")
         return f'<p class="muted">{note}</p>'
-    items = []
-    for i, f in enumerate(tl.findings):
+    lists: dict[bool, list[str]] = {False: [], True: []}
+    for i in tl.order:
+        f = tl.findings[i]
         where = " › ".join(f.ranges) or "outside NVTX ranges"
         streams = ", ".join(map(str, f.streams[:8])) + ("…" if len(f.streams) > 8 else "")
         loc = f"{where} · t={fmt_ns(tl.rel(f.start_ns))}…{fmt_ns(tl.rel(f.end_ns))}"
@@ -222,17 +226,42 @@ def _findings_html(tl: Timeline, panel: int) -> str:
         if f.device is not None:
             loc += f" · GPU {f.device}"
         count = f" ×{f.count}" if f.count > 1 else ""
-        items.append(
+        lists[tl.labels[i].startswith("S")].append(
             f'<li class="finding sev-{_esc(f.severity)}" data-panel="{panel}" '
-            f'data-finding="{i}" style="--rule:{rule_color(f.rule)}">'
+            f'data-finding="{i}" data-num="{_esc(tl.labels[i])}" '
+            f'style="--rule:{rule_color(f.rule)}">'
             f'<button type="button" class="finding-head" title="show on the timeline">'
-            f'<span class="num">{i + 1}</span><span class="sev">{_esc(f.severity)}</span> '
+            f'<span class="num">{_esc(tl.labels[i])}</span>'
+            f'<span class="sev">{_esc(f.severity)}</span> '
             f'<b>{_esc(f.rule)}</b> <span class="cause">[{_esc(f.cause)}]</span> '
             f'<span class="cost">cost {_esc(fmt_ns(f.cost_ns))}{count}</span></button>'
             f'<div class="where">{_esc(loc)}</div>'
             f'<p class="msg">{_esc(f.message)}</p>'
             f'<details><summary>fix</summary><p>{_esc(f.fix)}</p></details></li>')
-    return f'<ol class="findings">{"".join(items)}</ol>'
+    out = ""
+    if lists[False]:
+        out += f'<ol class="findings">{"".join(lists[False])}</ol>'
+    if lists[True]:
+        out += ('<h4>Start-up and other one-time costs</h4>'
+                f'<ol class="findings one-time">{"".join(lists[True])}</ol>')
+    return out
+
+
+def _metrics_line(a: Analysis) -> str:
+    """The summary metrics in one line, over the panel's timeline (always in view)."""
+    m = a.metrics
+    if m is None:
+        return ""
+    parts = [f"span {fmt_ns(m.span_ns)}",
+             f"GPU busy {_pct(m.gpu_busy_pct)} / idle {_pct(m.gpu_idle_pct)}",
+             f"kernel overlap {_pct(m.kernel_overlap_pct)}",
+             f"copy/compute overlap {_pct(m.copy_compute_overlap_pct)}",
+             f"concurrency {_num(m.concurrency)}",
+             f"{m.kernels:,} kernels · {m.copies:,} copies · {m.memsets:,} memsets"]
+    scope = f"range {a.scope}" if a.scope else "whole report"
+    return (f'<div class="panel-metrics" title="summary metrics of the {_esc(scope)}">'
+            f'<span class="muted">{_esc(scope)}:</span>'
+            + "".join(f"<span>{_esc(p)}</span>" for p in parts) + "</div>")
 
 
 def _panel_header(tl: Timeline) -> str:
@@ -244,10 +273,10 @@ def _panel_header(tl: Timeline) -> str:
     scope = f"range {tl.scope}" if tl.scope else "whole report"
     verdict = (f'<div class="panel-verdict verdict {_esc(a.verdict.kind)}">'
                f'{_esc(a.verdict.headline)}</div>' if a.verdict is not None else "")
-    return (f"<b>{_esc(tl.label)}</b> <span class=\"muted\">{_esc(a.report)} · nsys "
-            f"{_esc(a.nsys_version or 'unknown')} · {_esc(gpu_text)} · {_esc(scope)} · "
-            f"t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events</span>"
-            f"{verdict}")
+    about = (f"{a.report} · nsys {a.nsys_version or 'unknown'} · {gpu_text} · {scope} · "
+             f"t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events")
+    return (f'<div class="panel-title" title="{_esc(about)}"><b>{_esc(tl.label)}</b> '
+            f'<span class="muted">{_esc(about)}</span></div>{verdict}{_metrics_line(a)}')
 
 
 def legend_entries(panels: list[Timeline]) -> list[tuple[str, str, str]]:
@@ -275,6 +304,20 @@ def _legend_html(panels: list[Timeline]) -> str:
     items = [f'<span class="key">{swatch[kind].format(color)}{_esc(label)}</span>'
              for kind, label, color in legend_entries(panels)]
     return f'<div class="legend">{"".join(items)}</div>'
+
+
+def _range_select(panels: list[Timeline]) -> str:
+    """The menu of NVTX ranges to zoom to (none without ranges): its first entry says
+    what it is for, the others are the ranges with their spans."""
+    options = [(f"{p}:{i}", (f"{tl.label}: " if len(panels) > 1 else "")
+                + f"{r['label']} ({fmt_ns(r['e'] - r['s'])})")
+               for p, tl in enumerate(panels) for i, r in enumerate(tl.ranges)]
+    if not options:
+        return ""
+    items = "".join(f'<option value="{_esc(v)}">{_esc(text)}</option>' for v, text in options)
+    return ('<select id="range-select" aria-label="zoom to an NVTX range">'
+            f'<option value="" selected>zoom to a range ({len(options)})…</option>'
+            f"{items}</select>")
 
 
 def render_html(panels: list[Timeline], *, title: str) -> str:
@@ -318,7 +361,7 @@ do not.</p></noscript></header>
 <button type="button" id="zoom-out" title="zoom out (S)">−</button>
 <button type="button" id="zoom-reset" title="whole report (double-click)">whole</button>
 <button type="button" id="zoom-initial" title="initial view">initial</button>
-<label>range <select id="range-select"><option value="">—</option></select></label>
+{_range_select(panels)}
 <span id="status" role="status"></span>
 </div>
 <canvas id="overview" height="36" aria-label="overview: drag to pick the time window">
@@ -326,10 +369,10 @@ do not.</p></noscript></header>
 <div id="panels">{lanes}</div>
 <div id="tooltip" hidden></div>
 {_legend_html(panels)}
+<div id="summaries">{summaries}</div>
 </div>
 <aside id="sidebar"><h2>Findings</h2>{findings}</aside>
 </main>
-<div id="summaries">{summaries}</div>
 <script type="application/json" id="gpugap-data">{_script_json(data)}</script>
 <script>{_asset("timeline.js")}</script>
 </body></html>

@@ -16,6 +16,7 @@ from rich.text import Text
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID
 from gpugap.accounting.metrics import Metrics
 from gpugap.analysis import Analysis
+from gpugap.render.numbering import partition
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
 from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
@@ -250,10 +251,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     for f in shown:
         if f.consequence_of:
             linked.setdefault(f.consequence_of, []).append(f)
-    main_findings = [f for f in shown if not f.consequence_of
-                     and (analysis.scope is not None or f.phase in (None, "steady"))]
-    one_time = [f for f in shown if not f.consequence_of and analysis.scope is None
-                and f.phase in ("start-up", "tail")]
+    main_findings, one_time = partition(shown, analysis.scope)   # as the pictures number
     if main_findings:
         what = "in the range" if analysis.scope else "of the steady state"
         console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",

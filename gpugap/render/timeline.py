@@ -24,11 +24,12 @@ import pandas as pd
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.render.numbering import finding_labels
 from gpugap.report.trace import Trace
 from gpugap.rules import registry
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Band, EventRef, Link, Mark, Outline, Severity, Span
-from gpugap.units import fmt_bytes
+from gpugap.units import fmt_bytes, fmt_ns
 
 # --- categories and colours (shared with the SVG export) ----------------------------
 
@@ -190,6 +191,13 @@ class Timeline:
     extent: tuple[int, int]             # first start .. last end (relative ns)
     scope: str | None = None
     notes: list[str] = field(default_factory=list)
+    # Per finding (index in findings): its label, as the terminal numbers it ('3', '3a',
+    # 'S1': gpugap.render.numbering); and the indices in the terminal's order.
+    labels: list[str] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)
+    # What the initial view leaves out before it (a whole report opened on its steady
+    # state): the folded span (relative ns) and its name, e.g. 'start-up 3.2 s'.
+    fold: dict[str, Any] | None = None
 
     @property
     def events(self) -> int:
@@ -452,20 +460,64 @@ def _launched_info(trace: Trace) -> dict[int, str]:
     return dict(zip(ops["corr"].astype("int64").tolist(), text.tolist(), strict=True))
 
 
-def _origin_and_view(trace: Trace, starts: np.ndarray, ends: np.ndarray,
-                     range_name: str | None) -> tuple[int, tuple[int, int] | None]:
-    """t=0 and the initial view (absolute ns): the range's windows when one is given, else
-    the report's span as gpugap's metrics define it (first to last GPU activity), else
-    (no GPU work) the first event."""
+# A whole report opens on this many steady iterations from the middle of its steady
+# state: enough to see the pattern repeat, few enough that each one reads.
+VIEW_ITERATIONS = 3
+# Time before the steady state shorter than this share of the view is drawn, not folded.
+FOLD_MIN_SHARE = 0.25
+
+
+def _steady_view(analysis: Analysis, span: tuple[int, int], first_event: int
+                 ) -> tuple[tuple[int, int], list[str] | None]:
+    """The initial view of a whole report (absolute ns): VIEW_ITERATIONS iterations from
+    the middle of its steady state (the device with the most steady iterations), else
+    its whole steady state (else from the end of start-up on); and the lines
+    that name what it leaves out before it, from the report's *first_event* ('start-up
+    3.21 s', '+ 40 iterations'), None when it leaves out too little to fold."""
+    acc = analysis.accounting
+    if acc is None or not acc.devices:
+        return span, None
+    phases = max((d.phases for d in acc.devices.values()),
+                 key=lambda p: (len(p.steady_iterations), -p.device))
+    steady = phases.steady_iterations
+    startup_end = phases.spans["steady"][0]
+    if len(steady) > VIEW_ITERATIONS:
+        first = steady.start + (len(steady) - VIEW_ITERATIONS) // 2
+        lo, hi = phases.iteration_windows(range(first, first + VIEW_ITERATIONS))
+        view = (int(lo[0]), int(hi[-1]))
+        skipped = first - steady.start
+    else:                   # the whole steady state (what the verdict judged)
+        lo, hi = phases.spans["steady"]
+        view = (int(lo), int(hi)) if hi > lo else (max(span[0], int(startup_end)), span[1])
+        skipped = 0
+    if view[1] <= view[0] or view[0] - span[0] < FOLD_MIN_SHARE * (view[1] - view[0]):
+        return (span[0], max(span[1], view[1])), None
+    # Start-up as the page shows it: from the report's first event (host start-up
+    # included) to the steady state.
+    lines = ["◀ folded:", f"start-up {fmt_ns(max(0, int(startup_end) - first_event))}"]
+    if skipped:
+        lines.append(f"+ {skipped} iteration{'s' if skipped > 1 else ''}")
+    return view, lines
+
+
+def _origin_and_view(trace: Trace, analysis: Analysis, starts: np.ndarray,
+                     range_name: str | None
+                     ) -> tuple[int, tuple[int, int] | None, list[str] | None]:
+    """t=0, the initial view (absolute ns) and the name of what it folds before it: the
+    range's windows when one is given; else a few steady iterations of the report (t=0
+    at the first of them; _steady_view), or its GPU span when there is no start-up to
+    fold (t=0 at the first GPU activity); else (no GPU work) the first event."""
     if range_name:
         win = nvtx_ranges.window(trace, range_name)
         if win[0].size:
             lo, hi = int(win[0].min()), int(win[1].max())
-            return lo, (lo, hi)
+            return lo, (lo, hi), None
     span = trace.span()
     if span is not None:
-        return span[0], span
-    return (int(starts.min()) if starts.size else 0), None
+        view, fold = _steady_view(analysis, span,
+                                  int(starts.min()) if starts.size else span[0])
+        return view[0], view, fold
+    return (int(starts.min()) if starts.size else 0), None, None
 
 
 def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None,
@@ -473,9 +525,11 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     """Lanes, events and finding markers of one report, times relative to its origin.
 
     *range_name* (default: the analysis's scope) sets the origin (t=0 at the range's
-    first instance) and the initial view (the range's windows); without it t=0 is the
-    first GPU activity and the view is the report's GPU span (the span of its metrics).
-    Host events before t=0 get negative times.
+    first instance) and the initial view (the range's windows); without it the view is
+    a few iterations from the middle of the steady state, t=0 at the first of them, and
+    what comes before is folded (``Timeline.fold``); a report with no start-up worth
+    folding opens on its GPU span (the span of its metrics), t=0 at its first GPU
+    activity. Events before t=0 get negative times.
     """
     range_name = range_name if range_name is not None else analysis.scope
     gpu_lanes, gpu_index = _gpu_lanes(trace)
@@ -485,7 +539,7 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     _collect(trace, gpu_index, nvtx_lane, api_lane, parts)
     a = parts.arrays()
 
-    origin, view_abs = _origin_and_view(trace, a["start"], a["end"], range_name)
+    origin, view_abs, fold = _origin_and_view(trace, analysis, a["start"], range_name)
     order = np.lexsort((a["end"], a["start"], a["lane"]))
     a = {k: v[order] for k, v in a.items()}
     a["end"] = np.maximum(a["end"], a["start"])
@@ -514,6 +568,10 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
                   info=codes[n:].astype(np.int32), corr=a["corr"], nbytes=a["bytes"],
                   strings=strings, findings=list(analysis.findings), markers=[],
                   track_rows=[], ranges=[], view=view, extent=extent, scope=range_name)
+    tl.labels, tl.order = finding_labels(tl.findings, analysis.scope)
+    if fold is not None:
+        tl.fold = {"s": extent[0], "e": view[0], "lines": fold,
+                   "label": " ".join(fold[1:]).replace(" + ", " and ")}
     _place_findings(tl, a["gpu"])
     tl.ranges = _range_windows(tl, trace)
     return tl

@@ -2,7 +2,8 @@
 
 Same lanes, colours and finding markers as the HTML page (the model of
 :mod:`gpugap.render.timeline`),
-drawn for one window: the ``--range`` window when given, else the report's GPU span.
+drawn for one window: the ``--range`` window when given, else the window the page opens
+on (a few steady iterations, what comes before folded into a named column).
 Events narrower than a pixel are merged into one rectangle per run of touching pixels,
 so the file stays small however many events there are; a note under the title says how
 many were merged. PNG is the SVG rendered by headless chromium
@@ -47,7 +48,9 @@ TRACK_ROW = 13
 GROUP_H = 16
 PAD = 3
 ROW_H = {"gpu": 16, "api": 12, "nvtx": 13}
-CHAR_W = 5.6            # average glyph width of the 10px font, for truncating labels
+CHAR_W = 6.2            # the widest average glyph width of the 10px fonts in FONT
+FOLD_W = 110            # the column standing for the time folded before the window
+TRACK_ROWS_OUTSIDE = 2  # findings track rows for findings outside the window
 FONT = "system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Arial,sans-serif"
 MAX_FINDINGS_LISTED = 12
 
@@ -62,6 +65,12 @@ def _esc(text: object) -> str:
         text = safe_text(text, None)
     return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;"))
+
+
+def _text_w(text: str) -> float:
+    """The width a 10px label takes, at most (no font metrics in Python: an upper
+    bound from the widest of FONT's average glyphs, so a label never outgrows its box)."""
+    return len(text) * CHAR_W
 
 
 def _trunc(text: str, width_px: float) -> str | None:
@@ -112,12 +121,98 @@ class _Svg:
         self.parts.append(f'<text x="{_f(x)}" y="{_f(y)}"{c}{extra}>{_esc(text)}</text>')
 
 
-def _layout(tl: Timeline, top: float) -> tuple[list[float], list[float], list[tuple], float,
-                                                 int]:
-    rows = (max(tl.track_rows) + 1) if tl.track_rows else 0
+def _track_texts(tl: Timeline, i: int) -> list[str]:
+    f, n = tl.findings[i], tl.labels[i]
+    return [f"#{n} {f.rule} [{f.cause}]", f"#{n} {f.rule}", f"#{n}"]
+
+
+def _pack_track(tl: Timeline, x, x_lo: float, x_hi: float) -> list[int]:
+    """Rows of the findings track for this window (x: time -> px): a finding in the
+    window gets room for its label (in its bar or after it), the others only their bars,
+    in at most TRACK_ROWS_OUTSIDE rows beyond what those in the window need."""
+    items = []
+    for i, f in enumerate(tl.findings):
+        a, b = x(tl.rel(f.start_ns)), x(tl.rel(f.end_ns))
+        if b - a < 4:
+            a, b = (a + b) / 2 - 2, (a + b) / 2 + 2
+        inside = b >= x_lo and a <= x_hi
+        end = b + 4
+        if inside:
+            w = _text_w(_track_texts(tl, i)[0]) + 10
+            end = b + 4 if b - max(a, x_lo) >= w else b + w
+        items.append((not inside, a, i, end))
+    rows = [0] * len(items)
+    ends: list[float] = []
+    for outside, a, i, end in sorted(items):
+        free = next((r for r, e in enumerate(ends) if e <= a), None)
+        if free is None and (not outside or len(ends) < max(TRACK_ROWS_OUTSIDE, 1)):
+            ends.append(end)
+            free = len(ends) - 1
+        elif free is None:
+            free = int(np.argmin(ends))
+        ends[free] = max(ends[free], end)
+        rows[i] = free
+    return rows
+
+
+class _Labels:
+    """Every text on the plot is a candidate (texts longest first, where it starts, the
+    box it must stay in, a priority); placed after the drawing in priority order, each
+    in the first of its texts that fits its box and overlaps no label placed before it,
+    or not at all. What is not drawn is still in the legend and the findings list."""
+
+    def __init__(self, x_lo: float, x_hi: float) -> None:
+        self.x_lo, self.x_hi = x_lo, x_hi
+        self.cands: list[tuple] = []
+        self.obstacles: list[tuple[float, float, float, float]] = []
+
+    def add(self, prio: float, texts: Sequence[str], x: float, y: float, x0: float,
+            x1: float, cls: str = "", fill: str = "", halo: bool = False,
+            key: object = None) -> None:
+        if x1 - x0 >= 8:
+            self.cands.append((prio, len(self.cands), list(texts), x, y, x0, x1, cls, fill,
+                               halo, key))
+
+    def place(self, svg: _Svg) -> None:
+        placed: list[tuple[float, float, float, float]] = []
+        done: set[object] = set()
+
+        def hits(box, boxes) -> bool:
+            return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                       for b in boxes)
+
+        for _, _, texts, x, y, x0, x1, cls, fill, halo, key in sorted(self.cands):
+            if key is not None and key in done:
+                continue
+            for text in texts:
+                w = _text_w(text)
+                box = (x - 1, y - 9, x + w + 1, y + 3)
+                if x < max(x0, self.x_lo) or x + w > min(x1, self.x_hi) - 2:
+                    continue
+                if hits(box, placed) or (halo and hits(box, self.obstacles)):
+                    continue
+                placed.append(box)
+                extra = {"fill": fill} if fill else {}
+                if halo:
+                    extra |= {"stroke": "#fff", "stroke_width": "3",
+                              "paint_order": "stroke", "stroke_linejoin": "round"}
+                svg.text(x, y, text, cls, **extra)
+                if key is not None:
+                    done.add(key)
+                break
+
+
+def _layout(tl: Timeline, top: float, rows: int, drawn: set[int]
+            ) -> tuple[list[float], list[float], list[tuple], float]:
+    """Where each lane goes; lanes not in *drawn* take no room (height 0), and a group
+    none of whose lanes is drawn gets no heading."""
     y = top + AXIS_H + (rows * TRACK_ROW + 2 * PAD if rows else 0)
     lane_y, lane_h, groups, prev = [], [], [], None
-    for lane in tl.lanes:
+    for i, lane in enumerate(tl.lanes):
+        if i not in drawn:
+            lane_y.append(y)
+            lane_h.append(0.0)
+            continue
         if lane.group != prev:
             groups.append((y, lane.group))
             y += GROUP_H
@@ -126,7 +221,7 @@ def _layout(tl: Timeline, top: float) -> tuple[list[float], list[float], list[tu
         lane_y.append(y)
         lane_h.append(h)
         y += h
-    return lane_y, lane_h, groups, y, rows
+    return lane_y, lane_h, groups, y
 
 
 def _event_classes(tl: Timeline) -> np.ndarray:
@@ -148,28 +243,45 @@ def _runs(x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 
 
 def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[float, float],
-                stats: dict[str, int]) -> float:
+                stats: dict[str, int], folded: bool = False) -> float:
     v0, v1 = view
-    plot = width - GUTTER - RIGHT
+    left = GUTTER + (FOLD_W if folded else 0)       # where the plot starts
+    plot = width - left - RIGHT
     scale = plot / max(1.0, v1 - v0)
-    lane_y, lane_h, groups, bottom, track_rows = _layout(tl, top)
 
     def x(t: float) -> float:
-        return GUTTER + (t - v0) * scale
+        return left + (t - v0) * scale
 
     def clampx(value: float) -> float:
-        return min(max(value, GUTTER - 1), width - RIGHT + 1)
+        return min(max(value, left - 1), width - RIGHT + 1)
+
+    track = _pack_track(tl, x, left, width - RIGHT)
+    track_rows = max(track) + 1 if track else 0
+    # Lanes with nothing in the window (threads busy only in start-up...) take no room.
+    in_window = (tl.start + tl.dur >= v0) & (tl.start <= v1)
+    drawn = set(np.unique(tl.lane[in_window]).tolist()) | {
+        lane for m in tl.markers if m.kind in ("band", "span") and m.e >= v0 and m.s <= v1
+        for lane in range(m.l0, m.l1 + 1)}
+    drawn = drawn or set(range(len(tl.lanes)))
+    stats["lanes_left_out"] += len(tl.lanes) - len(drawn)
+    lane_y, lane_h, groups, bottom = _layout(tl, top, track_rows, drawn)
+    labels = _Labels(left, width - RIGHT)
 
     for i, (y, h) in enumerate(zip(lane_y, lane_h, strict=True)):
-        svg.rect(0, y, width, h, "l1" if i % 2 else "l0")
+        if h:
+            svg.rect(0, y, width, h, "l1" if i % 2 else "l0")
     for y, _ in groups:
         svg.rect(0, y, width, GROUP_H, "grp")
-    svg.add(f'<svg x="{GUTTER}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
-            f'viewBox="{GUTTER} {_f(top)} {plot} {_f(bottom - top)}" overflow="hidden">')
+    svg.add(f'<svg x="{left}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
+            f'viewBox="{left} {_f(top)} {plot} {_f(bottom - top)}" overflow="hidden">')
     step, ticks = _ticks(v0, v1, plot)
     for t in ticks:
         svg.add(f'<path class="grid" d="M{_f(x(t))} {_f(top + AXIS_H - 4)}V{_f(bottom)}"/>')
-        svg.text(x(t) + 3, top + 12, _tick_label(t, step), "ax")
+        text = _tick_label(t, step)
+        # Right of its line, or left of it where the plot ends: never cut at the edge.
+        tx = x(t) + 3 if x(t) + 3 + _text_w(text) <= width - RIGHT - 2 \
+            else x(t) - 3 - _text_w(text)
+        labels.add(0, [text], tx, top + 12, left, width - RIGHT, "ax")
 
     # Finding markers behind the events: gap bands.
     marked: set[int] = set()
@@ -180,9 +292,9 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
             y0, y1 = lane_y[m.l0], lane_y[m.l1] + lane_h[m.l1]
             svg.rect(x0, y0, max(2.0, x1 - x0), y1 - y0, fill=color, fill_opacity="0.17")
             svg.rect(x0, y0, max(2.0, x1 - x0), 3, fill=color)
-            label = _trunc(m.label, x1 - x0) if m.label and x1 - x0 > 46 else None
-            if label:
-                svg.text(x0 + 4, y0 + 12, label, "ml", fill=color)
+            if m.label:
+                labels.add(2, [m.label, m.label.split(" ")[0]], x0 + 4, y0 + 13, x0, x1, "ml",
+                           color, halo=True)
             marked.add(m.finding)
 
     # Events, one rectangle per wide event or per run of sub-pixel ones.
@@ -200,8 +312,8 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
         kind = tl.lanes[lane].kind
         y = lane_y[lane] + PAD + int(tl.row[lo]) * ROW_H[kind]
         h = ROW_H[kind] - 2
-        x0 = np.clip(GUTTER + (tl.start[idx] - v0) * scale, GUTTER - 1, width - RIGHT + 1)
-        x1 = np.clip(GUTTER + (end[idx] - v0) * scale, GUTTER - 1, width - RIGHT + 1)
+        x0 = np.clip(left + (tl.start[idx] - v0) * scale, left - 1, width - RIGHT + 1)
+        x1 = np.clip(left + (end[idx] - v0) * scale, left - 1, width - RIGHT + 1)
         starts = _runs(x0, x1)
         stops = np.r_[starts[1:], idx.size]
         stats["visible"] += int(idx.size)
@@ -216,12 +328,11 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
             svg.rect(rx0, y, w - 0.4 if w > 3 else max(w, 1.0), h, f"c{classes[i]}")
             if b - a == 1 and CATEGORIES[int(tl.cat[i])][0] in PAGEABLE:
                 svg.rect(rx0, y, w, h, fill="url(#hatch)")
-            if b - a == 1 and w > 40:
-                label = _trunc(names[int(tl.name[i])], w)
-                if label:
-                    light = CATEGORIES[int(tl.cat[i])][0].startswith(("api", "nvtx"))
-                    svg.text(max(rx0, GUTTER) + 3, y + h / 2 + 3.5, label,
-                             "el" if light else "ew")
+            if b - a == 1 and w > 30:
+                light = CATEGORIES[int(tl.cat[i])][0].startswith(("api", "nvtx"))
+                lx = max(rx0, left)
+                labels.add(4, _short_names(names[int(tl.name[i])]), lx + 3, y + h / 2 + 3.5,
+                           lx, rx1, "el" if light else "ew")
 
     def box(i: int) -> tuple[float, float, float, float]:
         lane = int(tl.lane[i])
@@ -240,13 +351,13 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
             y0, y1 = lane_y[m.l0] + 1, lane_y[m.l1] + lane_h[m.l1] - 1
             svg.rect(x0, y0, max(2.0, x1 - x0), y1 - y0, fill=color, fill_opacity="0.22",
                      stroke=color, stroke_width="1.5")
-            label = _trunc(m.label, x1 - x0) if m.label and x1 - x0 > 46 else None
-            if label:
-                svg.text(x0 + 4, (y0 + y1) / 2 + 3.5, label, "ml", fill=color)
+            if m.label:
+                labels.add(3, [m.label, m.label.split(" ")[0]], x0 + 4, (y0 + y1) / 2 + 3.5,
+                           x0, x1, "ml", color, halo=True)
             marked.add(m.finding)
         elif m.kind == "ev":
             bx0, bx1, by, bh = box(m.i)
-            if bx1 >= GUTTER and bx0 <= width:
+            if bx1 >= left and bx0 <= width:
                 svg.rect(bx0 - 1.5, by - 1.5, bx1 - bx0 + 3, bh + 3, fill="none", stroke=color,
                          stroke_width="2")
                 marked.add(m.finding)
@@ -256,8 +367,8 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
             ax = ax1 if m.ends[0] == "e" else ax0
             zx = zx1 if m.ends[1] == "e" else zx0
             ay, zy = ay + ah / 2, zy + zh / 2
-            if max(ax, zx) < GUTTER or min(ax, zx) > width:
-                continue
+            if min(ax, zx) < left - 40 or max(ax, zx) > width + 40:
+                continue        # an end out of the window: an arrow across it says nothing
             d = 1 if zy >= ay else -1
             bend = min(60.0, abs(zy - ay) / 2 + 10) * d if zy != ay else -12
             svg.add(f'<path d="M{_f(ax)} {_f(ay)}C{_f(ax)} {_f(ay + bend)} {_f(zx)} '
@@ -276,28 +387,55 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
         if x1 - x0 < 4:
             c = (x0 + x1) / 2
             x0, x1 = c - 2, c + 2
-        y = ty + tl.track_rows[i] * TRACK_ROW
+        y = ty + track[i] * TRACK_ROW
         svg.rect(x0, y, x1 - x0, TRACK_ROW - 3, fill=rule_color(f.rule))
-        label = _trunc(f"#{i + 1} {f.rule} [{f.cause}]", x1 - max(x0, GUTTER))
-        if label:
-            svg.text(max(x0, GUTTER) + 3, y + TRACK_ROW - 5.5, label, "tw")
+        labels.obstacles.append((x0, y, x1, y + TRACK_ROW - 3))
+        # In the bar where it fits, else just after it (its packing left room there).
+        texts = _track_texts(tl, i)
+        labels.add(1, texts, max(x0, left) + 3, y + TRACK_ROW - 5.5, max(x0, left), x1, "tw",
+                   key=i)
+        labels.add(1.5, texts, x1 + 3, y + TRACK_ROW - 5.5, x1, width - RIGHT, "ml",
+                   rule_color(f.rule), halo=True, key=i)
         marked.add(i)
+    labels.place(svg)
     svg.add("</svg>")
+    if folded:
+        _draw_fold(svg, tl, left, top, bottom)
     svg.add(f'<path class="axis" d="M{GUTTER} {_f(top + AXIS_H - 0.5)}H{width - RIGHT}"/>')
     stats["marked"] += len(marked)
 
     # Gutter: labels.
-    svg.text(6, top + 12, tl.label, "pl")
+    svg.text(6, top + 12, _trunc(tl.label, GUTTER) or "", "pl")
     if track_rows:
         svg.rect(0, top + AXIS_H, GUTTER, track_rows * TRACK_ROW + 2 * PAD, "trk")
         svg.text(8, top + AXIS_H + 12, f"findings ({len(tl.findings)})", "tl")
     for y, group in groups:
-        svg.text(6, y + GROUP_H - 4.5, _trunc(group, GUTTER * 1.6) or group, "gl")
+        svg.text(6, y + GROUP_H - 4.5, _trunc(group, width - 12) or group, "gl")
     for lane, y, h in zip(tl.lanes, lane_y, lane_h, strict=True):
+        if not h:
+            continue
         svg.text(14, y + min(h, ROW_H[lane.kind] + 2 * PAD) / 2 + 3.5,
                  _trunc(lane.label, GUTTER - 14) or lane.label, "ll")
     svg.add(f'<path class="axis" d="M{GUTTER - 0.5} {_f(top)}V{_f(bottom)}"/>')
     return bottom
+
+
+def _draw_fold(svg: _Svg, tl: Timeline, left: float, top: float, bottom: float) -> None:
+    """The column standing for the time folded before the window (start-up...)."""
+    svg.rect(GUTTER, top, FOLD_W, bottom - top, fill="#f2f4f7")
+    svg.rect(GUTTER, top + AXIS_H, FOLD_W, bottom - top - AXIS_H, fill="url(#fold)")
+    svg.add(f'<path d="M{_f(left - 0.5)} {_f(top)}V{_f(bottom)}" stroke="#98a2b3" '
+            'stroke-dasharray="3 3"/>')
+    for k, line in enumerate((tl.fold or {}).get("lines", [])):
+        if _text_w(line) <= FOLD_W - 8:
+            svg.text(GUTTER + 4, top + AXIS_H + 14 + 13 * k, line, "fl")
+
+
+def _short_names(name: str) -> list[str]:
+    """An event's name, then without its template arguments and argument list ('void
+    ns::foo<...>(...)' -> 'foo')."""
+    bare = name.split("(")[0].split("<")[0].removeprefix("void ").split("::")[-1]
+    return [name, bare] if bare and bare != name else [name]
 
 
 def _style() -> str:
@@ -309,6 +447,7 @@ def _style() -> str:
             ".tl{fill:#9a3412}.gl{font-weight:600;fill:#344054}.ll{fill:#1d2330}"
             ".pl{fill:#475467}.ew{fill:#fff}.el{fill:#1d2330}.tw{fill:#fff}.ml{font-weight:600}"
             ".h1{font-size:13px;font-weight:600}.mu{fill:#667085}.sev{font-weight:700}"
+            ".fl{fill:#344054}.vd{font-weight:600}"
             + "".join(rules) + "</style>")
 
 
@@ -342,6 +481,21 @@ def _legend(svg: _Svg, panels: list[Timeline], y: float, width: int,
     return y + 8
 
 
+VERDICT_COLORS = {"bottleneck": "#b42318", "healthy": "#067647", "spread": "#b54708"}
+
+
+def _wrap(text: str, width_px: float) -> list[str]:
+    """*text* in lines of at most *width_px* (at whole words)."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and _text_w(f"{line} {word}") > width_px:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([line] if line else [])
+
+
 def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None = None,
                view: tuple[float, float] | None = None) -> str:
     """The SVG document: a title, each panel (same time scale), a legend, the top
@@ -350,7 +504,11 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
         view = (min(tl.view[0] for tl in panels), max(tl.view[1] for tl in panels))
     pad = max((view[1] - view[0]) * 0.01, 100)
     v = (view[0] - pad, view[1] + pad)
-    stats = {"visible": 0, "merged": 0, "spans": 0, "marked": 0}
+    # A window that starts where a panel's fold ends (a whole report opened on its
+    # steady state) folds what came before into a named column.
+    folded = any(tl.fold is not None and v[0] >= tl.fold["e"] - 0.05 * (v[1] - v[0])
+                 for tl in panels)
+    stats = {"visible": 0, "merged": 0, "spans": 0, "marked": 0, "lanes_left_out": 0}
     svg = _Svg()
     y = 8.0
     a0 = panels[0].analysis
@@ -358,7 +516,8 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     title = title or ("gpugap · " + " vs ".join(tl.label for tl in panels))
     svg.text(8, y + 12, title, "h1")
     scope = panels[0].scope
-    sub = [gpu, f"range {scope}" if scope else "whole report (GPU span)",
+    sub = [gpu, f"range {scope}" if scope else (
+               "whole report, steady state" if folded else "whole report (GPU span)"),
            f"window {fmt_ns(v[1] - v[0])}"]
     if len(panels) == 1 and a0.metrics is not None:
         m = a0.metrics
@@ -368,16 +527,26 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     note_y = y + 10
     y += 18
     for tl in panels:
-        y = _draw_panel(svg, tl, y, width, v, stats) + 10
+        verdict = tl.analysis.verdict
+        if verdict is not None:           # the verdict line, as the page has it
+            head = f"{tl.label}: " if len(panels) > 1 else ""
+            text = f"{head}{verdict.kind.upper()} ({verdict.scope}): {verdict.headline}"
+            for line in _wrap(text, width - 16):
+                y += 14
+                svg.text(8, y, line, "vd", fill=VERDICT_COLORS.get(verdict.kind, "#344054"))
+            y += 8
+    for tl in panels:
+        y = _draw_panel(svg, tl, y, width, v, stats, folded) + 10
     y = _legend(svg, panels, y + 8, width, v) + 6
     for p, tl in enumerate(panels):
-        for i, f in enumerate(tl.findings[:MAX_FINDINGS_LISTED]):
+        for i in tl.order[:MAX_FINDINGS_LISTED]:        # as the terminal lists them
+            f = tl.findings[i]
             y += 14
             head = f"{tl.label}: " if len(panels) > 1 else ""
             count = f" ×{f.count}" if f.count > 1 else ""
             svg.add(f'<text x="8" y="{_f(y)}"><tspan class="sev" '
                     f'fill="{SEVERITY_COLORS.get(f.severity, "#555")}">'
-                    f"{_esc(head)}#{i + 1} {_esc(f.severity.upper())}</tspan> "
+                    f"{_esc(head)}#{_esc(tl.labels[i])} {_esc(f.severity.upper())}</tspan> "
                     f"{_esc(f.rule)} [{_esc(f.cause)}] cost {_esc(fmt_ns(f.cost_ns))}{count}"
                     f'<tspan class="mu"> · {_esc(_trunc(f.message, width - 400) or "")}'
                     "</tspan></text>")
@@ -391,11 +560,17 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     merged = (f"; {stats['merged']:,} events narrower than a pixel merged into "
               f"{stats['spans']:,} spans" if stats["merged"] else "")
     sub_text = " · ".join(s for s in sub if s) + f" · {stats['visible']:,} events{merged}"
+    if stats["lanes_left_out"]:
+        sub_text += (f" · {stats['lanes_left_out']} lanes with nothing in this window left "
+                     "out")
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">'
             f"<title>{_esc(title)}</title>{_style()}"
             '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse">'
             '<path d="M0 6L6 0M-1 1L1 -1M5 7L7 5" stroke="#fff" stroke-opacity="0.6" '
+            'stroke-width="1.5"/></pattern>'
+            '<pattern id="fold" width="6" height="6" patternUnits="userSpaceOnUse">'
+            '<path d="M0 6L6 0M-1 1L1 -1M5 7L7 5" stroke="#98a2b3" stroke-opacity="0.35" '
             'stroke-width="1.5"/></pattern></defs>'
             f'<rect width="{width}" height="{height}" fill="#fff"/>'
             f'<text x="8" y="{_f(note_y)}" class="mu">{_esc(sub_text)}</text>')

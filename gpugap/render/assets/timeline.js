@@ -7,7 +7,11 @@
   window.addEventListener("error", function (e) { errors.push(String(e.message)); });
 
   var DATA = JSON.parse(document.getElementById("gpugap-data").textContent);
-  var GUTTER = 200, AXIS_H = 22, TRACK_ROW = 14, GROUP_H = 17, PAD = 3;
+  var GUTTER = 200, AXIS_H = 22, TRACK_ROW = 14, GROUP_H = 17, PAD = 3, PHASE_H = 14;
+  var FOLD_W = 112;
+  var TRACK_ROWS_OUTSIDE = 2;   // findings track rows for findings outside the initial view    // px: the column standing for the time folded before the view
+  var FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+  var X0 = GUTTER;    // where the plot starts: after the gutter, and the fold when shown
   var ROW_H = { gpu: 18, api: 14, nvtx: 15 };
   var MIN_SPAN = 50;  // ns: the deepest zoom
   var dpr = window.devicePixelRatio || 1;
@@ -45,16 +49,16 @@
     var P = { d: d, index: index, n: n, S: S, D: D, corr: corr, bytes: bytes, colors: colors, lanes: lanes,
       evLane: evLane, evRow: evRow, findings: d.findings, markers: d.markers,
       trackRows: 0, byFinding: [], drawn: [], marked: [] };
-    d.findings.forEach(function (f) { P.trackRows = Math.max(P.trackRows, f.row + 1); });
     d.findings.forEach(function () { P.byFinding.push([]); });
     d.markers.forEach(function (m) { P.byFinding[m.f].push(m); });
-    layout(P);
     return P;
   }
 
   function layout(P) {
-    var y = AXIS_H + (P.trackRows ? P.trackRows * TRACK_ROW + 2 * PAD + 2 : 0), prev = null;
-    P.trackY = AXIS_H + PAD;
+    P.phaseH = (P.d.phases || []).length ? PHASE_H : 0;
+    var top = AXIS_H + P.phaseH;
+    var y = top + (P.trackRows ? P.trackRows * TRACK_ROW + 2 * PAD + 2 : 0), prev = null;
+    P.trackY = top + PAD;
     P.laneY = []; P.laneH = []; P.groupY = [];
     P.lanes.forEach(function (l, i) {
       if (l.group !== prev) { P.groupY.push([y, l.group]); y += GROUP_H; prev = l.group; }
@@ -120,6 +124,10 @@
   });
   if (!isFinite(extent[0])) { extent = [0, 1]; }
   if (extent[1] - extent[0] < MIN_SPAN) { extent[1] = extent[0] + MIN_SPAN; }
+  var foldAt = null;   // the end of the time folded before the initial view (relative ns)
+  panels.forEach(function (P) {
+    if (P.d.fold) { foldAt = foldAt === null ? P.d.fold.e : Math.max(foldAt, P.d.fold.e); }
+  });
   var initial = [Infinity, -Infinity];
   panels.forEach(function (P) {
     initial[0] = Math.min(initial[0], P.d.view[0]); initial[1] = Math.max(initial[1], P.d.view[1]);
@@ -164,16 +172,61 @@
     c.cssW = w; c.cssH = cssH;
   }
   function resize() {
-    panels.forEach(function (P) { sizeCanvas(P.canvas, P.height); });
+    // The gutter as wide as its widest lane label (within bounds): the plot gets the rest.
+    var widest = 0;
+    panels.forEach(function (P) {
+      P.ctx.font = FONT;
+      P.lanes.forEach(function (l) { widest = Math.max(widest, P.ctx.measureText(l.label).width); });
+    });
+    GUTTER = Math.round(Math.min(240, Math.max(150, widest + 24)));
+    panels.forEach(function (P) {
+      packTrack(P, Math.max(300, P.canvas.parentNode.clientWidth || 900));
+      layout(P);
+      sizeCanvas(P.canvas, P.height);
+    });
     sizeCanvas(overview, 36);
     computeDensity();
     drawAll();
   }
 
-  function makeHatch(ctx) {
+  var hatchGrey = null;
+  // Rows of the findings track, packed for the initial view: a finding in it gets room
+  // for its label (inside its bar, or after it), so that labels there need not be
+  // dropped; the rest only their bars.
+  function packTrack(P, W) {
+    var x0 = foldAt !== null ? GUTTER + FOLD_W : GUTTER, scale = (W - x0) / (initial[1] - initial[0]);
+    var ctx = P.ctx, ends = [], inView = [], outside = [];
+    ctx.font = FONT;
+    P.findings.forEach(function (f, i) {
+      var a = (f.s - initial[0]) * scale, b = (f.e - initial[0]) * scale;
+      if (b - a < 4) { var c = (a + b) / 2; a = c - 2; b = c + 2; }
+      var item = { f: f, a: a, b: b, end: b + 4, i: i };
+      if (b >= 0 && a <= W - x0) {
+        var w = ctx.measureText(trackTexts(f)[0]).width + 10;
+        item.end = b - Math.max(a, 0) >= w ? b + 4 : b + w;
+        inView.push(item);
+      } else { outside.push(item); }
+    });
+    function byStart(p, q) { return p.a - q.a || p.i - q.i; }
+    // Those in view first, each row as they need; then the rest, in a free row where
+    // there is one, else in new rows up to TRACK_ROWS_OUTSIDE, else where one frees first.
+    inView.sort(byStart).concat(outside.sort(byStart)).forEach(function (it) {
+      var cap = inView.indexOf(it) >= 0 ? Infinity : Math.max(ends.length, TRACK_ROWS_OUTSIDE);
+      for (var r = 0; r < ends.length; r++) {
+        if (ends[r] <= it.a) { ends[r] = it.end; it.f.row = r; return; }
+      }
+      if (ends.length < cap || !ends.length) { ends.push(it.end); it.f.row = ends.length - 1; return; }
+      var first = 0;
+      ends.forEach(function (e, r) { if (e < ends[first]) { first = r; } });
+      ends[first] = Math.max(ends[first], it.end); it.f.row = first;
+    });
+    P.trackRows = ends.length;
+  }
+
+  function makeHatch(ctx, color) {
     var c = document.createElement("canvas"); c.width = 6; c.height = 6;
     var g = c.getContext("2d");
-    g.strokeStyle = "rgba(255,255,255,0.6)"; g.lineWidth = 1.5;
+    g.strokeStyle = color || "rgba(255,255,255,0.6)"; g.lineWidth = 1.5;
     g.beginPath(); g.moveTo(0, 6); g.lineTo(6, 0); g.moveTo(-1, 1); g.lineTo(1, -1);
     g.moveTo(5, 7); g.lineTo(7, 5); g.stroke();
     return ctx.createPattern(c, "repeat");
@@ -189,22 +242,23 @@
   function drawAll() {
     var t = performance.now();
     stats = { visible: 0, merged: 0, spans: 0, drawn: 0, marked: 0 };
+    X0 = folded() ? GUTTER + FOLD_W : GUTTER;
     panels.forEach(drawPanel);
     drawOverview();
     stats.frame_ms = performance.now() - t;
     updateStatus();
   }
 
-  function xOf(P, t) { return GUTTER + (t - view.t0) * P.scale; }
+  function xOf(P, t) { return X0 + (t - view.t0) * P.scale; }
 
   function drawPanel(P) {
     var ctx = P.ctx, W = P.canvas.cssW, H = P.height;
     if (!hatch) { hatch = makeHatch(ctx); }
-    P.scale = (W - GUTTER) / (view.t1 - view.t0);
-    P.drawn = []; P.marked = [];
+    P.scale = (W - X0) / (view.t1 - view.t0);
+    P.drawn = []; P.marked = []; P.cands = []; P.labels = []; P.obstacles = [];
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, W, H);
-    ctx.font = "11px system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif";
+    ctx.font = FONT;
     ctx.textBaseline = "middle";
     // lane backgrounds
     P.lanes.forEach(function (l, i) {
@@ -213,7 +267,7 @@
     });
     P.groupY.forEach(function (g) { ctx.fillStyle = "#eef1f6"; ctx.fillRect(0, g[0], W, GROUP_H); });
     ctx.save();
-    ctx.beginPath(); ctx.rect(GUTTER, 0, W - GUTTER, H); ctx.clip();
+    ctx.beginPath(); ctx.rect(X0, 0, W - X0, H); ctx.clip();
     drawPhases(P, H);
     drawGrid(P, W, H);
     drawMarkers(P, "band");
@@ -222,7 +276,9 @@
     drawMarkers(P, "ev");
     drawMarkers(P, "link");
     drawTrack(P, W);
+    placeLabels(P, W);
     ctx.restore();
+    drawFold(P, W, H);
     drawGutter(P, W);
     stats.drawn += P.drawn.filter(Boolean).length;
     stats.marked += P.marked.filter(Boolean).length;
@@ -235,7 +291,7 @@
     var ctx = P.ctx, seen = {};
     (P.d.phases || []).forEach(function (ph) {
       var x0 = xOf(P, ph.s), x1 = xOf(P, ph.e);
-      if (x1 < GUTTER || x0 > P.canvas.cssW) { return; }
+      if (x1 < X0 || x0 > P.canvas.cssW) { return; }
       if (PHASE_TINT[ph.name]) {
         ctx.fillStyle = PHASE_TINT[ph.name];
         ctx.fillRect(x0, AXIS_H, Math.max(1, x1 - x0), H - AXIS_H);
@@ -245,25 +301,25 @@
       seen[key] = true;
       ctx.strokeStyle = "rgba(181,71,8,0.55)"; ctx.lineWidth = 1;
       ctx.beginPath(); ctx.moveTo(Math.round(x0) + 0.5, AXIS_H); ctx.lineTo(Math.round(x0) + 0.5, H); ctx.stroke();
-      if (x1 - x0 > 40) {
-        ctx.fillStyle = "#b54708"; ctx.textAlign = "left";
-        ctx.fillText(ph.name, Math.max(x0, GUTTER) + 3, AXIS_H + 8);
-      }
+      label(P, 0.5, [ph.name], Math.max(x0, X0) + 3, AXIS_H + P.phaseH / 2, Math.max(x0, X0),
+            Math.min(x1, P.canvas.cssW), "#b54708", "");
     });
   }
 
   function drawGrid(P, W, H) {
-    var ctx = P.ctx, step = tickStep(view.t1 - view.t0, W - GUTTER);
+    var ctx = P.ctx, step = tickStep(view.t1 - view.t0, W - X0);
     var first = Math.ceil(view.t0 / step) * step;
-    ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1; ctx.fillStyle = "#475467";
-    ctx.textAlign = "left";
+    ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1; P.tickTotal = 0;
     for (var t = first; t <= view.t1; t += step) {
-      var x = Math.round(xOf(P, t)) + 0.5;
+      var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(t, step);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 5); ctx.lineTo(x, H); ctx.stroke();
-      ctx.fillText(tickLabel(t, step), x + 3, 9);
+      // Right of its line, or left of it where the plot ends: never cut at the edge.
+      var tx = x + 3 + ctx.measureText(text).width > W - 2 ? x - 3 - ctx.measureText(text).width : x + 3;
+      label(P, 0, [text], tx, 10, X0, W, "#475467", "");
+      P.tickTotal += 1;
     }
     ctx.strokeStyle = "#c0c6d2";
-    ctx.beginPath(); ctx.moveTo(GUTTER, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
+    ctx.beginPath(); ctx.moveTo(X0, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
   }
 
   function drawLane(P, li, W) {
@@ -283,7 +339,7 @@
       };
       for (; i < row.i1; i++) {
         var s = S[i]; if (s > t1) { break; }
-        var x0 = GUTTER + (s - t0) * scale, x1 = x0 + D[i] * scale;
+        var x0 = X0 + (s - t0) * scale, x1 = x0 + D[i] * scale;
         stats.visible++;
         if (x1 - x0 < 1) {
           if (runN && x0 <= runX1 + 1) { if (x1 > runX1) { runX1 = x1; } runN++; }
@@ -291,19 +347,16 @@
           continue;
         }
         flush();
-        if (x0 < GUTTER - 2) { x0 = GUTTER - 2; }
+        if (x0 < X0 - 2) { x0 = X0 - 2; }
         if (x1 > xmax) { x1 = xmax; }
         var w = x1 - x0;
         ctx.fillStyle = colors[i];
         ctx.fillRect(x0, y, w > 3 ? w - 0.5 : w, h);
         if (PAGEABLE[d.cat[i]]) { ctx.fillStyle = hatch; ctx.fillRect(x0, y, w, h); }
         if (w > 30) {
-          var name = d.strings[d.name[i]], max = Math.floor((w - 6) / 6.2);
-          if (max >= 3) {
-            if (name.length > max) { name = name.slice(0, max - 1) + "…"; }
-            ctx.fillStyle = textColor(colors[i]);
-            ctx.fillText(name, Math.max(x0, GUTTER) + 3, y + h / 2 + 0.5);
-          }
+          var lx = Math.max(x0, X0);
+          label(P, 4, shortened(d.strings[d.name[i]]), lx + 3, y + h / 2 + 0.5, lx,
+                Math.min(x1, W), textColor(colors[i]), "");
         }
       }
       flush();
@@ -316,7 +369,7 @@
     if (x1 - x0 < 4) { var c = (x0 + x1) / 2; x0 = c - 2; x1 = c + 2; }
     return { x0: x0, x1: x1, y: y, h: h };
   }
-  function visibleX(P, x0, x1) { return x1 >= GUTTER && x0 <= P.canvas.cssW; }
+  function visibleX(P, x0, x1) { return x1 >= X0 && x0 <= P.canvas.cssW; }
   function isSel(P, f) { return selected && selected.p === P.index && selected.f === f; }
 
   function drawMarkers(P, kind) {
@@ -336,13 +389,11 @@
         ctx.fillStyle = color;
         ctx.fillRect(x0, y0, x1 - x0, kind === "band" ? 3 : 2);
         if (kind === "span") { ctx.strokeStyle = color; ctx.lineWidth = sel ? 2.5 : 1.5; ctx.strokeRect(x0, y0, x1 - x0, y1 - y0); }
-        if (m.label && x1 - x0 > 46) {
-          var cx = Math.max(x0, GUTTER) + 4, max = Math.floor((Math.min(x1, P.canvas.cssW) - cx - 4) / 6.2);
-          if (max >= 4) {
-            var text = m.label.length > max ? m.label.slice(0, max - 1) + "…" : m.label;
-            ctx.fillStyle = color;
-            ctx.fillText(text, cx, y0 + (kind === "band" ? 10 : (y1 - y0) / 2));
-          }
+        if (m.label) {
+          var lx0 = Math.max(x0, X0);
+          label(P, kind === "band" ? 2 : 3, [m.label, m.label.split(" ")[0]], lx0 + 4,
+                y0 + (kind === "band" ? 10 : (y1 - y0) / 2), lx0, Math.min(x1, P.canvas.cssW),
+                color, "#ffffff");
         }
       } else if (kind === "ev") {
         var b = evBox(P, m.i);
@@ -353,7 +404,8 @@
         var a = evBox(P, m.a), z = evBox(P, m.b);
         var ax = m.ends[0] === "e" ? a.x1 : a.x0, zx = m.ends[1] === "e" ? z.x1 : z.x0;
         var ay = a.y + a.h / 2, zy = z.y + z.h / 2;
-        if (!visibleX(P, Math.min(ax, zx), Math.max(ax, zx))) { ctx.globalAlpha = 1; return; }
+        // Both ends in view (or nearly): an arrow from off the plot across it says nothing.
+        if (Math.min(ax, zx) < X0 - 40 || Math.max(ax, zx) > P.canvas.cssW + 40) { ctx.globalAlpha = 1; return; }
         ctx.strokeStyle = color; ctx.lineWidth = sel ? 2.5 : 1.5;
         var bend = Math.min(60, Math.abs(zy - ay) / 2 + 10);
         ctx.beginPath(); ctx.moveTo(ax, ay);
@@ -383,27 +435,118 @@
     var ctx = P.ctx;
     P.findings.forEach(function (f, i) {
       var b = trackBox(P, f);
-      if (b.x1 < GUTTER || b.x0 > W) { return; }
+      if (b.x1 < X0 || b.x0 > W) { return; }
       var sel = isSel(P, i);
       ctx.globalAlpha = selected && !sel ? 0.35 : 1;
       ctx.fillStyle = f.color; ctx.fillRect(b.x0, b.y, b.x1 - b.x0, b.h);
       if (sel) { ctx.strokeStyle = "#111"; ctx.lineWidth = 2; ctx.strokeRect(b.x0, b.y, b.x1 - b.x0, b.h); }
-      var label = "#" + (i + 1) + " " + f.rule + " [" + f.cause + "]";
-      var x = Math.max(b.x0, GUTTER) + 3, room = Math.min(b.x1, W) - x - 3, max = Math.floor(room / 6.2);
-      if (max >= 3) {
-        ctx.fillStyle = "#fff";
-        ctx.fillText(label.length > max ? label.slice(0, max - 1) + "…" : label, x, b.y + b.h / 2 + 0.5);
-      }
       ctx.globalAlpha = 1;
+      P.obstacles.push([b.x0, b.y, b.x1, b.y + b.h]);
+      // Inside the bar where it fits, else just after it (its packing left room there).
+      var texts = trackTexts(f), x = Math.max(b.x0, X0);
+      label(P, 1, texts, x + 3, b.y + b.h / 2 + 0.5, x, Math.min(b.x1, W), "#ffffff", "", i);
+      label(P, 1.5, texts, Math.min(b.x1, W) + 3, b.y + b.h / 2 + 0.5, Math.min(b.x1, W),
+            W, f.color, "#ffffff", i);
       P.drawn[i] = true;
     });
+  }
+
+  function trackTexts(f) {
+    return ["#" + f.num + " " + f.rule + " [" + f.cause + "]", "#" + f.num + " " + f.rule, "#" + f.num];
+  }
+  // Event names, longest first: the whole name, then without its template arguments
+  // and argument list ("void foo<...>(...)" -> "foo"), each cut to whole words only.
+  var shortCache = {};
+  function shortened(name) {
+    if (shortCache[name]) { return shortCache[name]; }
+    var out = [name], bare = name.replace(/\(.*$/, "").replace(/<.*$/, "").replace(/^void /, "");
+    bare = bare.split("::").pop();
+    if (bare && bare !== name) { out.push(bare); }
+    shortCache[name] = out;
+    return out;
+  }
+
+  // ---------------------------------------------------------------- labels
+  // Every text on the plot is a candidate: texts (longest first), where it starts (x, y
+  // middle), the box it must stay in (x0..x1), its colour, a halo colour ("" none), a
+  // priority (0 first) and, for track labels, the finding (one label each). After the
+  // frame is drawn, candidates are placed in priority order; one that fits its box in
+  // none of its texts, or would overlap a label already placed, is not drawn (its
+  // event or finding still shows it on hover). P.labels keeps what was drawn.
+  function label(P, prio, texts, x, y, x0, x1, color, halo, finding) {
+    if (x1 - x0 < 8) { return; }
+    P.cands.push({ prio: prio, texts: texts, x: x, y: y, x0: x0, x1: x1, color: color,
+                   halo: halo, f: finding, n: P.cands.length });
+  }
+  var LABEL_KINDS = { 0: "tick", 0.5: "phase", 1: "finding", 1.5: "finding", 2: "band", 3: "span", 4: "event" };
+  function overlaps(a, b) { return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]; }
+  function placeLabels(P, W) {
+    var ctx = P.ctx, placed = [], done = {};
+    ctx.font = FONT; ctx.textAlign = "left"; ctx.textBaseline = "middle";
+    P.cands.sort(function (a, b) { return a.prio - b.prio || a.n - b.n; });
+    P.cands.forEach(function (c) {
+      if (c.f !== undefined && done[c.f]) { return; }
+      for (var k = 0; k < c.texts.length; k++) {
+        var text = c.texts[k], w = ctx.measureText(text).width;
+        if (c.x < c.x0 || c.x + w > Math.min(c.x1, W) - 2 || c.x < X0) { continue; }
+        var box = [c.x - 1, c.y - 7, c.x + w + 1, c.y + 7];
+        var hitsLabel = placed.some(function (b) { return overlaps(b, box); });
+        var hitsBar = c.halo && P.obstacles.some(function (b) { return overlaps(b, box); });
+        if (hitsLabel || hitsBar) { continue; }
+        placed.push(box);
+        if (c.halo) {
+          ctx.lineWidth = 3; ctx.strokeStyle = c.halo; ctx.lineJoin = "round";
+          ctx.strokeText(text, c.x, c.y);
+        }
+        ctx.fillStyle = c.color; ctx.fillText(text, c.x, c.y);
+        P.labels.push({ text: text, x0: box[0] + 1, y0: box[1], x1: box[2] - 1, y1: box[3],
+                        bx0: c.x0, bx1: Math.min(c.x1, W), kind: LABEL_KINDS[c.prio] });
+        if (c.f !== undefined) { done[c.f] = true; }
+        return;
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- the fold
+  // A whole report opens on a few steady iterations; what came before (start-up...) is
+  // folded into a column at the left of the plot, named there; a click opens it.
+  function folded() { return foldAt !== null && view.t0 >= foldAt - 0.05 * (view.t1 - view.t0); }
+  function drawFold(P, W, H) {
+    if (X0 === GUTTER) { return; }
+    var ctx = P.ctx, fold = P.d.fold, top = AXIS_H;
+    ctx.fillStyle = "#f2f4f7"; ctx.fillRect(GUTTER, 0, FOLD_W, H);
+    ctx.fillStyle = hatchGrey || (hatchGrey = makeHatch(ctx, "rgba(152,162,179,0.35)"));
+    ctx.fillRect(GUTTER, top, FOLD_W, H - top);
+    ctx.strokeStyle = "#98a2b3"; ctx.setLineDash([3, 3]);
+    ctx.beginPath(); ctx.moveTo(X0 - 0.5, 0); ctx.lineTo(X0 - 0.5, H); ctx.stroke();
+    ctx.setLineDash([]);
+    if (!fold) { return; }
+    ctx.font = FONT; ctx.textAlign = "left"; ctx.fillStyle = "#344054";
+    var y = top + 12;
+    P.foldLines = fold.lines.filter(function (line) {
+      return ctx.measureText(line).width <= FOLD_W - 8;
+    });
+    P.foldLines.forEach(function (line, k) {
+      ctx.fillText(line, GUTTER + 4, y + k * 13);
+      P.labels.push({ text: line, x0: GUTTER + 4, y0: y + k * 13 - 6,
+                      x1: GUTTER + 4 + ctx.measureText(line).width, y1: y + k * 13 + 6,
+                      bx0: GUTTER, bx1: X0, kind: "fold" });
+    });
+  }
+
+  // Gutter text cut to its room (the whole of it shows on hover).
+  function fit(ctx, text, room) {
+    if (ctx.measureText(text).width <= room) { return text; }
+    var n = text.length;
+    while (n > 1 && ctx.measureText(text.slice(0, n) + "…").width > room) { n--; }
+    return text.slice(0, n) + "…";
   }
 
   function drawGutter(P, W) {
     var ctx = P.ctx;
     ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, GUTTER, AXIS_H);
     ctx.fillStyle = "#475467"; ctx.textAlign = "left";
-    ctx.fillText(P.d.label, 6, 9);
+    ctx.fillText(fit(ctx, P.d.label, GUTTER - 10), 6, 9);
     if (P.trackRows) {
       ctx.fillStyle = "#fff7ed"; ctx.fillRect(0, AXIS_H, GUTTER, P.trackRows * TRACK_ROW + 2 * PAD);
       ctx.fillStyle = "#9a3412"; ctx.fillText("findings (" + P.findings.length + ")", 8, AXIS_H + 9);
@@ -417,8 +560,7 @@
     P.lanes.forEach(function (l, i) {
       ctx.fillStyle = i % 2 ? "#f7f8fa" : "#ffffff"; ctx.fillRect(0, P.laneY[i], GUTTER, P.laneH[i]);
       ctx.fillStyle = "#1d2330";
-      var label = l.label.length > 30 ? l.label.slice(0, 29) + "…" : l.label;
-      ctx.fillText(label, 14, P.laneY[i] + Math.min(P.laneH[i], ROW_H[l.kind] + 2 * PAD) / 2);
+      ctx.fillText(fit(ctx, l.label, GUTTER - 18), 14, P.laneY[i] + Math.min(P.laneH[i], ROW_H[l.kind] + 2 * PAD) / 2);
     });
     ctx.strokeStyle = "#d0d5dd"; ctx.beginPath(); ctx.moveTo(GUTTER - 0.5, 0); ctx.lineTo(GUTTER - 0.5, P.height); ctx.stroke();
   }
@@ -492,9 +634,24 @@
       findings: findings, drawn: stats.drawn, marked: stats.marked, events: events,
       visible: stats.visible, merged: stats.merged, spans: stats.spans,
       view: [view.t0, view.t1], frame_ms: Math.round(stats.frame_ms * 100) / 100,
-      selected: selected, errors: errors.slice() };
+      selected: selected, errors: errors.slice(), folded: X0 !== GUTTER,
+      labels: labelsInClient(),
+      ticks: panels.map(function (P) { return P.tickTotal; }) };
     window.__gpugap = state;
     document.documentElement.setAttribute("data-gpugap", JSON.stringify(state));
+  }
+
+  function labelsInClient() {
+    var out = [];
+    panels.forEach(function (P, p) {
+      var r = P.canvas.getBoundingClientRect();
+      (P.labels || []).forEach(function (l) {
+        out.push({ p: p, kind: l.kind, text: l.text, x0: r.left + l.x0, x1: r.left + l.x1, y0: r.top + l.y0,
+                   y1: r.top + l.y1, bx0: r.left + l.bx0, bx1: r.left + l.bx1,
+                   canvas: [r.left, r.top, r.right, r.bottom] });
+      });
+    });
+    return out;
   }
 
   // ---------------------------------------------------------------- selection
@@ -521,20 +678,14 @@
   });
 
   // ranges: the select box and the links in the tables
-  var rangeSel = document.getElementById("range-select");
-  panels.forEach(function (P, p) {
-    P.d.ranges.forEach(function (r, i) {
-      var o = document.createElement("option");
-      o.value = p + ":" + i;
-      o.textContent = (panels.length > 1 ? P.d.label + ": " : "") + r.label + " (" + fmtNs(r.e - r.s) + ")";
-      rangeSel.appendChild(o);
-    });
-  });
+  var rangeSel = document.getElementById("range-select");   // absent without ranges
   function zoomRange(p, i) { var r = panels[p].d.ranges[i], w = padded(r.s, r.e); setView(w[0], w[1]); }
-  rangeSel.addEventListener("change", function () {
-    if (!rangeSel.value) { return; }
-    var parts = rangeSel.value.split(":"); zoomRange(+parts[0], +parts[1]);
-  });
+  if (rangeSel) {
+    rangeSel.addEventListener("change", function () {
+      if (!rangeSel.value) { return; }
+      var parts = rangeSel.value.split(":"); zoomRange(+parts[0], +parts[1]);
+    });
+  }
   document.querySelectorAll(".range-link").forEach(function (b) {
     b.addEventListener("click", function () {
       zoomRange(+b.getAttribute("data-panel"), +b.getAttribute("data-range"));
@@ -548,8 +699,14 @@
 
   // ---------------------------------------------------------------- hover & hit tests
   function hit(P, x, y) {
-    var t = view.t0 + (x - GUTTER) / P.scale, tol = 3 / P.scale, out = { t: t };
-    if (x < GUTTER) { return out; }
+    var t = view.t0 + (x - X0) / P.scale, tol = 3 / P.scale, out = { t: t };
+    if (x < GUTTER) {
+      P.lanes.forEach(function (l, li) {
+        if (y >= P.laneY[li] && y < P.laneY[li] + P.laneH[li]) { out.gutter = l.group + " · " + l.label; }
+      });
+      return out;
+    }
+    if (x < X0) { out.fold = true; return out; }
     if (P.trackRows && y >= P.trackY && y < P.trackY + P.trackRows * TRACK_ROW) {
       P.findings.forEach(function (f, i) {
         var b = trackBox(P, f);
@@ -594,7 +751,7 @@
   }
   function findingHtml(P, f) {
     var F = P.findings[f];
-    return '<div class="f"><b>#' + (f + 1) + " " + esc(F.rule) + "</b> [" + esc(F.cause) + "] " +
+    return '<div class="f"><b>#' + esc(F.num) + " " + esc(F.rule) + "</b> [" + esc(F.cause) + "] " +
       esc(F.severity) + " · cost " + fmtNs(F.cost) + (F.count > 1 ? " ×" + F.count : "") +
       '<div class="d">' + esc(F.message) + "</div></div>";
   }
@@ -610,6 +767,11 @@
 
   function hoverHtml(P, h) {
     var html = "";
+    if (h.gutter) { return '<div class="t">' + esc(h.gutter) + "</div>"; }
+    if (h.fold) {
+      var fold = P.d.fold || panels.filter(function (Q) { return Q.d.fold; })[0].d.fold;
+      return '<div class="t">' + esc(fold.label) + ' before this view</div><div class="d">click: show the whole report</div>';
+    }
     if (h.events && h.events.length) {
       if (h.events.length === 1) { html += eventHtml(P, h.events[0]); }
       else {
@@ -630,7 +792,7 @@
     c.addEventListener("wheel", function (ev) {
       ev.preventDefault();
       var rect = c.getBoundingClientRect(), x = ev.clientX - rect.left;
-      var t = view.t0 + (Math.max(GUTTER, x) - GUTTER) / P.scale;
+      var t = view.t0 + (Math.max(X0, x) - X0) / P.scale;
       var dx = ev.deltaX || (ev.shiftKey ? ev.deltaY : 0);
       if (dx && Math.abs(dx) > Math.abs(ev.shiftKey ? 0 : ev.deltaY)) { pan(dx / P.scale); return; }
       var unit = ev.deltaMode === 1 ? 30 : ev.deltaMode === 2 ? 300 : 1;
@@ -660,7 +822,8 @@
       var was = drag; drag = null;
       if (was && !was.moved) {
         var rect = c.getBoundingClientRect(), h = hit(P, ev.clientX - rect.left, ev.clientY - rect.top);
-        if (h.finding !== undefined) { select(P.index, h.finding, false); }
+        if (h.fold) { var w = padded(extent[0], extent[1]); setView(w[0], w[1]); }
+        else if (h.finding !== undefined) { select(P.index, h.finding, false); }
         else if (selected) { select(null, null, false); }
       }
     });
@@ -690,7 +853,7 @@
 
   document.addEventListener("keydown", function (ev) {
     if (ev.target && /INPUT|SELECT|TEXTAREA/.test(ev.target.tagName)) { return; }
-    var t = mouse ? view.t0 + (mouse.x - GUTTER) / mouse.P.scale : undefined;
+    var t = mouse ? view.t0 + (mouse.x - X0) / mouse.P.scale : undefined;
     var k = ev.key.toLowerCase(), span = view.t1 - view.t0;
     if (k === "w") { zoomAt(0.7, t); } else if (k === "s") { zoomAt(1 / 0.7, t); }
     else if (k === "a") { pan(-span * 0.15); } else if (k === "d") { pan(span * 0.15); }
@@ -705,6 +868,7 @@
   // For tests and scripting: select/zoom from the outside.
   window.gpugapTimeline = {
     select: select, setView: setView, zoomAt: zoomAt,
+    whole: function () { var w = padded(extent[0], extent[1]); setView(w[0], w[1]); drawAll(); return window.__gpugap; },
     redrawNow: function () { drawAll(); return window.__gpugap; },
     // Client coordinates of time t (relative ns) in the middle of a lane's first row.
     where: function (p, lane, t) {
