@@ -382,3 +382,18 @@ def test_check_and_save_fit_80_columns(tmp_path):
     assert len(fails) == 8 and fails[-1].startswith("FAIL new error finding blocking-memcpy")
     assert "absent from all 5 baseline runs" in text.replace("\n     ", " ")
     assert lines[-1] == "gpugap check failed: 8 of 33 gates failed in 1 report(s)"
+
+
+def test_a_baseline_of_another_program_warns(capsys, tmp_path):
+    """Saved from the h2d-copy scenario, checked on default-stream: compared, with a
+    warning naming both programs (the gates decide pass or fail, as always)."""
+    path = save(tmp_path, "h2d-copy-good")
+    assert json.loads(path.read_text())["program"] == "python3 -m scenarios.h2d_copy"
+    _, same = check_json(capsys, "h2d-copy-bad", "--baseline", path)
+    assert not any("another program" in w for w in same["reports"][0]["warnings"])
+    _, other = check_json(capsys, "default-stream-good", "--baseline", path)
+    assert [w for w in other["reports"][0]["warnings"] if "another program" in w] == [
+        f"{report_path('default-stream-good')} is a run of 'python3 -m "
+        "scenarios.default_stream', the baseline of 'python3 -m scenarios.h2d_copy': "
+        "another program's baseline; save one from this program's runs (gpugap baseline "
+        "save)"]

@@ -74,10 +74,6 @@ LAUNCH_VARIABLES = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_
 JOB_VARIABLES = (RANK_VARIABLES + tuple(SIZE_VARIABLES.values()) + LOCAL_RANK_VARIABLES
                  + LAUNCH_VARIABLES)
 _VALUE_LIMIT = 200        # a recorded value longer than this is no launcher's
-# Interpreters whose first argument that is not an option is the program (python's
-# options that take a value skip it: -X dev, -W error).
-_INTERPRETERS = ("python", "pypy")
-_VALUE_OPTIONS = ("-X", "-W", "-Q")
 
 
 @dataclass
@@ -140,35 +136,6 @@ def environment_variables(environment: str | None) -> dict[str, str]:
     return {k: found[k] for k in JOB_VARIABLES if k in found}
 
 
-def program_of(capture: dict[str, str]) -> str | None:
-    """The program nsys launched (META_DATA_CAPTURE): its command's name and, for an
-    interpreter, the script or module it ran ('python3 train.py', 'python3 -m pkg').
-    Its other arguments are left out: ranks may be told apart by them (--local_rank=1,
-    an output file per rank)."""
-    command = capture.get("PROCESS_0:COMMAND")
-    if not command:
-        return None
-    name = Path(command).name
-    if not name.startswith(_INTERPRETERS):
-        return name
-    arguments = []
-    i = 0
-    while f"PROCESS_0:ARGUMENT_{i}" in capture:
-        arguments.append(capture[f"PROCESS_0:ARGUMENT_{i}"])
-        i += 1
-    skip = False
-    for j, argument in enumerate(arguments):
-        if skip:
-            skip = False
-        elif argument in ("-m", "-c"):
-            return f"{name} {argument} {arguments[j + 1] if j + 1 < len(arguments) else ''}"
-        elif argument in _VALUE_OPTIONS:
-            skip = True
-        elif not argument.startswith("-"):
-            return f"{name} {argument}"
-    return name
-
-
 def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
                   shown: str | None = None) -> ReportIdentity:
     """The :class:`ReportIdentity` of one report (a .nsys-rep is exported once, as
@@ -184,7 +151,7 @@ def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
         env = db.system_env
         out.host = env.get("Hostname")
         out.env = environment_variables(env.get("DeviceEnvironment"))
-        out.program = program_of(db.capture_meta)
+        out.program = db.program
         start = db.session_start_utc_ns
         if start is not None and db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
             rows = db.rows("SELECT startTime, stopTime FROM ANALYSIS_DETAILS")

@@ -145,6 +145,7 @@ class Baseline:
     gpugap_version: str
     created_utc: str
     path: str | None = None
+    program: str | None = None      # the program of its runs, when they recorded it
 
     @property
     def of_job(self) -> bool:
@@ -165,6 +166,7 @@ class Baseline:
 
         return {"gpugap_baseline": FORMAT, "gpugap_version": self.gpugap_version,
                 "created_utc": self.created_utc, "reports": self.reports, "gpu": self.gpu,
+                "program": self.program,
                 "min_severity": self.min_severity, "thresholds": self.thresholds,
                 "whole": stats(self.scopes[None]) if None in self.scopes else None,
                 "ranges": {k: stats(v) for k, v in self.scopes.items() if k is not None}}
@@ -181,7 +183,7 @@ class Baseline:
         return cls(scopes=scopes, reports=list(data.get("reports", [])),
                    thresholds=dict(data.get("thresholds", {})),
                    min_severity=data.get("min_severity", GATED_SEVERITY),
-                   gpu=data.get("gpu"),
+                   gpu=data.get("gpu"), program=data.get("program"),
                    gpugap_version=data.get("gpugap_version", "?"),
                    created_utc=data.get("created_utc", "?"), path=path)
 
@@ -236,7 +238,7 @@ def build(runs: Sequence[Measurements]) -> Baseline:
             for name, row in zip(names, raw, strict=True)}
     return Baseline(scopes=scopes, reports=[r.report for r in runs],
                     thresholds=first.thresholds, min_severity=severity,
-                    gpu=first.gpu, gpugap_version=__version__,
+                    gpu=first.gpu, program=first.program, gpugap_version=__version__,
                     created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
@@ -249,7 +251,7 @@ def save(baseline: Baseline, path: str | Path, *, force: bool = True) -> Path:
 
 
 TOP_KEYS = ("gpugap_baseline", "gpugap_version", "created_utc", "reports", "gpu",
-            "min_severity", "thresholds", "whole", "ranges")
+            "program", "min_severity", "thresholds", "whole", "ranges")
 STATS_KEYS = ("median", "min", "max", "stdev", "n", "runs")
 
 
@@ -267,8 +269,9 @@ def schema_problem(data: Mapping[str, Any]) -> str | None:
     for key in ("gpugap_version", "created_utc"):
         if key in data and not isinstance(data[key], str):
             return f"{key}: must be a string"
-    if "gpu" in data and not (data["gpu"] is None or isinstance(data["gpu"], str)):
-        return "gpu: must be a string or null"
+    for key in ("gpu", "program"):
+        if key in data and not (data[key] is None or isinstance(data[key], str)):
+            return f"{key}: must be a string or null"
     if "reports" in data and not (isinstance(data["reports"], list)
                                   and all(isinstance(r, str) for r in data["reports"])):
         return "reports: must be a list of file names"
@@ -474,7 +477,11 @@ def compare(measured: Measurements, baseline: Baseline, *, scopes: Sequence[str 
                      f"--min-severity {severity}")
     if baseline.gpu and measured.gpu and baseline.gpu != measured.gpu:
         notes.append(f"{measured.report} ran on {measured.gpu}, the baseline on "
-                     f"{baseline.gpu}")
+                     f"{baseline.gpu}: timings may not compare")
+    if baseline.program and measured.program and baseline.program != measured.program:
+        notes.append(f"{measured.report} is a run of '{measured.program}', the baseline of "
+                     f"'{baseline.program}': another program's baseline; save one from "
+                     "this program's runs (gpugap baseline save)")
     runs = len(baseline.reports)
     results = []
     for scope in scopes:

@@ -61,6 +61,8 @@ class Measurements:
     # The report lost GPU data (gpugap.report.trace.ReportInfo.gpu_data_lost): why, in a
     # few words, else None. check fails on it unless allow_lost_gpu_data.
     gpu_data_lost: str | None = None
+    # The program nsys launched (gpugap.report.trace.ReportInfo.program), when recorded.
+    program: str | None = None
 
     def __getitem__(self, scope: str | None) -> Measurement:
         try:
@@ -132,6 +134,7 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
                               min_severity=min_severity, scopes={},
                               warnings=list(analysis.warnings))
     result.gpu_data_lost = lost_gpu_data(trace.info)
+    result.program = trace.info.program
     return result
 
 

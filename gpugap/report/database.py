@@ -36,6 +36,10 @@ SQLITE_MAX_PATH = 512
 # table whose name is not UTF-8). Both mean "unreadable": one line, exit 2.
 UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+# Interpreters whose first argument that is not an option is the program (python's
+# options that take a value skip it: -X dev, -W error).
+_INTERPRETERS = ("python", "pypy")
+_VALUE_OPTIONS = ("-X", "-W", "-Q")
 
 
 def sniff(path: Path) -> str:
@@ -111,6 +115,36 @@ def _check_not_truncated(path: Path) -> None:
     if n_pages and change_counter == valid_for and path.stat().st_size < n_pages * page_size:
         raise ReportError(f"{path} is truncated ({path.stat().st_size} of "
                           f"{n_pages * page_size} bytes); copy or export the report again")
+
+
+def program_of(capture: dict[str, str]) -> str | None:
+    """The program nsys launched (META_DATA_CAPTURE): its command's name and, for an
+    interpreter, the script or module it ran ('python3 train.py', 'python3 -m pkg').
+    Its other arguments are left out: ranks may be told apart by them (--local_rank=1,
+    an output file per rank)."""
+    command = capture.get("PROCESS_0:COMMAND")
+    if not command:
+        return None
+    name = Path(command).name
+    if not name.startswith(_INTERPRETERS):
+        return name
+    arguments = []
+    i = 0
+    while f"PROCESS_0:ARGUMENT_{i}" in capture:
+        arguments.append(capture[f"PROCESS_0:ARGUMENT_{i}"])
+        i += 1
+    skip = False
+    for j, argument in enumerate(arguments):
+        if skip:
+            skip = False
+        elif argument in ("-m", "-c"):
+            return f"{name} {argument} {arguments[j + 1] if j + 1 < len(arguments) else ''}"
+        elif argument in _VALUE_OPTIONS:
+            skip = True
+        elif not argument.startswith("-"):
+            return f"{name} {argument}"
+    return name
+
 
 
 class Database:
@@ -278,6 +312,11 @@ class Database:
             if v is not None:
                 out[k] = v if k not in out else f"{out[k]},{v}"
         return out
+
+    @cached_property
+    def program(self) -> str | None:
+        """The program nsys launched (:func:`program_of` of META_DATA_CAPTURE)."""
+        return program_of(self.capture_meta)
 
     @cached_property
     def system_env(self) -> dict[str, str]:

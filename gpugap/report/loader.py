@@ -1002,7 +1002,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
         capture_start_ns=capture_start, capture_end_ns=capture_end,
         cuda_traced=cuda_traced, tables=db.tables,
         cuda_version=None if cuda is None else f"{cuda[0]}.{cuda[1]}",
-        host=db.system_env.get("Hostname"),
+        host=db.system_env.get("Hostname"), program=db.program,
         launcher_env=V.launcher_env(db.system_env.get("DeviceEnvironment")),
         session_start_utc_ns=db.session_start_utc_ns,
         gpu_data_lost=bool(lost or (needed is not None and launches < MIN_LAUNCHES)),

@@ -111,6 +111,8 @@ class ReportInfo:
     ``cuda_version``: the CUDA version of the driver the report was captured with
     (TARGET_INFO_SYSTEM_ENV CudaDriverVersion, e.g. '13.0'), when recorded.
     ``host``: the profiled machine's name (TARGET_INFO_SYSTEM_ENV Hostname), when recorded.
+    ``program``: the program nsys launched ('python3 train.py', 'app'; META_DATA_CAPTURE,
+    gpugap.report.database.program_of), when recorded.
     ``launcher_env``: the variables a distributed launcher sets (RANK, LOCAL_RANK,
     WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...), read from the environment nsys
     recorded (TARGET_INFO_SYSTEM_ENV DeviceEnvironment): nsys run by torchrun or srun sees
@@ -136,6 +138,7 @@ class ReportInfo:
     nsys_older_than_cuda: bool = False
     cuda_version: str | None = None
     host: str | None = None
+    program: str | None = None
     launcher_env: dict[str, str] = field(default_factory=dict)
     session_start_utc_ns: int | None = None
 
