@@ -157,11 +157,11 @@ def test_null_metric_fails_with_the_reason_unless_allowed(capsys):
 
 
 def test_min_severity_leaves_info_findings_out(capsys):
-    findings = analyze_range("moe-experts-good", "measured").findings
+    findings = analyze_range("grid-sweep-good", "measured").findings
     every, serious = occurrences(findings), occurrences(findings, ("warning", "error"))
     assert 0 < serious < every      # warnings (its per-iteration sync) and info findings
     for severity, expected in (("info", every), ("warning", serious)):
-        rc, doc = run_json(capsys, report_path("moe-experts-good"), "--range", "measured",
+        rc, doc = run_json(capsys, report_path("grid-sweep-good"), "--range", "measured",
                            "--max", f"findings.count={serious}", "--min-severity", severity)
         assert doc["reports"][0]["gates"][0]["value"] == expected
         assert rc == (1 if expected > serious else 0)

@@ -23,6 +23,7 @@ from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import analyze
 from gpugap.cli import main
 from gpugap.program import nvtx as program_nvtx
+from gpugap.program import understand
 from gpugap.report import load
 from gpugap.rules import _common
 from tests.conftest import load_report, report_path
@@ -252,6 +253,71 @@ def test_a_lone_numbered_name_is_kept():
     assert nvtx_ranges.folded_names(np.array(["epoch 1", "step 1", "step 2", "x"],
                                              dtype=object)).tolist() \
         == ["epoch 1", "step N", "step N", "x"]
+
+
+# --- --range names fold as --iteration's do (issue 23, point 3) -----------------------
+
+def sqlite_steps() -> list[str]:
+    """small-compile's 'step 0' ... 'step 99', read straight from its SQLite."""
+    return sorted((r["name"] for r in sqlite_ranges(CAPTURES / "small-compile.sqlite")
+                   if r["name"].startswith("step ")), key=lambda n: int(n.split()[1]))
+
+
+@pytest.fixture(scope="module")
+def small_compile_step():
+    """gpugap.analyze(trace, range="step") of small-compile, as docs/analyze.md writes it."""
+    import gpugap
+
+    return gpugap.analyze(capture("small-compile"), range="step")
+
+
+def test_range_step_selects_every_numbered_step_as_iteration_step_does():
+    trace, steps = capture("small-compile"), sqlite_steps()
+    assert len(steps) == 100
+    for name in ("step", "step N"):
+        assert sorted(nvtx_ranges.select(trace, name)["name"].tolist(),
+                      key=lambda n: int(n.split()[1])) == steps
+    # An exact name is itself: one instance.
+    assert nvtx_ranges.select(trace, "step 7")["name"].tolist() == ["step 7"]
+    # --iteration step finds the same 100 instances (gpugap.program.iterations).
+    assert understand(trace, iteration="step").devices[0].iterations.labels == steps
+
+
+def test_unknown_range_lists_the_folded_names(capsys):
+    code = main(["analyze", str(CAPTURES / "small-compile.sqlite"), "--range", "nope",
+                 "--no-config"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "(ranges: step N (100 instances)); pick one of those with --range" in err
+    assert "step 0" not in err and "Traceback" not in err
+    with pytest.raises(Exception, match=r"ranges: token N \(64 instances\), generate, "
+                                        r"prefill\)"):
+        nvtx_ranges.select(capture("decode"), "nope")
+
+
+def test_range_step_is_one_scope_one_finding_per_cause(small_compile_step):
+    """--range step on small-compile: the compilation before step 0 and the
+    recompilation at step 70 are one finding, its share the breakdown's."""
+    a = small_compile_step
+    assert a.scope == "step" and a.ranges[0].count == 100
+    assert {f.phase for f in a.findings} == {"range"}
+    keys = [(f.rule, f.cause, f.device, tuple(f.ranges)) for f in a.findings]
+    assert len(keys) == len(set(keys))
+    compilation = a.findings_of("launch-gap", "compilation")
+    assert len(compilation) == 1 and compilation[0].count == 4
+    v = a.verdict
+    assert (v.finding, v.scope) == (compilation[0].id, "range step")
+    assert v.share_pct == v.breakdown["compilation"] == round(compilation[0].share_pct, 2)
+    assert 69 < v.share_pct < 70
+    assert str(compilation[0].severity) == "error"
+    assert "(69.7% of the range)" in compilation[0].message
+
+
+def test_range_n_and_python_api_agree_with_range_step(small_compile_step):
+    n = analyze(capture("small-compile"), range_name="step N")
+    assert [(f.id, f.cost_ns) for f in n.findings] == \
+        [(f.id, f.cost_ns) for f in small_compile_step.findings]
+    assert n.verdict.share_pct == small_compile_step.verdict.share_pct
 
 
 def hand_built(trace, names: list[str], depth1: bool) -> pd.DataFrame:

@@ -58,18 +58,20 @@ def test_pinned_copies_never_block() -> None:
 
 def test_blocking_copy_evidence_names_the_copies() -> None:
     a = measured("h2d-copy-bad")
-    found = a.findings_of("blocking-memcpy", "pageable-async")
-    # The steady iterations' copies are one finding; the warm-up iteration's is counted
-    # with the start-up's (one-time) copies.
-    assert [f.phase for f in found] == ["steady", "start-up"]
-    assert sum(f.count for f in found) == 8           # one per measured iteration
-    f = found[0]
+    # The measured range is one scope (its warm-up iteration included): one finding.
+    (f,) = a.findings_of("blocking-memcpy", "pageable-async")
+    assert f.phase == "range" and f.count == 8     # one per measured iteration
+    found = [f]
+    # The whole report: the steady iterations' copies apart from the warm-up's.
+    whole = analyze(load_report("h2d-copy-bad"))
+    (steady,) = [g for g in whole.findings_of("blocking-memcpy", "pageable-async")
+                 if g.phase == "steady"]
+    assert steady.count == 7 and steady.per_iteration["iterations"] == 7
     trace = load_report("h2d-copy-bad")
     copies = trace.memcpys
-    assert f.count == 7 and f.per_iteration["iterations"] == 7
     assert f.evidence["api"] == "cudaMemcpyAsync"
     assert f.evidence["memory"] == "Pageable -> Device"
-    assert f.evidence["bytes_total"] == 7 * 64 * 2**20
+    assert f.evidence["bytes_total"] == 8 * 64 * 2**20
     # The cost is the GPU time the copies explain: their own time with nothing beside
     # them (the host, held in the call, could launch no GEMM) and the idle time they
     # left. About the time the thread sat in the calls, never more than the range.
@@ -93,12 +95,10 @@ def test_legacy_default_stream_evidence() -> None:
     trace = load_report("default-stream-bad")
     legacy = sorted(s for _, s in trace.legacy_streams())
     assert legacy == [7]
-    # 3 rounds x 5 streams of add_one, each followed by a bump on the NULL stream: the
-    # first round is the warm-up iteration, the other two the steady state.
-    assert [f.phase for f in found] == ["steady", "start-up"]
-    # The steady rounds: 2 x 5 streams x (add_one + bump), and the kernel the first
-    # switch comes from.
-    assert found[0].evidence["kernels"] == 2 * 5 * 2 + 1
+    # 3 rounds x 5 streams of add_one, each followed by a bump on the NULL stream, in
+    # the measured range (one scope: its warm-up round included): one finding, one run.
+    assert [f.phase for f in found] == ["range"]
+    assert found[0].evidence["kernels"] == 3 * 5 * 2 and found[0].evidence["runs"] == 1
     for f in found:
         assert set(f.streams) == {7, 13, 14, 15, 16, 17}
         first = f.evidence["transitions"][0]
@@ -109,12 +109,14 @@ def test_legacy_default_stream_evidence() -> None:
 
 def test_host_launch_bound_evidence() -> None:
     a = measured("moe-experts-bad")
-    steady = [f for f in a.findings_of("serialized-streams", "host-launch-bound")
-              if f.phase == "steady"]
-    (f,) = steady
-    assert len(f.streams) == 8
-    assert f.evidence["runs"] == 19              # one run per steady forward
-    assert f.per_iteration["iterations"] == 19 and f.per_iteration["with_cost"] == 19
+    (f,) = a.findings_of("serialized-streams", "host-launch-bound")
+    assert len(f.streams) == 8 and f.phase == "range"
+    assert f.evidence["runs"] == 20              # one run per measured forward
+    # Per iteration, over the whole report's steady state.
+    (steady,) = [g for g in analyze(load_report("moe-experts-bad")).findings_of(
+        "serialized-streams", "host-launch-bound") if g.phase == "steady"]
+    assert steady.evidence["runs"] == 19
+    assert steady.per_iteration["iterations"] == 19 and steady.per_iteration["with_cost"] == 19
     # The GPU waited on the host for most of the measured region: the verdict.
     assert f.cost_ns > 0.5 * a.metrics.span_ns
     assert a.verdict.finding == f.id

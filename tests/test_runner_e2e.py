@@ -147,6 +147,75 @@ def test_program_not_found(capsys, tmp_path):
 
 
 @pytest.mark.needs_nsys
+def test_a_file_that_is_not_executable(capsys, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    code, _, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"), "--", str(script))
+    assert code == EXIT_USAGE
+    assert f'{script}: not an executable program (nsys: "Not executable")' in err
+    assert "python3 script.py" in err
+
+
+# --- nsys failing itself (issue 23, point 4) --------------------------------------------
+NSYS_FAILURES = DATA / "nsys-failures"
+TRANSCRIPTS = json.loads((NSYS_FAILURES / "transcripts.json").read_text())["transcripts"]
+
+
+@pytest.mark.parametrize("name", sorted(TRANSCRIPTS))
+def test_nsys_own_failure_is_named_as_nsys_s(name):
+    """nsys 2023.4's real output when its agent died (tests/data/nsys-failures): nsys's
+    failure, exit 3, quoting nsys's own line, never blaming the program (whose exit code
+    nsys's is not) nor quoting the program's output."""
+    meta = TRANSCRIPTS[name]
+    output = (NSYS_FAILURES / name).read_text()
+    nsys = nsys_mod.Nsys("/opt/nsys/bin/nsys", "2023.4.4.54")
+    error = runner.no_report_failure(nsys, "python3 -c 'print(1)'", meta["nsys_exit_code"],
+                                     output, Path("out/python3.log"))
+    assert error.exit_code == EXIT_NSYS == 3
+    said = error.cli_message()
+    nsys_line = next(line for line in output.splitlines()
+                     if line.startswith(("Connection", "Agent launcher")))
+    assert said.startswith("nsys 2023.4.4.54 failed and wrote no report (nsys exit code "
+                           f"{meta['nsys_exit_code']}): \"{nsys_line}\"; ")
+    assert "whether python3 -c 'print(1)' ran, and how it ended, is unknown" in said
+    assert "out/python3.log" in said and "--nsys PATH" in said
+    assert "exited with code" not in said and "troubleshooting" not in said
+    for line in meta["program_printed"]:
+        assert line not in said
+
+
+def test_an_unknown_nsys_failure_still_is_nsys_s():
+    """No report and no message nsys is known to print: nsys's exit code and its last
+    lines, said as nsys's."""
+    nsys = nsys_mod.Nsys("/opt/nsys/bin/nsys", "2023.4.4.54")
+    said = str(runner.no_report_failure(nsys, "prog", 1, "step 1\nsomething broke\n",
+                                        Path("p.log")))
+    assert said.startswith("nsys 2023.4.4.54 exited with code 1 and wrote no report; the "
+                           "last lines under it: step 1 / something broke; whether prog ran")
+    assert "--nsys" not in said and "nsys='PATH'" in said      # Python's spelling
+
+
+@pytest.mark.needs_nsys
+def test_nsys_failing_for_real_is_not_the_program_s(capsys, tmp_path):
+    """The real nsys, its agent killed under it (tests/data/cpu-only/kill_nsys_agent.py):
+    exit 3 naming nsys's failure, not 5 blaming the program."""
+    program = DATA / "cpu-only" / "kill_nsys_agent.py"
+    code, out, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"), "--json", "--",
+                            sys.executable, str(program))
+    log = (tmp_path / "x" / "kill_nsys_agent.log").read_text()
+    if "no nsys agent found" in log:
+        pytest.skip(f"this nsys ({nsys_mod.find_nsys().version}) runs no agent to kill")
+    assert code == EXIT_NSYS, err
+    assert out == ""                                   # --json: nothing half-written
+    version = nsys_mod.find_nsys().version
+    assert (f"gpugap: error: nsys {version} failed and wrote no report (nsys exit code "
+            in err)
+    assert '"Connection to Agent lost. This is most likely a bug.' in err
+    assert "exited with code" not in err and "killed nsys's agent" not in err
+    assert not list((tmp_path / "x").glob("*.nsys-rep"))
+
+
+@pytest.mark.needs_nsys
 def test_existing_output_needs_force(capsys, tmp_path):
     target = tmp_path / "out"
     target.mkdir()
@@ -195,6 +264,22 @@ def test_unknown_scenario_and_bad_variant(capsys):
     assert code == EXIT_USAGE and "unknown scenario 'no-such-puzzle'" in err
     code, _, err = gpugap(capsys, "run", "h2d-copy", "--variant", "ugly")
     assert code == EXIT_USAGE and "--variant must be bad, good or all" in err
+    # An option run does not have is no scenario's name.
+    code, _, err = gpugap(capsys, "run", "--lsit")
+    assert code == EXIT_USAGE
+    assert "no such option: --lsit; see gpugap run --help" in err
+    assert "unknown scenario" not in err
+    code, _, err = gpugap(capsys, "run")
+    assert code == EXIT_USAGE and "gpugap run --list lists them" in err
+    code, _, err = gpugap(capsys, "run", "--list", "h2d-copy")
+    assert code == EXIT_USAGE and "--list lists every scenario" in err
+
+
+@pytest.mark.parametrize("flag", [[], ["--json"]])
+def test_run_list_lists_as_scenarios_does(capsys, flag):
+    code, listed, err = gpugap(capsys, "run", "--list", *flag)
+    assert code == 0 and err == ""
+    assert gpugap(capsys, "scenarios", *flag) == (0, listed, "")
 
 
 @pytest.mark.parametrize("flag", [[], ["--json"]])

@@ -78,8 +78,24 @@ def test_expected_diagnosis_holds_on_the_captured_report(scenario, variant):
     name = f"{scenario.name}-{variant}"
     trace = load_report(name)
     result = json.loads((SCENARIO_DATA / f"{name}.result.json").read_text())
-    checks = evaluate(scenario.variants[variant], analyze(trace), trace, result)
+    scoped = {}
+    checks = evaluate(scenario.variants[variant], analyze(trace), trace, result, scoped)
     failed = [(c.what, c.detail) for c in checks if not c.passed]
     assert not failed
     assert len(checks) == 1 + len(scenario.variants[variant].expect) + \
         len(scenario.variants[variant].bounds)
+    # Each expectation's range (measured) is one scope (issue 23): never split into a
+    # start-up and a steady finding of one cause, and the verdict's share is its
+    # finding's, and the range breakdown's where that finding claims one whole bucket.
+    assert set(scoped) == {"measured"}
+    for scope in scoped.values():
+        assert {f.phase for f in scope.findings} <= {"range"}
+        keys = [(f.rule, f.cause, f.device, tuple(f.ranges)) for f in scope.findings]
+        assert len(keys) == len(set(keys))
+        v = scope.verdict
+        if v.finding is None:
+            continue
+        (top,) = [f for f in scope.findings if f.id == v.finding]
+        assert v.share_pct == round(top.share_pct, 2)
+        if top.rule == "launch-gap":
+            assert v.share_pct == v.breakdown[v.bucket]

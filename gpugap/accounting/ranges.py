@@ -105,26 +105,48 @@ TABLE_MAX_ROWS = 40
 
 
 def select(trace: Trace, name: str) -> pd.DataFrame:
-    """Instances of the range called *name* (or ``domain:name``; 'step N' for every
-    numbered 'step 7', as the range table shows them); UsageError if none. The
-    program's ranges first; a library's (CUB, NCCL...) when only it has that name."""
+    """Instances of the range called *name* (or ``domain:name``); UsageError naming the
+    ranges there if none. Numbered instances fold as ``--iteration`` folds them
+    (gpugap.program.nvtx.base_name): without a range of that exact name, ``step`` and
+    ``step N`` (as the range table shows them) select every ``step 0``, ``step 1``...;
+    ``step 7`` alone selects ``step 7``. The program's ranges first; a library's (CUB,
+    NCCL...) when only it has that name."""
     for nv in (user_ranges(trace), trace.nvtx):
         match = nv[nv["name"] == name]
         if match.empty and ":" in name:
             domain, _, short = name.partition(":")
             match = nv[(nv["domain"] == domain) & (nv["name"] == short)]
-        if match.empty and name.endswith(" N"):        # numbered instances, folded
+        if match.empty:                                 # numbered instances, folded
             match = _folded_match(nv, name)
             if match.empty and ":" in name:
                 domain, _, short = name.partition(":")
                 match = _folded_match(nv[nv["domain"] == domain], short)
         if not match.empty:
             return match
+    raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} (ranges: "
+                     f"{known_names(trace)}); pick one of those with {option('range')}")
+
+
+# The error of an unknown --range lists at most this many names.
+KNOWN_NAMES_SHOWN = 12
+
+
+def known_names(trace: Trace) -> str:
+    """The program's range names as --range takes them, numbered instances folded as the
+    range table folds them ('step N (100 instances)'), the most instances first: 'none'
+    when there are none."""
     nv = user_ranges(trace)
-    known = ", ".join(sorted(pd.unique(nv["name"].astype(object)).tolist(),
-                             key=str)[:12]) or "none"
-    raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} "
-                     f"(ranges: {known}); pick one of those with {option('range')}")
+    if nv.empty:
+        return "none"
+    counts = nv["name"].astype(object).value_counts(sort=False)
+    folded = folded_names(np.asarray(counts.index, dtype=object))
+    per_name = pd.Series(counts.to_numpy(), index=folded).groupby(level=0).sum()
+    per_name = per_name.sort_index(key=lambda i: i.astype(str)).sort_values(
+        ascending=False, kind="stable")
+    shown = [f"{n} ({k} instances)" if k > 1 else str(n)
+             for n, k in per_name.head(KNOWN_NAMES_SHOWN).items()]
+    more = len(per_name) - len(shown)
+    return ", ".join(shown) + (f", ... ({more} more)" if more > 0 else "")
 
 
 def folded_names(names: np.ndarray) -> np.ndarray:
@@ -154,11 +176,15 @@ def folded_names(names: np.ndarray) -> np.ndarray:
 
 
 def _folded_match(nv: pd.DataFrame, name: str) -> pd.DataFrame:
-    """Instances of 'step N' as the range table names it (folded_names)."""
+    """Instances whose name is a numbered instance of *name*'s stem: 'step' or 'step N'
+    -> 'step 0', 'step 1'... (the folding of --iteration: base_name)."""
+    stem = name.removesuffix(" N")
+    if nv.empty or not stem:
+        return nv.iloc[:0]
     names = nv["name"].astype(object)
     distinct = pd.unique(names)
-    folded = folded_names(np.asarray(distinct, dtype=object))
-    wanted = set(distinct[(folded == name) & (folded != distinct)].tolist())
+    wanted = [n for n in distinct.tolist()
+              if isinstance(n, str) and n != stem and base_name(n) == stem]
     return nv[names.isin(wanted).to_numpy()] if wanted else nv.iloc[:0]
 
 

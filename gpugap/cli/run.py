@@ -83,10 +83,15 @@ def _resolve(names: list[str], run_all: bool) -> list[Any]:
             raise UsageError("give scenario names or --all, not both")
         return scenarios.all_scenarios()
     if not names:
-        raise UsageError("name a scenario (see gpugap scenarios), pass --all, or give a "
-                         "program after --")
+        raise UsageError("name a scenario (gpugap run --list lists them), pass --all, or "
+                         "give a program after --")
     out = []
     for name in names:
+        if name.startswith("-"):
+            # An option of no command here (unknown options pass through to reach a
+            # program after --): not a scenario's name.
+            raise UsageError(f"no such option: {name}; see gpugap run --help (to profile "
+                             "a program with options, put it after --)")
         try:
             out.append(scenarios.get(name))
         except KeyError:
@@ -104,6 +109,8 @@ def run_command(
         help="scenario names, or after -- a program and its arguments",
         metavar="SCENARIO")] = None,
     run_all: Annotated[bool, typer.Option("--all", help="every scenario")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="list the scenarios and exit (as "
+                                        "gpugap scenarios)")] = False,
     variant: Annotated[str, typer.Option(help="bad, good or all",
                                          metavar="bad|good|all")] = "all",
     out: OutOpt = None,
@@ -118,6 +125,11 @@ def run_command(
     names = list(names or [])
     if _after_double_dash():
         return _profile_program(names, out, nsys, force, json_, timeout, graph_trace)
+    if list_:
+        if names or run_all:
+            raise UsageError("--list lists every scenario; give no scenario names or --all "
+                             "with it")
+        return list_scenarios(json_)
     if variant not in ("bad", "good", "all"):
         raise UsageError(f"--variant must be bad, good or all, not '{variant}'")
     return _run_scenarios(_resolve(names, run_all), variant, out, nsys, force, json_, timeout)

@@ -29,10 +29,14 @@ from gpugap.rules.model import Cause, Mark, Severity
 # Formatting lives in gpugap.units; imported from here by branches still in flight.
 
 # What a finding belongs to: one-time costs before the steady state (start-up and
-# warm-up iterations), the steady state, or what follows it.
-FINDING_PHASES = ("start-up", "steady", "tail")
+# warm-up iterations), the steady state, or what follows it; under --range, the range:
+# the user chose that window, so it is one scope, never split into phases (a cause is
+# one finding there, its share of the range, as the range's breakdown counts it).
+FINDING_PHASES = ("start-up", "steady", "tail", "range")
+RANGE_PHASE = "range"
 _FINDING_PHASE_NAMES = np.array(FINDING_PHASES, dtype=object)
 _STEADY = FINDING_PHASES.index("steady")
+_RANGE = FINDING_PHASES.index(RANGE_PHASE)
 # accounting.phases.PHASES (then -1: outside the window) -> FINDING_PHASES: warm-up
 # iterations are one-time costs, as start-up is; outside the window reads 'steady'.
 _FINDING_PHASE_OF = np.array([FINDING_PHASES.index({"warm-up": "start-up"}.get(p, p))
@@ -78,15 +82,24 @@ class Context:
             out[on] = tl.within(times[on], self.scope.get(int(d), tl.EMPTY))
         return out
 
+    @property
+    def whole_phase(self) -> str | None:
+        """The phase of every finding when the scope is a --range ('range'), else None:
+        findings then belong to the phase their time falls in."""
+        return None if self.scope is None else RANGE_PHASE
+
     def phase_of(self, device: int, times: ArrayLike) -> np.ndarray:
-        """FINDING_PHASES name of each time on *device* ('steady' where it has no phases).
-        The phases are spans of the GPU's timeline: pass GPU times (an op's start), not
-        the host's (launch calls run ahead of the GPU)."""
+        """FINDING_PHASES name of each time on *device* ('steady' where it has no phases;
+        'range' for every time under a --range). The phases are spans of the GPU's
+        timeline: pass GPU times (an op's start), not the host's (launch calls run ahead
+        of the GPU)."""
         return _FINDING_PHASE_NAMES[self.phase_code(device, times)]
 
     def phase_code(self, device: int, times: ArrayLike) -> np.ndarray:
         """phase_of as int8 indices into FINDING_PHASES (no strings: millions of items)."""
         t = np.asarray(times, dtype=np.int64)
+        if self.scope is not None:
+            return np.full(t.shape, _RANGE, dtype=np.int8)
         dev = self.accounting.devices.get(int(device))
         if dev is None:
             return np.full(t.shape, _STEADY, dtype=np.int8)
@@ -114,22 +127,28 @@ class Context:
                       ) -> Iterator[tuple[str, tl.Intervals, int, int]]:
         """Per FINDING_PHASES phase of *device* that has time in scope: (phase, its
         windows within the scope, their length, the wall a finding's share is of, as
-        settling computes it: the --range, the steady state, or for one-time costs the
-        device's whole window)."""
-        dev = self.accounting.devices[int(device)]
-        whole = dev.window[1] - dev.window[0]
-        scope = None if self.scope is None else self.scope.get(int(device), tl.EMPTY)
-        for phase in FINDING_PHASES:
-            span = self.phase_span(device, phase)
-            if scope is not None:
-                span = tl.intersect(span, scope)
+        settling computes it: the steady state, or for one-time costs the device's whole
+        window). Under a --range, one: ('range', its windows on *device*, their length
+        twice)."""
+        if self.scope is not None:
+            span = self.phase_span(device, RANGE_PHASE)
             wall = tl.total(span)
             if wall > 0:
-                yield phase, span, wall, (tl.total(scope) if scope is not None else
-                                          wall if phase == "steady" else whole)
+                yield RANGE_PHASE, span, wall, wall
+            return
+        dev = self.accounting.devices[int(device)]
+        whole = dev.window[1] - dev.window[0]
+        for phase in ("start-up", "steady", "tail"):
+            span = self.phase_span(device, phase)
+            wall = tl.total(span)
+            if wall > 0:
+                yield phase, span, wall, wall if phase == "steady" else whole
 
     def phase_span(self, device: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
-        """The windows of a FINDING_PHASES phase on *device*, as a union."""
+        """The windows of a FINDING_PHASES phase on *device*, as a union ('range': the
+        scope's windows there)."""
+        if phase == RANGE_PHASE:
+            return tl.EMPTY if self.scope is None else self.scope.get(int(device), tl.EMPTY)
         dev = self.accounting.devices[int(device)]
         spans = dev.phases.spans
         parts = {"start-up": ("start-up", "warm-up"), "steady": ("steady",),

@@ -3,9 +3,9 @@
 The accounting (gpugap.accounting.attribution) has already put every idle nanosecond of
 each device in a bucket, from what the thread that launched the next operation was doing
 meanwhile. This rule reports each idle bucket that holds at least ``min_share_pct`` of a
-phase (steady state, or the one-time start-up/tail), as one finding per device, phase
-and cause, whatever the length of the gaps it is spread over: a thousand gaps of 20 us
-cost as much as one of 20 ms. Causes (the bucket in brackets):
+phase (steady state, or the one-time start-up/tail; a ``--range`` is one scope), as one
+finding per device, phase and cause, whatever the length of the gaps it is spread over:
+a thousand gaps of 20 us cost as much as one of 20 ms. Causes (the bucket in brackets):
 
 - ``launch-bound`` (launch-bound): gaps shorter than ``min_gap_us`` while the host
   launched back to back: each piece of work finished before the next arrived.
@@ -510,7 +510,8 @@ def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
     share = "" if share_pct is None else f"{share_pct:.1f}% of "
     where = {"steady": f"{share}the steady state",
              "start-up": "before the steady state (one-time)",
-             "tail": "after the steady state"}.get(phase or "steady", "")
+             "tail": "after the steady state",
+             "range": f"{share}the range"}.get(phase or "steady", "")
     awaited = (evidence or {}).get("awaited_devices") or []
     other = (" and ".join(f"GPU {d}" for d in awaited) if awaited else "another GPU")
     churn = (evidence or {}).get("iterations_with_loads")

@@ -135,7 +135,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             start_ns=int(first.min()), end_ns=int(until.max()),
             cost_ns=int(tl.total(windows)), at_ns=int(first.min()), message=text,
             fix=RULE.causes["checkpoint"].fix_for(context.framework), device=int(device),
-            count=int(saves.size), phase="steady",
+            count=int(saves.size), phase=context.whole_phase or "steady",
             ranges=ranges_of(trace, first), claim=Claim(int(device), windows,
                                                          IDLE_IDS + COPY_IDS),
             marks=[Band(int(a), int(b), int(device), label="checkpoint")

@@ -38,7 +38,7 @@ from gpugap.accounting.occupancy import capacity as kernel_capacity
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -343,7 +343,8 @@ def _range_changes(trace: Trace, context: Context, device: int, k: _Kernels
         part, labels = range_label_codes(trace, k.at(b))
         label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
                              dtype=np.int64)
-        code = label_ids[part] * 4 + context.phase_code(device, k.start[b])
+        code = (label_ids[part] * len(FINDING_PHASES)
+                + context.phase_code(device, k.start[b]))
         if last is not None:
             out[lo - 1] = code[0] != last
         out[lo:lo - 1 + b.size] = code[1:] != code[:-1]

@@ -11,9 +11,10 @@ latency that a module-load gap explains, the small grid of kernels a serialized 
 explains.
 
 A finding's share is of its scope: the steady state of its device, the whole timeline
-for one-time costs (start-up, warm-up iterations, tail), or the user's ``--range``.
-Severity: info below 5%, warning from 5%, error from 20%; one-time costs are info
-(warning from 10 s) unless the ``--range`` covers them. Findings that ask for a minimum
+for one-time costs (start-up, warm-up iterations, tail), or the user's ``--range`` (one
+scope, not split into phases: gpugap.rules.base.FINDING_PHASES). Severity: info below
+5%, warning from 5%, error from 20%; one-time costs outside a ``--range`` are info
+(warning from 10 s). Findings that ask for a minimum
 share (``Finding.min_share_pct``) and fall below it in their scope are dropped.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDS
-from gpugap.rules.base import Context, Finding, Rule, severity_for
+from gpugap.rules.base import FINDING_PHASES, Context, Finding, Rule, severity_for
 from gpugap.rules.model import Severity
 
 ONE_TIME_WARNING_NS = 10e9
@@ -46,7 +47,7 @@ def _where(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | Non
     """Where a finding's claim applies: its intervals, inside its phase and the scope."""
     c = f.claim
     windows = None
-    if f.phase in ("start-up", "steady", "tail"):         # a finding lives in its phase
+    if f.phase in FINDING_PHASES:                        # a finding lives in its phase
         windows = context.phase_span(int(c.device), f.phase)
     if scope is not None:
         mine = scope.get(int(c.device), tl.EMPTY)

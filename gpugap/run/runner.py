@@ -42,6 +42,7 @@ from gpugap.jsonout import dumps
 from gpugap.report import load_sqlite
 from gpugap.report.nsys import Nsys, export_sqlite, profile_command
 from gpugap.report.trace import Trace
+from gpugap.text import one_line
 
 Step = Callable[[str], None]   # progress callback: describes what is happening now
 
@@ -127,6 +128,51 @@ def shell_join(argv: Sequence[str]) -> str:
         return shlex.quote(arg)
 
     return " ".join(quote(a) for a in argv)
+
+
+# What nsys prints when it fails itself (its agent, the launcher), not the program: the
+# start of its message, as 2023.4 to 2025.x word it ("Connection to Agent lost. This is
+# most likely a bug. Internal reason: 'End of file'." when its agent died).
+NSYS_FAILURE = re.compile(r"(Connection to Agent lost|Agent launcher failed|Connection "
+                          r"refused$|.*This is most likely a bug|FATAL ERROR:)")
+NSYS_LINES_QUOTED = 3
+
+
+def nsys_failure_lines(output: str, lines: int = NSYS_LINES_QUOTED) -> list[str]:
+    """nsys's own failure message in *output* (what it and the program printed): the
+    last lines that read as nsys failing (NSYS_FAILURE; consecutive ones are one
+    message), at most *lines*; never the program's lines around them, nor nsys's
+    pointer to its docs; [] when nsys said no such thing."""
+    text = [line.strip() for line in output.splitlines() if line.strip()]
+    failing = [bool(NSYS_FAILURE.match(line)) for line in text]
+    if not any(failing):
+        return []
+    last = len(failing) - 1 - failing[::-1].index(True)
+    first = last
+    while first > 0 and failing[first - 1]:
+        first -= 1
+    return [one_line(line) for line in text[first:last + 1][-lines:]]
+
+
+def no_report_failure(nsys: Nsys, label: str, rc: int, output: str, log: Path | None
+                      ) -> NsysError:
+    """Why nsys wrote no report for a program it started: nsys failed itself (exit 3),
+    quoting its own message, never the program's output around it. A program that
+    exits non-zero or dies of a signal still gets its report (measured with nsys 2023.4
+    and 2025.3.1), so nsys's exit code here is not the program's; whether the program
+    ran at all is unknown (nsys's agent may die before or after starting it)."""
+    said = nsys_failure_lines(output)
+    if said:
+        what = (f"nsys {nsys.version} failed and wrote no report (nsys exit code {rc}): "
+                + " / ".join(f'"{line}"' for line in said))
+    else:
+        last = [one_line(line) for line in output.splitlines() if line.strip()][-2:]
+        what = (f"nsys {nsys.version} exited with code {rc} and wrote no report"
+                + (f"; the last lines under it: {' / '.join(last)}" if last else
+                   ", printing nothing"))
+    return NsysError(f"{what}; whether {label} ran, and how it ended, is unknown; all "
+                     f"output is in {log}; run it again, and if nsys fails again try "
+                     f"another Nsight Systems with {option('nsys')}")
 
 
 def _last_lines(run: ProfiledRun) -> str:
@@ -220,12 +266,17 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
     run.wall_s = time.perf_counter() - started
     output = "".join(captured)
     run.program_tail = program_tail(output)
-    # nsys exits with the program's own exit code (128 + N for a signal).
+    # nsys exits with the program's own exit code (128 + N for a signal) when it wrote a
+    # report; without one the code is nsys's own (no_report_failure).
     run.program_rc = proc.returncode
     rep = out_base.with_suffix(".nsys-rep")
     if not rep.is_file():
         if "Executable not found" in output:
             raise UsageError(f"{program[0]}: program not found; check the command after --")
+        if re.search(r"^Not executable\s*$", output, re.M):
+            raise UsageError(f"{program[0]}: not an executable program (nsys: \"Not "
+                             "executable\"); check the command after --, or run a script "
+                             "with its interpreter (python3 script.py)")
         raw = [p for p in [out_base.with_suffix(".qdstrm"),
                            *map(Path, re.findall(r"'([^']+\.qdstrm)'", output))] if p.is_file()]
         if raw or "importer" in output.lower():
@@ -234,12 +285,7 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
                 f"nsys {nsys.version} recorded {label} but could not turn the raw capture "
                 f"into a report (its QdstrmImporter failed{where}); see {run.log}; on "
                 "NVIDIA's own images put a libdw.so.1 on LD_LIBRARY_PATH")
-        if run.program_rc != 0:
-            run.error = (f"{label} exited with code {run.program_rc} under nsys and no "
-                         f"report was written; {_last_lines(run)}")
-            run.exit_code = EXIT_PROGRAM
-            return run
-        raise NsysError(f"nsys {nsys.version} wrote no report for {label}; see {run.log}")
+        raise no_report_failure(nsys, label, proc.returncode, output, run.log)
     run.report = rep
     if step:
         step(f"exporting {label} to SQLite")
@@ -377,5 +423,5 @@ def default_out(root: Path, name: str) -> Path:
 
 
 __all__ = ["Check", "ProfiledRun", "default_out", "ensure_empty_dir", "environment_manifest",
-           "evaluate", "profile", "program_tail", "refuse_inputs", "require_gpu",
-           "run_scenario", "shell_join", "write_json"]
+           "evaluate", "no_report_failure", "nsys_failure_lines", "profile", "program_tail",
+           "refuse_inputs", "require_gpu", "run_scenario", "shell_join", "write_json"]
