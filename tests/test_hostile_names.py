@@ -140,3 +140,18 @@ def test_megabyte_names_in_check_and_diff(capsys, tmp_path, no_ci, command):
     assert code == (1 if command == "check" else 0), err
     assert len(out) < 200_000 and len(err) < 5_000 and "Traceback" not in err
     assert len(md.read_text()) < 200_000
+
+
+def test_bidi_controls_show_as_visible_marks_in_the_page(capsys, tmp_path, no_ci):
+    """A right-to-left override in a kernel name ('Kernel2\\u202egnp.exe' displays as
+    'Kernel2exe.png') reached the HTML page's data as the character itself; the page now
+    holds the visible mark, in its data and in its text, as the terminal prints it."""
+    path = renamed(tmp_path, "bidi_names", {"Kernel2": "Kernel2\u202egnp.exe",
+                                            "measured": "meas\u2066ured\u200f"})
+    page = tmp_path / "r.html"
+    assert main(["analyze", str(path), "--no-config", "--html", str(page)]) == 0
+    capsys.readouterr()
+    text = page.read_text()
+    assert not re.search("[\u200e\u200f\u202a-\u202e\u2066-\u2069]", text)
+    assert "Kernel2\\\\u202egnp.exe" in text                  # in the page's JSON data
+    assert "meas\\\\u2066ured\\\\u200f" in text

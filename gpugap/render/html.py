@@ -30,6 +30,7 @@ import html
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -110,10 +111,19 @@ def _script_json(document: Any) -> str:
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                       default=_json_default)
     # Inside <script>: no '</script>' or '<!--' can appear once '<' is escaped. JSON
-    # escapes C0 controls itself; DEL and C1 (ESC's 8-bit twin, U+009B CSI) too here.
-    text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029",
-                                                                            "\\u2029")
-    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    # escapes C0 controls itself. DEL, C1 (ESC's 8-bit twin, U+009B CSI), bidi and other
+    # format characters (U+202E turns a name around: 'Kernel2\u202egnp.exe' shows as
+    # 'Kernel2exe.png') and line separators become visible text, '\u202e', as in the
+    # terminal (gpugap.text): the page's strings hold an escaped backslash.
+    text = text.replace("<", "\\u003c")
+    return _NON_ASCII.sub(_visible, text)
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    if unicodedata.category(ch) in _INVISIBLE:
+        return f"\\\\u{ord(ch):04x}"
+    return ch
 
 
 def _json_default(value: Any) -> Any:
@@ -132,7 +142,8 @@ def _asset(name: str) -> str:
     return resources.files("gpugap.render").joinpath("assets", name).read_text("utf-8")
 
 
-_C1 = re.compile("[\x7f-\x9f]")
+_NON_ASCII = re.compile("[^\x00-\x7e]")
+_INVISIBLE = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
 
 
 def _esc(value: Any) -> str:
