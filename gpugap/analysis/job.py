@@ -61,6 +61,7 @@ from gpugap.accounting import metrics
 from gpugap.accounting.buckets import BUSY_IDS, CODE
 from gpugap.analysis import Analysis, analyze
 from gpugap.errors import GpugapError, UsageError, option
+from gpugap.jsonout import Record
 from gpugap.report import Trace, load
 from gpugap.units import fmt_ns
 
@@ -120,7 +121,7 @@ def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 @dataclass
-class RankSummary:
+class RankSummary(Record):
     """What the job needs of one report: small, plain, picklable (worker -> combiner).
 
     Times are ns; ``*_per_iteration`` are medians over the steady iterations of the
@@ -170,6 +171,10 @@ class RankSummary:
         labels = self.iteration_labels
         return [f"{labels[i]}#{k}" for i, k in zip(it.tolist(), ordinal.tolist(),
                                                    strict=True)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary's public fields, arrays as lists."""
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.items()}
 
     def launcher_rank(self) -> tuple[int, str] | None:
         for name in RANK_VARIABLES:
@@ -333,7 +338,7 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
 
 
 @dataclass
-class Job:
+class Job(Record):
     """Every rank's summary lined up: ranks, clocks, waits, the straggler, the verdict."""
 
     ranks: list[RankSummary]               # analyzed reports, by rank

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gpugap.jsonout import Record
 from gpugap.program import ops, oscalls
 from gpugap.report.trace import Trace
 
@@ -21,7 +22,7 @@ LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives th
 
 
 @dataclass
-class ThreadRole:
+class ThreadRole(Record):
     """A thread of a process that drove a GPU: ``launches`` (GPU ops it launched), its
     ``share`` of its process's, ``waits_ns`` (time in OS waits on other threads, None
     when the report has no OS-runtime trace)."""
@@ -42,7 +43,7 @@ class ThreadRole:
 
 
 @dataclass
-class ProcessRole:
+class ProcessRole(Record):
     """A process that launched GPU work: its executable's ``name``, the ``devices`` its
     work ran on, its threads that launched work."""
 

@@ -58,11 +58,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, Protocol, SupportsInt
+from typing import Any, Literal, Protocol, SupportsInt
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+
+from gpugap.jsonout import Record
 
 PROCESS_COLUMNS = {"pid": "int64", "name": "str"}
 EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
@@ -89,7 +91,7 @@ class OsrtSource(Protocol):
 
 
 @dataclass
-class ReportInfo:
+class ReportInfo(Record):
     """What is known of the report itself.
 
     ``warnings``: one line each, for the user (what was missing, dropped, repaired).
@@ -138,6 +140,9 @@ class ReportInfo:
     host: str | None = None
     launcher_env: dict[str, str] = field(default_factory=dict)
     session_start_utc_ns: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in self.items()}
 
 
 @dataclass
