@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from gpugap.analysis import analyze as analyze_trace
 from gpugap.analysis.job import Job, analyze_job
 from gpugap.ci.config import rule_threshold
 from gpugap.errors import UsageError
+from gpugap.render.notebook import analysis_html
 from gpugap.report import load as load_report
 from gpugap.report.trace import Trace
 
@@ -61,10 +63,14 @@ def analyze(report: PathLike | Trace, *, iteration: str | None = None,
     *all_domains*: list library NVTX ranges (CUB, NCCL...) in the range table.
     *require_gpu*: raise NoCudaActivity for a report without GPU work (else an Analysis
     whose ``status`` is 'no-cuda-activity')."""
+    limits = checked(thresholds)                 # a wrong name fails before the work
     trace = report if isinstance(report, Trace) else load(report, nsys=nsys)
-    return analyze_trace(trace, rules=_rules(rules), thresholds=checked(thresholds),
-                         range_name=range, iteration=iteration, all_domains=all_domains,
-                         require_gpu=require_gpu)
+    result = analyze_trace(trace, rules=_rules(rules), thresholds=limits,
+                           range_name=range, iteration=iteration, all_domains=all_domains,
+                           require_gpu=require_gpu)
+    # In Jupyter it draws itself, timeline included: the view keeps the trace.
+    result.html_view = partial(analysis_html, trace=trace)
+    return result
 
 
 def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None = None,

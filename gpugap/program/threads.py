@@ -16,7 +16,7 @@ import pandas as pd
 
 from gpugap.jsonout import Record
 from gpugap.program import ops, oscalls
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 
 LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
 
@@ -71,6 +71,7 @@ def _launch_counts(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame({"gtid": [], "pid": [], "device": [], "launches": []})
     counts = pd.concat(parts).groupby(level=[0, 1, 2]).sum().rename("launches")
     counts = counts.reset_index()
+    counts = counts[counts["gtid"] != NO_CALL].reset_index(drop=True)   # no launch call
     counts["gtid"] = counts["gtid"].astype(np.int64)
     return counts
 
