@@ -22,7 +22,8 @@ TIMELINE_HEIGHT_PX = 760
 
 _STYLE = ("<style>.gpugap-nb table{border-collapse:collapse;margin:4px 0 10px}"
           ".gpugap-nb td,.gpugap-nb th{padding:2px 8px;text-align:left;"
-          "border-bottom:1px solid #ddd;vertical-align:top}.gpugap-nb .nw{white-space:nowrap}"
+          "border-bottom:1px solid #ddd;vertical-align:top}"
+          ".gpugap-nb .nw{white-space:nowrap}"
           ".gpugap-nb .num{text-align:right}.gpugap-nb .sev-error{color:#c0392b}"
           ".gpugap-nb .sev-warning{color:#b9770e}.gpugap-nb .verdict{font-size:1.1em;"
           "font-weight:600}</style>")
@@ -39,7 +40,8 @@ def _verdict(analysis: Analysis) -> str:
         parts.append(f"<p><b>Program:</b> {_e(analysis.program.line())}</p>")
     v = analysis.verdict
     if analysis.status != "ok":
-        parts.append(f'<p class="verdict">{_e(analysis.status)}: {_e(analysis.error)}</p>')
+        parts.append(f'<p class="verdict">{_e(analysis.status)}: {_e(analysis.error)}'
+                     "</p>")
     elif v is not None:
         parts.append(f'<p class="verdict sev-{_e(v.severity)}">Verdict: {_e(v.headline)}'
                      "</p>")
@@ -68,7 +70,8 @@ def _findings(analysis: Analysis) -> str:
             "<th>cost</th><th>share</th><th>what</th></tr>")
     body = "".join(
         f'<tr><td>{i}</td><td class="sev-{_e(f.severity)}">{_e(f.severity)}</td>'
-        f'<td class="nw">{_e(f.rule)} [{_e(f.cause)}]</td><td class="nw">{_e(f.phase or "")}</td>'
+        f'<td class="nw">{_e(f.rule)} [{_e(f.cause)}]</td>'
+        f'<td class="nw">{_e(f.phase or "")}</td>'
         f'<td class="num nw">{_e(fmt_ns(f.cost_ns))}</td>'
         f'<td class="num">{"" if f.share_pct is None else f"{f.share_pct:.1f}%"}</td>'
         f"<td>{_e(f.message)}</td></tr>"
