@@ -54,6 +54,7 @@ _LAUNCH = re.compile(r"^cu(da)?Launch(Kernel(ExC?)?|CooperativeKernel(MultiDevic
                      r"(Async)?)?$")
 _CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture(ToGraph)?$")
 _CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture$")
+_NO_EVENT = 0xFFFFFFFF      # a sync's eventId where it waited on no event (CUPTI)
 MIN_LAUNCHES = 8            # launch calls needed before missing kernels mean lost data
 LOST_SHARE = 0.5            # ... and the share of them without a kernel that does
 
@@ -447,7 +448,9 @@ class Loader:
         frame = self.gpu_frame(reads.sync_read(self.db), SYNC_COLUMNS)
         if "type_id" in frame:
             frame["sync_type"] = self.enum_labels("ENUM_CUPTI_SYNC_TYPE", frame.pop("type_id"))
-            frame["event"] = frame["event"].astype(np.int64)      # -1: no event
+            # -1 for no event: NULL, or CUPTI's "not applicable" (0xFFFFFFFF).
+            event = frame["event"].to_numpy(dtype=np.int64)
+            frame["event"] = np.where(event == _NO_EVENT, -1, event)
             frame = frame.drop(columns=[c for c in ("context",) if c in frame])
         return frame
 

@@ -31,7 +31,7 @@ Frames and their columns (all present even when the report lacks the table, then
 - ``api``: start, end, gtid, pid, tid, corr, name (version suffix stripped, e.g.
   "cudaMemcpyAsync"), driver (bool), per_thread (bool: a ``_ptsz``/``_ptds`` variant)
 - ``syncs``: start, end, device, stream, corr, pid, sync_type (e.g. "Stream sync"),
-  event (the CUDA event waited for, int64; -1 for other syncs)
+  event (the CUDA event waited for, int64; -1 where none is recorded)
 - ``nvtx``: start, end, name, domain, gtid, pid, tid, depth (per thread and domain),
   library (bool: a range nsys made for a traced library such as cuBLAS), kind
 - ``streams``: pid, stream, context, flag (label), priority, legacy_default (bool)
