@@ -7,6 +7,7 @@ from the accounting) -> the verdict (the one thing to say first) -> the renderer
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,7 @@ class Analysis(Record):
             lines.append(f"  {self.status}: {self.error}")
         if self.verdict is not None:
             lines.append(f"  Verdict: {self.verdict.headline}")
+        lines = [textwrap.fill(line, 80, subsequent_indent="    ") for line in lines]
         counts = {s: sum(1 for f in self.findings if f.severity == s)
                   for s in ("error", "warning", "info")}
         lines.append(f"  {len(self.findings)} finding(s): " + ", ".join(
