@@ -54,7 +54,7 @@ def nvtx_frame(trace, n: int, distinct: bool) -> pd.DataFrame:
     """'run' (depth 0) around the launching thread's work, N ranges tiling it (depth 1)."""
     k = trace.kernels
     gtid = int(k["gtid"].mode().iloc[0])
-    launch = k["api_start"].dropna().to_numpy(dtype=np.int64)
+    launch = k["api_start"][k["api_start"] >= 0].to_numpy(dtype=np.int64)
     lo, hi = int(launch.min()) - 1000, int(launch.max()) + 1000
     edges = np.linspace(lo, hi, n + 1).astype(np.int64)
     starts, ends = edges[:-1], np.maximum(edges[1:] - 1, edges[:-1])

@@ -2,7 +2,7 @@
 
     import gpugap
     analysis = gpugap.analyze("tests/data/captures/train-workers0.sqlite")
-    analysis.frames().accounting          # where every nanosecond went, per phase
+    analysis.frames()["accounting"]       # where every nanosecond went, per phase
 
 Errors are :class:`gpugap.errors.GpugapError` subclasses whose text names Python
 arguments (``force=True``), never command-line flags; bad argument types raise TypeError.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from gpugap.analysis.job import analyze_jobs as analyze_grouped
 from gpugap.analysis.job import group_reports as group_paths
 from gpugap.ci.config import rule_threshold
 from gpugap.errors import UsageError
+from gpugap.render.notebook import analysis_html
 from gpugap.report import load as load_report
 from gpugap.report.trace import Trace
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from distributed import Client
 
 PathLike = str | os.PathLike[str]
+# Rule thresholds: {"RULE.NAME": VALUE}, as the command line's --set, or nested by rule.
+Thresholds = Mapping[str, "Mapping[str, float] | float"]
 
 
 def load(report: PathLike, *, nsys: str | None = None, cache: PathLike | None = None
@@ -47,7 +51,7 @@ def load(report: PathLike, *, nsys: str | None = None, cache: PathLike | None = 
 
 def analyze(report: PathLike | Trace, *, iteration: str | None = None,
             range: str | None = None, rules: Iterable[str] | None = None,
-            thresholds: Mapping[str, Mapping[str, float]] | None = None,
+            thresholds: Thresholds | None = None,
             all_domains: bool = False, nsys: str | None = None,
             require_gpu: bool = True) -> Analysis:
     """Analyze a report (a path, or a Trace from :func:`load`): the verdict, each device's
@@ -56,21 +60,26 @@ def analyze(report: PathLike | Trace, *, iteration: str | None = None,
     *iteration*: the NVTX range that marks one iteration ('step' matches 'step 12';
     'none': no iterations; default: found from the ranges or the repeating kernels).
     *range*: judge only this NVTX range ('name' or 'domain:name'). *rules*: rule ids to
-    run (default: all; see gpugap.rules.registry()). *thresholds*: rule thresholds,
-    ``{"launch-gap": {"min_gap_us": 50}}``, each checked against the rule's own.
+    run (default: all; see gpugap.rules.registry()). *thresholds*: rule thresholds
+    as the command line's --set names them, ``{"launch-gap.min_gap_us": 50}`` (or
+    nested: ``{"launch-gap": {"min_gap_us": 50}}``), each checked against the rule's own.
     *all_domains*: list library NVTX ranges (CUB, NCCL...) in the range table.
     *require_gpu*: raise NoCudaActivity for a report without GPU work (else an Analysis
     whose ``status`` is 'no-cuda-activity')."""
+    limits = checked(thresholds)                 # a wrong name fails before the work
     trace = report if isinstance(report, Trace) else load(report, nsys=nsys)
-    return analyze_trace(trace, rules=_rules(rules), thresholds=checked(thresholds),
-                         range_name=range, iteration=iteration, all_domains=all_domains,
-                         require_gpu=require_gpu)
+    result = analyze_trace(trace, rules=_rules(rules), thresholds=limits,
+                           range_name=range, iteration=iteration, all_domains=all_domains,
+                           require_gpu=require_gpu)
+    # In Jupyter it draws itself, timeline included: the view keeps the trace.
+    result.html_view = partial(analysis_html, trace=trace)
+    return result
 
 
 def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None = None,
                  scheduler: str | Client | None = None, iteration: str | None = None,
                  rules: Iterable[str] | None = None,
-                 thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                 thresholds: Thresholds | None = None,
                  nsys: str | None = None) -> Job:
     """The reports of one distributed job (one per rank; a directory or a glob pattern
     is expanded), each analyzed as :func:`analyze` does, in *workers* processes (default:
@@ -90,22 +99,33 @@ def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None 
                        iteration=iteration)
 
 
-def checked(thresholds: Mapping[str, Mapping[str, float]] | None
-            ) -> dict[str, dict[str, float]] | None:
+def checked(thresholds: Thresholds | None) -> dict[str, dict[str, float]] | None:
     """*thresholds* with every value checked (a known rule and threshold, a number in
-    range: gpugap.ci.config.rule_threshold), as plain floats."""
+    range: gpugap.ci.config.rule_threshold), as plain floats, nested by rule. Each is
+    spelled as the command line's ``--set`` spells it (``{"launch-gap.min_gap_us": 50}``)
+    or nested (``{"launch-gap": {"min_gap_us": 50}}``); a wrong name or value raises
+    UsageError (a ValueError) with the command line's one-line message."""
     if thresholds is None:
         return None
     if not isinstance(thresholds, Mapping):
         raise TypeError("thresholds must be a mapping such as "
-                        "{'launch-gap': {'min_gap_us': 50}}")
+                        "{'launch-gap.min_gap_us': 50}")
     out: dict[str, dict[str, float]] = {}
-    for rule, values in thresholds.items():
-        if not isinstance(values, Mapping):
-            raise TypeError(f"thresholds['{rule}'] must be a mapping of threshold names to "
-                            "numbers")
-        out[rule] = {name: rule_threshold(rule, name, value, "thresholds")
-                     for name, value in values.items()}
+    for key, values in thresholds.items():
+        if not isinstance(key, str):
+            raise TypeError(f"thresholds keys must be 'RULE.NAME' strings, not {key!r}")
+        if isinstance(values, Mapping):
+            pairs = [(key, name, value) for name, value in values.items()]
+        else:
+            rule, dot, name = key.partition(".")
+            if not (dot and rule and name):
+                raise UsageError(f"bad thresholds key '{key}'; write 'RULE.NAME', e.g. "
+                                 "{'launch-gap.min_gap_us': 50}, or nest it: "
+                                 "{'launch-gap': {'min_gap_us': 50}}")
+            pairs = [(rule, name, values)]
+        for rule, name, value in pairs:
+            out.setdefault(rule, {})[name] = rule_threshold(rule, name, value,
+                                                            "thresholds")
     return out
 
 

@@ -76,7 +76,10 @@ class GpugapError(Exception):
         return _spell(super().__str__(), cli=True)
 
 
-class UsageError(GpugapError):
+class UsageError(GpugapError, ValueError):
+    """A bad option or argument value; also a ValueError, as Python callers expect of a
+    bad argument."""
+
     exit_code = EXIT_USAGE
 
 

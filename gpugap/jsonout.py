@@ -1,10 +1,14 @@
-"""JSON output: one document on stdout, numbers as plain JSON numbers."""
+"""JSON output: one document on stdout, numbers as plain JSON numbers; and
+:class:`Record`, the way every result object reads as a mapping and writes itself as
+that JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +22,8 @@ def _default(value: Any) -> Any:
         return bool(value)
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if type(value).__name__ == "NAType":      # pandas' missing value (pd.NA)
+        return None
     return str(value)
 
 
@@ -34,3 +40,51 @@ def _clean(value: Any) -> Any:
 
 def dumps(document: Any) -> str:
     return json.dumps(_clean(document), indent=2, default=_default, allow_nan=False)
+
+
+class Record:
+    """A result read both ways, as pandas users reach for it: as attributes
+    (``finding.rule``) and as a read-only mapping (``finding['rule']``, ``keys()``,
+    ``items()``, ``dict(finding)``), and written as JSON with :meth:`to_json` (the same
+    text as the command line's ``--json`` for the same object).
+
+    The keys are a dataclass's public fields (those in its repr; internals such as a
+    finding's claim are left out), then the names in ``_extra_keys`` (properties worth
+    reading as keys). Subclasses define ``to_dict()``: the JSON document."""
+
+    _extra_keys: ClassVar[tuple[str, ...]] = ()
+
+    def keys(self) -> list[str]:
+        fields = dataclasses.fields(self) if dataclasses.is_dataclass(self) else ()
+        return [f.name for f in fields if f.repr] + list(self._extra_keys)
+
+    def __getitem__(self, key: str) -> Any:
+        if not isinstance(key, str) or key not in self.keys():
+            raise KeyError(f"{key!r}: {type(self).__name__} has "
+                           f"{', '.join(self.keys())}")
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self.keys() else default
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in self.keys()]
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in self.keys()]
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError      # pragma: no cover (every Record defines it)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON (NaN as null, numpy numbers as JSON numbers)."""
+        return dumps(self.to_dict())

@@ -3,6 +3,8 @@ real captures, and docs/api.md's examples, run as they are written."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import subprocess
@@ -71,7 +73,8 @@ def test_load_gives_wide_integer_columns():
         frame = getattr(trace, name)
         for column, dtype in frame.dtypes.items():
             if pd.api.types.is_integer_dtype(dtype):
-                assert np.dtype(dtype).itemsize >= 4, (name, column, dtype)
+                width = np.dtype(getattr(dtype, "subtype", dtype)).itemsize   # Sparse[int64]
+                assert width >= 4, (name, column, dtype)
     k = trace.kernels
     assert k["blocks"].dtype == np.int64 and k["threads_per_block"].dtype == np.int64
     # int8 streams made 7 * 10 read -86 (as the issue reported); here it is 70 and more.
@@ -191,3 +194,150 @@ def test_analyze_many_is_a_job_with_a_frame():
         gpugap.analyze_many(ranks, workers=0)
     mixed = gpugap.analyze_many([*ranks, os.fspath(ROOT / "README.md")], workers=1)
     assert len(mixed.ranks) == 2 and len(mixed.failed) == 1
+
+
+# --- pandas-shaped results -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def train():
+    """train-workers0 analyzed once through the front door, with its trace."""
+    trace = gpugap.load(TRAIN)
+    return trace, gpugap.analyze(trace)
+
+
+def test_results_read_as_attributes_and_as_mappings(train):
+    _, analysis = train
+    frames = analysis.frames()
+    assert frames["accounting"] is frames.accounting
+    assert frames.keys() == ["findings", "ranges", "phases", "accounting", "iterations"]
+    assert [name for name, _ in frames.items()] == frames.keys()
+    assert analysis.metrics["gpu_busy_pct"] == analysis.metrics.gpu_busy_pct > 0
+    assert dict(analysis.metrics) == analysis.metrics.to_dict()
+    finding = analysis.findings[0]
+    assert finding["rule"] == finding.rule == "launch-gap"
+    assert "claim" not in finding and "marks" not in finding.keys()    # internals
+    assert analysis.verdict["cause"] == "input"
+    assert analysis["verdict"] is analysis.verdict
+    assert analysis["program"]["frameworks"] == ["PyTorch"]
+    assert analysis.program.processes[0]["threads"][0]["role"] == "launcher"
+    assert analysis.ranges[0]["metrics"]["kernels"] == analysis.ranges[0].metrics.kernels
+    assert analysis.get("no-such-key", 7) == 7
+    with pytest.raises(KeyError, match="'gpu_busy': Metrics has .*gpu_busy_pct"):
+        analysis.metrics["gpu_busy"]
+
+
+def test_to_json_is_what_analyze_json_prints(train, capsys, monkeypatch):
+    from gpugap.cli import main
+
+    _, analysis = train
+    monkeypatch.chdir(ROOT)
+    gemm = "tests/data/captures/gemm.sqlite"
+    assert main(["analyze", gemm, "--json", "--no-config"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == gpugap.analyze(gemm).to_json() + "\n"
+    # Every result object writes itself with the same serializer.
+    assert json.loads(analysis.findings[0].to_json()) == \
+        json.loads(analysis.to_json())["findings"][0]
+    assert json.loads(analysis.verdict.to_json())["headline"] == analysis.verdict.headline
+    frames = json.loads(analysis.frames().to_json())
+    assert frames["findings"][0]["device"] == 0 and frames["phases"][0]["phase"] == "start-up"
+
+
+TIME_OR_ID = re.compile(r"^(start|end|api_start|api_end|gtid|pid|tid|corr|device|stream|"
+                        r"context|event|graph_node|graph_id|graph_exec_id|src_device|"
+                        r"dst_device|.*_ns)$")
+
+
+@pytest.mark.parametrize("capture", ["train-workers0", "small-graph-node"])
+def test_every_time_and_id_column_of_a_trace_is_an_integer(capture):
+    trace = gpugap.load(CAPTURES / f"{capture}.sqlite")
+    checked = 0
+    for name in ("kernels", "memcpys", "memsets", "graphs", "api", "syncs", "nvtx",
+                 "streams", "devices", "threads", "processes", "osrt", "event_waits",
+                 "gpu_ops"):
+        for column, dtype in getattr(trace, name).dtypes.items():
+            if TIME_OR_ID.match(column):
+                assert pd.api.types.is_integer_dtype(dtype), (name, column, dtype)
+                checked += 1
+    assert checked > 60
+    k = trace.kernels
+    for column in ("start", "end", "api_start", "api_end", "gtid"):
+        assert k[column].dtype == np.int64, column
+    assert (k["gtid"] >= 0).all() and (k["api_start"] < k["start"]).all()
+    nodes = k["graph_node"]
+    if capture == "small-graph-node":        # node-level graph tracing: ids kept exact
+        from_graphs = nodes[nodes >= 0]
+        assert nodes.dtype == np.int64 and len(from_graphs) == trace.graphs["nodes"].sum()
+        assert set((from_graphs // 2**32).tolist()) == set(trace.graphs["graph_id"].tolist())
+    else:                                    # none from a graph: stored sparse, -1
+        assert str(nodes.dtype) == "Sparse[int64, -1]" and (nodes == -1).all()
+
+
+def test_builder_edge_case_unmatched_launch_reads_minus_one():
+    """No real capture lacks its launch calls (they start with the program): a report
+    whose kernel has no launch call, made in memory, reads -1 there, still int64."""
+    from gpugap.report.builder import TraceBuilder
+
+    b = TraceBuilder()
+    b.kernel("a", start_us=100, dur_us=10)
+    b.kernel("b", start_us=200, dur_us=10, api=None)
+    k = b.build().kernels.sort_values("start")
+    assert k[["api_start", "api_end", "gtid"]].dtypes.eq(np.int64).all()
+    assert k["gtid"].tolist()[1] == -1 and k["api_start"].tolist()[1] == -1
+    assert k["gtid"].tolist()[0] >= 0 and k["api_start"].tolist()[0] > 0
+
+
+def test_frames_have_numeric_percentages_in_a_range_scope():
+    analysis = gpugap.analyze(ROOT / "reports/default-stream/h200-sample/bad.sqlite",
+                              range="measured")
+    frames = analysis.frames()
+    ranges = frames["ranges"]
+    for column in ranges.columns:
+        if column.endswith("_pct") or column == "concurrency":
+            assert ranges[column].dtype == np.float64, column
+        elif column.endswith("_ns") or column in ("count", "kernels", "depth"):
+            assert ranges[column].dtype == np.int64, column
+    assert ranges["copy_compute_overlap_pct"].isna().all()     # no copies: NaN
+    for name, frame in frames.items():
+        has_objects = frame.dtypes.map(pd.api.types.is_object_dtype).any()
+        assert not has_objects or name == "findings", name       # lists of streams...
+        for column in frame.columns:
+            if column.endswith("_ns") or column == "ns":
+                assert pd.api.types.is_integer_dtype(frame[column]), (name, column)
+            if column.endswith("pct"):
+                assert frame[column].dtype == np.float64, (name, column)
+
+
+def test_thresholds_named_as_the_cli_names_them():
+    gemm = CAPTURES / "gemm.sqlite"
+    dotted = gpugap.analyze(gemm, thresholds={"launch-gap.min_gap_us": 50},
+                            rules=["launch-gap"])
+    nested = gpugap.analyze(gemm, thresholds={"launch-gap": {"min_gap_us": 50}},
+                            rules=["launch-gap"])
+    assert dotted.thresholds["launch-gap"]["min_gap_us"] == 50.0
+    assert dotted.to_dict()["findings"] == nested.to_dict()["findings"]
+    with pytest.raises(ValueError) as err:
+        gpugap.analyze(TRAIN, thresholds={"launch-gap.min_gap": 50})
+    assert str(err.value) == ("rule launch-gap has no threshold min_gap (thresholds); it "
+                              "has: min_gap_us, min_share_pct, max_examples")
+    assert isinstance(err.value, gpugap.UsageError)
+    with pytest.raises(ValueError, match="bad thresholds key 'launch-gap'; write"):
+        gpugap.analyze(TRAIN, thresholds={"launch-gap": 50})
+
+
+def test_an_analysis_displays_itself_in_a_notebook(train):
+    _, analysis = train
+    view = analysis._repr_html_()
+    assert html.escape(analysis.verdict.headline) in view
+    for f in analysis.findings:
+        assert f"{f.rule} [{f.cause}]" in view
+    assert "input" in view and "80.7%" in view                  # the breakdown
+    assert '<iframe class="gpugap-timeline" srcdoc="' in view   # the timeline page
+    assert html.escape('id="gpugap-data"') in view
+    text = repr(analysis)
+    assert text.startswith("Analysis of ") and "Verdict: Input-bound" in text
+    assert max(len(line) for line in text.splitlines()) <= 80 and len(text) < 1000
+    # One made without the front door has no picture to draw: its repr stands in.
+    from gpugap.analysis import analyze
+
+    assert analyze(train[0])._repr_html_() is None

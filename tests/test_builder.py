@@ -78,7 +78,7 @@ def rebuild(trace) -> object:
                      block=(r["block_x"], r["block_y"], r["block_z"]),
                      registers=r["registers"], shared_static=r["shared_static"],
                      shared_dynamic=r["shared_dynamic"], demangled=r["demangled"],
-                     graph_node=None if pd.isna(r["graph_node"]) else int(r["graph_node"]))
+                     graph_node=None if r["graph_node"] < 0 else int(r["graph_node"]))
         elif kind == "memcpys":
             b.memcpy(str(r["kind"]), bytes=int(r["bytes"]), dur_us=dur, src=str(r["src_kind"]),
                      dst=str(r["dst_kind"]), **where, **api)

@@ -208,8 +208,8 @@ def tiled(trace, copies: int):
         parts = []
         for k in range(copies):
             part = frame.copy()
-            for c in columns:
-                part[c] = part[c] + k * shift
+            for c in columns:                   # -1 (no launch call) stays -1
+                part[c] = part[c].where(part[c] < 0, part[c] + k * shift)
             part["corr"] = part["corr"] + k * 10_000_000
             parts.append(part)
         return pd.concat(parts, ignore_index=True)
@@ -421,7 +421,7 @@ def first_kernel_rule():
 
     def detect(trace, config, context):
         k = trace.kernels
-        k = k[k["api_start"].notna()].sort_values("start", kind="stable").iloc[0]
+        k = k[k["api_start"] >= 0].sort_values("start", kind="stable").iloc[0]
         api = trace.api
         call = api[(api["corr"] == k["corr"]) & (api["pid"] == k["pid"])].iloc[0]
         kernel = EventRef("kernel", int(k["corr"]), stream=int(k["stream"]),
@@ -473,7 +473,7 @@ def test_a_new_rule_is_drawn_with_no_change_to_the_renderer(browser, tmp_path, m
     band, span, outline, link = markers
     lane, start, corr = event_columns(panel)
     k = trace.kernels
-    k = k[k["api_start"].notna()].sort_values("start", kind="stable").iloc[0]
+    k = k[k["api_start"] >= 0].sort_values("start", kind="stable").iloc[0]
     origin = panel["origin_ns"]
     # The band on the GPU lanes, from the kernel's start to its end.
     assert (band["s"], band["e"]) == (int(k["start"]) - origin, int(k["end"]) - origin)

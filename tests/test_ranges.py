@@ -325,7 +325,7 @@ def hand_built(trace, names: list[str], depth1: bool) -> pd.DataFrame:
     one back-to-back range per name inside it (depth 1), or the names alone (depth 0)."""
     k = trace.kernels
     gtid = int(k["gtid"].mode().iloc[0])
-    launch = k["api_start"].dropna().to_numpy(dtype=np.int64)
+    launch = k["api_start"][k["api_start"] >= 0].to_numpy(dtype=np.int64)
     lo, hi = int(launch.min()) - 1000, int(launch.max()) + 1000
     edges = np.linspace(lo, hi, len(names) + 1).astype(np.int64)
     rows = [{"start": int(a), "end": int(b) - 1, "name": n, "depth": int(depth1)}

@@ -160,7 +160,7 @@ def test_small_grid_weighs_by_time_share() -> None:
     trace = load_report("prefetch-pipeline-bad")
     k = trace.kernels
     from gpugap.rules._common import range_labels
-    in_check = range_labels(trace, k["api_start"].fillna(k["start"]).astype("int64")) == "check"
+    in_check = range_labels(trace, k["api_start"].where(k["api_start"] >= 0, k["start"])) == "check"
     assert (k["blocks"][in_check] < 66).sum() == 15
     assert analyze(trace, range_name="check").findings_of("small-grid") == []
 

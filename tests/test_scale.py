@@ -65,8 +65,8 @@ def test_tiling_keeps_every_table_consistent(tiled):
     assert len(big.api) == TILES * len(original.api)
     assert len(big.memcpys) == TILES * len(original.memcpys)
     # Every kernel still joins its own launch call: correlation ids stay unique.
-    assert big.kernels["api_start"].notna().sum() == \
-        TILES * original.kernels["api_start"].notna().sum()
+    assert (big.kernels["api_start"] >= 0).sum() == \
+        TILES * (original.kernels["api_start"] >= 0).sum()
     k0 = original.kernels
     k2 = big.kernels.iloc[2 * len(k0):].reset_index(drop=True)
     shift = 2 * info["period_ns"]

@@ -35,11 +35,12 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting.host import name_mask
 from gpugap.accounting.work import COMMUNICATION
+from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 
 
 @dataclass
-class Metrics:
+class Metrics(Record):
     span_ns: int
     gpu_busy_ns: int
     gpu_busy_pct: float | None

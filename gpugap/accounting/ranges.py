@@ -15,7 +15,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.errors import UsageError, option
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,10 @@ def _launches_by_thread(trace: Trace) -> dict[int, list[tuple[np.ndarray, np.nda
     for f in (trace.kernels, trace.memcpys, trace.memsets):
         if not len(f):
             continue
-        launch = f["api_start"].to_numpy(dtype=np.float64)
-        gtid = f["gtid"].to_numpy(dtype=np.float64)
+        launch = f["api_start"].to_numpy(dtype=np.int64)
+        gtid = f["gtid"].to_numpy(dtype=np.int64)
         end = f["end"].to_numpy(dtype=np.int64)
-        known = ~np.isnan(launch)
+        known = launch != NO_CALL
         first = gtid[0]
         if (bool(known.all()) and bool((gtid == first).all())
                 and bool((launch[1:] >= launch[:-1]).all())):

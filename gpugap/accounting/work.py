@@ -16,7 +16,7 @@ import pandas as pd
 
 from gpugap.accounting.buckets import CODE
 from gpugap.program.ops import DeviceOps, device_ops
-from gpugap.report.trace import OP_KINDS, Trace
+from gpugap.report.trace import NO_GRAPH_NODE, OP_KINDS, Trace
 
 # Kernels that move data between GPUs rather than compute (NCCL's device kernels are
 # ncclKernel_*/ncclDevKernel_*; NVSHMEM's start with nvshmem).
@@ -44,9 +44,9 @@ def graph_node_mask(graph_node: pd.Series) -> np.ndarray:
     values = graph_node.array
     if isinstance(values, pd.arrays.SparseArray):      # few graph kernels: stored sparse
         out = np.zeros(len(values), dtype=bool)
-        out[values.sp_index.indices] = ~np.isnan(values.sp_values)
+        out[values.sp_index.indices] = values.sp_values != NO_GRAPH_NODE
         return out
-    return ~np.isnan(graph_node.to_numpy(dtype=np.float64))
+    return graph_node.to_numpy(dtype=np.int64) != NO_GRAPH_NODE
 
 
 def copy_buckets(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -7,7 +7,8 @@ from the accounting) -> the verdict (the one thing to say first) -> the renderer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
+from gpugap.jsonout import Record
 from gpugap.program import Program, understand
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
@@ -31,7 +33,7 @@ from gpugap.rules.settle import settle
 
 
 @dataclass
-class RangeMetrics:
+class RangeMetrics(Record):
     """One row of the range table: the instances of one path of nested ranges (``path``:
     names, outermost first, ending with ``name``; ``depth`` is its nesting level)."""
     name: str
@@ -50,8 +52,13 @@ class RangeMetrics:
                 "cpu_ns": self.cpu_ns, "metrics": self.metrics.to_dict()}
 
 
-@dataclass
-class Analysis:
+@dataclass(repr=False)
+class Analysis(Record):
+    """Everything gpugap says about one report (docs/api.md): read as attributes or as a
+    mapping (``analysis['verdict']``), as JSON with :meth:`to_json` (what ``gpugap
+    analyze --json`` prints), as DataFrames with :meth:`frames`; in Jupyter it draws
+    itself (:meth:`_repr_html_`)."""
+
     report: str
     sqlite: str
     nsys_version: str | None
@@ -74,6 +81,12 @@ class Analysis:
     # Per device, the windows the verdict and findings cover: the steady state, or the
     # --range's windows (None: each device's steady state).
     scope_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
+    # Draws the analysis as HTML for Jupyter: set by gpugap.analyze, which may import the
+    # renderers (gpugap.render.notebook) that this layer may not.
+    html_view: Callable[[Analysis], str] | None = field(default=None, repr=False,
+                                                         compare=False)
+
+    _extra_keys = ("program",)
 
     def judged(self, device: int) -> tl.Intervals:
         """The windows of *device* the verdict judged (steady state or --range)."""
@@ -108,6 +121,37 @@ class Analysis:
     def findings_of(self, rule: str, cause: str | None = None) -> list[Finding]:
         return [f for f in self.findings
                 if f.rule == rule and (cause is None or f.cause == cause)]
+
+    def summary(self) -> str:
+        """A few lines: the report, the program, the verdict, the findings by severity."""
+        lines = [f"Analysis of {self.report}" + (f" (range {self.scope})" if self.scope
+                                                  else "")]
+        if self.program is not None:
+            lines.append(f"  Program: {self.program.line()}")
+        if self.status != "ok":
+            lines.append(f"  {self.status}: {self.error}")
+        if self.verdict is not None:
+            lines.append(f"  Verdict: {self.verdict.headline}")
+        lines = [textwrap.fill(line, 80, subsequent_indent="    ") for line in lines]
+        counts = {s: sum(1 for f in self.findings if f.severity == s)
+                  for s in ("error", "warning", "info")}
+        lines.append(f"  {len(self.findings)} finding(s): " + ", ".join(
+            f"{n} {s}" for s, n in counts.items() if n) if self.findings
+            else "  no findings")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain-text view: the summary, not every field."""
+        printer.text("Analysis(...)" if cycle else self.summary())
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's view (gpugap.render.notebook): the verdict, the steady-state
+        breakdown, the findings and the timeline; None (the plain summary) for an
+        Analysis not made by gpugap.analyze."""
+        return None if self.html_view is None else self.html_view(self)
 
 
 def _gpu_summary(trace: Trace) -> dict[str, Any]:

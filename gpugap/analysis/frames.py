@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from gpugap.accounting import BUCKETS, IDS, PHASES, Accounting
+from gpugap.accounting.metrics import METRIC_NAMES, Metrics
+from gpugap.jsonout import Record
 from gpugap.rules.base import Finding
 
 FINDING_COLUMNS = ("id", "rule", "cause", "severity", "device", "pid", "phase", "start_ns",
@@ -29,17 +31,39 @@ FINDING_COLUMNS = ("id", "rule", "cause", "severity", "device", "pid", "phase", 
 PHASE_COLUMNS = ("device", "phase", "start_ns", "end_ns", "ns", "iterations", "how")
 ACCOUNTING_COLUMNS = ("device", "phase", "bucket", "busy", "ns", "pct")
 ITERATION_COLUMNS = ("device", "iteration", "label", "phase", "start_ns", "end_ns", "ns")
+RANGE_COLUMNS = ("path", "name", "domain", "depth", "count", "cpu_ns", *METRIC_NAMES)
+# The metrics that may be unknown (a share of nothing): float64, NaN where unknown;
+# the others are counts and nanoseconds, int64.
+FLOAT_METRICS = tuple(name for name, f in Metrics.__dataclass_fields__.items()
+                      if "float" in str(f.type))
 
 
-@dataclass
-class Frames:
-    """The DataFrames of one analysis (see the module's docstring for their rows)."""
+@dataclass(repr=False)
+class Frames(Record):
+    """The DataFrames of one analysis (see the module's docstring for their rows), read
+    as attributes (``frames.accounting``) or as a mapping (``frames['accounting']``,
+    ``frames.items()``)."""
 
     findings: pd.DataFrame
     ranges: pd.DataFrame
     phases: pd.DataFrame
     accounting: pd.DataFrame
     iterations: pd.DataFrame
+
+    def __repr__(self) -> str:
+        return "Frames(" + ", ".join(f"{name}: {len(frame)} rows"
+                                     for name, frame in self.items()) + ")"
+
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """Each frame as a list of rows (``DataFrame.to_dict('records')``), missing
+        values as None."""
+        return {name: records(frame) for name, frame in self.items()}
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of *frame* as plain dicts, NaN and <NA> as None."""
+    plain = frame.astype(object)
+    return plain.where(plain.notna(), None).to_dict("records")
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
@@ -69,9 +93,13 @@ def ranges_frame(ranges: Sequence[Any]) -> pd.DataFrame:
                "depth": r.depth, "count": r.count, "cpu_ns": r.cpu_ns}
         row.update(r.metrics.to_dict())
         rows.append(row)
-    head = ["path", "name", "domain", "depth", "count", "cpu_ns"]
-    frame = pd.DataFrame(rows)
-    return frame if rows else pd.DataFrame(columns=head)
+    frame = pd.DataFrame(rows, columns=list(RANGE_COLUMNS))
+    # One dtype per column whatever the rows hold (a metric unknown in every row would
+    # leave an object column): shares and ratios float64 (NaN: unknown), the rest int64.
+    for column in RANGE_COLUMNS[3:]:
+        frame[column] = frame[column].astype(np.float64 if column in FLOAT_METRICS
+                                             else np.int64)
+    return frame
 
 
 def phases_frame(accounting: Accounting | None) -> pd.DataFrame:

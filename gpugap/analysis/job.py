@@ -82,6 +82,7 @@ from gpugap.analysis.grouping import (
 )
 from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, probe
 from gpugap.errors import GpugapError, UsageError, option
+from gpugap.jsonout import Record
 from gpugap.report import Trace, load
 from gpugap.text import one_line, short_path
 from gpugap.units import fmt_ns
@@ -151,7 +152,7 @@ def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 @dataclass
-class RankSummary:
+class RankSummary(Record):
     """What the job needs of one report: small, plain, picklable (worker -> combiner).
 
     Times are ns; ``*_per_iteration`` are medians over the steady iterations of the
@@ -203,6 +204,10 @@ class RankSummary:
         labels = self.iteration_labels
         return [f"{labels[i]}#{k}" for i, k in zip(it.tolist(), ordinal.tolist(),
                                                    strict=True)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary's public fields, arrays as lists."""
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.items()}
 
     def launcher_rank(self) -> tuple[int, str] | None:
         for name in RANK_VARIABLES:
@@ -379,7 +384,7 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
 
 
 @dataclass
-class Job:
+class Job(Record):
     """Every rank's summary lined up: ranks, clocks, waits, the straggler, the verdict."""
 
     ranks: list[RankSummary]               # analyzed reports, by rank

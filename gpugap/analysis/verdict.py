@@ -32,6 +32,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, DeviceAccount, host
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID, UNKNOWN, WORK_IDS
+from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding, Rule
 from gpugap.rules.evidence import host_calls
@@ -49,7 +50,7 @@ UNEXPLAINED_PCT = 10.0
 
 
 @dataclass
-class Verdict:
+class Verdict(Record):
     kind: str                      # bottleneck | healthy | spread | no-gpu-work
     device: int | None
     scope: str                     # "steady state" | "range NAME" | "whole timeline"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 
 PYTORCH_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bc10::")
@@ -51,7 +52,7 @@ LIBRARIES = ("cuBLAS", "cuDNN", "NCCL")
 
 
 @dataclass(frozen=True)
-class Component:
+class Component(Record):
     """A framework or library the program uses: its ``name`` (one of FRAMEWORKS or
     LIBRARIES), whether it is a ``framework`` (it decides the language of fixes), and
     what showed it (``evidence``, one phrase)."""

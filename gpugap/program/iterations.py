@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.errors import UsageError, option
+from gpugap.jsonout import Record
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
 from gpugap.program.ops import DeviceOps
 from gpugap.report.trace import Trace
@@ -66,7 +67,7 @@ GRAPH_ALIKE = 0.9
 
 
 @dataclass
-class Iterations:
+class Iterations(Record):
     source: str                    # one of SOURCES
     name: str                      # "step N", the anchor op's name, a graph's label
     cpu_start: np.ndarray          # host time each iteration began

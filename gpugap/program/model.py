@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from gpugap.jsonout import Record
 from gpugap.program import compilation, frameworks, iterations, oscalls, threads
 from gpugap.program.compilation import CompileSpans
 from gpugap.program.frameworks import Component
@@ -28,7 +29,7 @@ from gpugap.units import fmt_ns
 
 
 @dataclass
-class DeviceLink:
+class DeviceLink(Record):
     """GPU ``dst`` waits on data from GPU ``src``: ``via`` what ('peer copies'), how many
     and how many bytes."""
 
@@ -44,7 +45,7 @@ class DeviceLink:
 
 
 @dataclass
-class DeviceProgram:
+class DeviceProgram(Record):
     """One GPU as the program used it: its ops, its window (first call of its processes
     to its last op), its iterations (None: none found)."""
 
@@ -68,7 +69,7 @@ class DeviceProgram:
 
 
 @dataclass
-class Program:
+class Program(Record):
     """A report's program: the framework and library ``components`` seen, the
     ``processes`` that launched GPU work and their threads' roles, each GPU as it was
     used (``devices``), the ``links`` where one GPU waited on another, NVTX domains of
@@ -85,6 +86,8 @@ class Program:
     waits: pd.DataFrame | None = field(default=None, repr=False)
     # The GPU processes' waits, child runs and file writes (gpugap.program.oscalls).
     os_calls: pd.DataFrame | None = field(default=None, repr=False)
+
+    _extra_keys = ("frameworks", "libraries", "framework")
 
     @property
     def frameworks(self) -> list[str]:

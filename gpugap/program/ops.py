@@ -10,7 +10,10 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from gpugap.report.trace import OpOrder, Trace, graph_label
+from gpugap.report.trace import NO_CALL, OpOrder, Trace, graph_label
+
+# The columns of the CUDA call that launched an op (NO_CALL where none matched).
+LAUNCH_COLUMNS = ("api_start", "api_end", "gtid")
 
 CHUNK_OPS = 1 << 18       # ops walked at a time (a module setting: tests make it small)
 
@@ -65,16 +68,22 @@ class DeviceOps:
 
     def gather_rows(self, name: str, source: np.ndarray, row: np.ndarray) -> np.ndarray:
         """Column *name* of the ops given by (source, row): float64 with NaN where a kind
-        lacks it, when the column is float anywhere."""
+        lacks it, when the column is float anywhere. A launch column (api_start, api_end,
+        gtid: -1 in the frames where no call matched) comes as float64 with NaN there,
+        so that the arithmetic on launches carries the unknown along."""
         parts = [f[name].to_numpy() if name in f else None for f in self.frames]
         dtype = np.result_type(*[p for p in parts if p is not None])
-        out = np.zeros(source.size, dtype=np.float64 if dtype.kind == "f" else dtype)
+        launch = name in LAUNCH_COLUMNS
+        out = np.zeros(source.size, dtype=np.float64 if dtype.kind == "f" or launch
+                       else dtype)
         if dtype.kind == "f":
             out[:] = np.nan
         for k, part in enumerate(parts):
             sel = source == k
             if part is not None and sel.any():
                 out[sel] = part[row[sel]]
+        if launch:
+            out[out == NO_CALL] = np.nan
         return out
 
     def threads_of(self, source: np.ndarray, row: np.ndarray) -> np.ndarray:

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gpugap.jsonout import Record
 from gpugap.program import ops, oscalls
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 
 LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
 
 
 @dataclass
-class ThreadRole:
+class ThreadRole(Record):
     """A thread of a process that drove a GPU: ``launches`` (GPU ops it launched), its
     ``share`` of its process's, ``waits_ns`` (time in OS waits on other threads, None
     when the report has no OS-runtime trace)."""
@@ -42,7 +43,7 @@ class ThreadRole:
 
 
 @dataclass
-class ProcessRole:
+class ProcessRole(Record):
     """A process that launched GPU work: its executable's ``name``, the ``devices`` its
     work ran on, its threads that launched work."""
 
@@ -70,6 +71,7 @@ def _launch_counts(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame({"gtid": [], "pid": [], "device": [], "launches": []})
     counts = pd.concat(parts).groupby(level=[0, 1, 2]).sum().rename("launches")
     counts = counts.reset_index()
+    counts = counts[counts["gtid"] != NO_CALL].reset_index(drop=True)   # no launch call
     counts["gtid"] = counts["gtid"].astype(np.int64)
     return counts
 

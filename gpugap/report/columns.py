@@ -207,7 +207,7 @@ def kernel_read(db: Database) -> Read | None:
                   dtype="int32")]
              + [Col(name, column(db, t, col, default=default), fill=ID_FILL, dtype=dtype)
                 for name, col, default, dtype in dims]
-             + [Col("graph_node", column(db, t, "graphNodeId"), kind="float")])
+             + [Col("graph_node", column(db, t, "graphNodeId"), fill=-1)])
     return gpu_read(db, t, extra)
 
 
@@ -271,7 +271,7 @@ def sync_read(db: Database) -> Read | None:
     return gpu_read(db, t, [
         Col("type_id", column(db, t, "syncType", "deprecatedSyncType"), fill=-1,
             dtype="int32"),
-        Col("event", column(db, t, "eventId"), kind="float")])
+        Col("event", column(db, t, "eventId"), fill=-1)])
 
 
 def api_reads(db: Database) -> list[Read]:

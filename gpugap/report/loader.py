@@ -32,7 +32,15 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
-from gpugap.report.trace import EVENT_WAIT_COLUMNS, PROCESS_COLUMNS, ReportInfo, Trace, empty_frame
+from gpugap.report.trace import (
+    EVENT_WAIT_COLUMNS,
+    NO_CALL,
+    NO_GRAPH_NODE,
+    PROCESS_COLUMNS,
+    ReportInfo,
+    Trace,
+    empty_frame,
+)
 from gpugap.report.validate import as_int
 
 # Domains nsys creates itself for traced libraries (-t cublas, -t cudnn, ...).
@@ -46,6 +54,7 @@ _LAUNCH = re.compile(r"^cu(da)?Launch(Kernel(ExC?)?|CooperativeKernel(MultiDevic
                      r"(Async)?)?$")
 _CAPTURE_BEGIN = re.compile(r"^cu(da)?StreamBeginCapture(ToGraph)?$")
 _CAPTURE_END = re.compile(r"^cu(da)?StreamEndCapture$")
+_NO_EVENT = 0xFFFFFFFF      # a sync's eventId where it waited on no event (CUPTI)
 MIN_LAUNCHES = 8            # launch calls needed before missing kernels mean lost data
 LOST_SHARE = 0.5            # ... and the share of them without a kernel that does
 
@@ -55,9 +64,10 @@ KERNEL_COLUMNS = {
     "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
     "block_x": "int64", "block_y": "int64", "block_z": "int64",
     "registers": "int64", "shared_static": "int64", "shared_dynamic": "int64",
-    "graph_node": "float64", "blocks": "int64", "threads_per_block": "int64",
+    "graph_node": "int64", "blocks": "int64", "threads_per_block": "int64",
 }
-LAUNCH_COLUMNS = {"api_start": "float64", "api_end": "float64", "gtid": "float64",
+# The CUDA call that launched a GPU op; -1 (NO_CALL) where none matched.
+LAUNCH_COLUMNS = {"api_start": "int64", "api_end": "int64", "gtid": "int64",
                   "api_name": "str"}
 MEMCPY_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
                   "corr": "int64", "pid": "int64", "bytes": "int64", "kind": "str",
@@ -72,7 +82,7 @@ API_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "pid": "int64"
                "tid": "int64", "corr": "int64", "name": "str", "driver": "bool",
                "per_thread": "bool"}
 SYNC_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                "corr": "int64", "pid": "int64", "sync_type": "str", "event": "float64"}
+                "corr": "int64", "pid": "int64", "sync_type": "str", "event": "int64"}
 NVTX_COLUMNS = {"start": "int64", "end": "int64", "name": "str", "domain": "str",
                 "gtid": "int64", "pid": "int64", "tid": "int64", "depth": "int64",
                 "library": "bool", "kind": "str"}
@@ -306,10 +316,10 @@ class Loader:
         for c, (lo, hi) in V.KERNEL_LIMITS.items():
             if c in frame:
                 frame[c] = V.clamp(frame[c].to_numpy(), lo, hi, "kernels", c, self.problems)
-        graph = frame["graph_node"].to_numpy(dtype=np.float64)
-        if graph.size and int(np.count_nonzero(~np.isnan(graph))) * 10 < graph.size:
+        graph = frame["graph_node"].to_numpy(dtype=np.int64)      # -1: not from a graph
+        if graph.size and int(np.count_nonzero(graph >= 0)) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
-            frame["graph_node"] = pd.arrays.SparseArray(graph, fill_value=np.nan)
+            frame["graph_node"] = pd.arrays.SparseArray(graph, fill_value=NO_GRAPH_NODE)
         else:
             frame["graph_node"] = graph
         del graph
@@ -389,14 +399,13 @@ class Loader:
             return frame
         node = kernels["graph_node"]
         rows = (node.array.sp_index.indices if isinstance(node.array, pd.arrays.SparseArray)
-                else np.flatnonzero(~np.isnan(node.to_numpy(dtype=np.float64))))
+                else np.flatnonzero(node.to_numpy(dtype=np.int64) >= 0))
         if not rows.size:
             return frame
         nodes = kernels.iloc[rows]
         # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
-        node_id = nodes["graph_node"].to_numpy(dtype=np.float64)
-        node_id = np.where(np.isfinite(node_id) & (node_id >= 0) & (node_id < 2.0**62),
-                           node_id, 0.0)
+        node_id = nodes["graph_node"].to_numpy(dtype=np.int64)
+        node_id = np.where((node_id >= 0) & (node_id < 2**62), node_id, 0)
         per = (pd.DataFrame({"pid": nodes["pid"].to_numpy(), "corr": nodes["corr"].to_numpy(),
                              "start": nodes["start"].to_numpy(), "end": nodes["end"].to_numpy(),
                              "device": nodes["device"].to_numpy(),
@@ -439,7 +448,9 @@ class Loader:
         frame = self.gpu_frame(reads.sync_read(self.db), SYNC_COLUMNS)
         if "type_id" in frame:
             frame["sync_type"] = self.enum_labels("ENUM_CUPTI_SYNC_TYPE", frame.pop("type_id"))
-            frame["event"] = frame["event"].astype(np.float64)
+            # -1 for no event: NULL, or CUPTI's "not applicable" (0xFFFFFFFF).
+            event = frame["event"].to_numpy(dtype=np.int64)
+            frame["event"] = np.where(event == _NO_EVENT, -1, event)
             frame = frame.drop(columns=[c for c in ("context",) if c in frame])
         return frame
 
@@ -875,9 +886,9 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
     (process, correlation id): correlation ids are unique per process only. Marks the
     API rows that launched an op in *launched* (a bool array over api rows), if given."""
     n = len(ops)
-    api_start = np.full(n, np.nan)
-    api_end = np.full(n, np.nan)
-    gtid = np.full(n, np.nan)
+    api_start = np.full(n, NO_CALL, dtype=np.int64)
+    api_end = np.full(n, NO_CALL, dtype=np.int64)
+    gtid = np.full(n, NO_CALL, dtype=np.int64)
     names = api["name"] if len(api) else pd.Series(pd.Categorical([]))
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype("category")

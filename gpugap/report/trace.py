@@ -11,8 +11,8 @@ Frames and their columns (all present even when the report lacks the table, then
   e.g. "gemm_kernel"), demangled (the full demangled signature, e.g. "void
   gemm_kernel<float, 128>(float const*, ...)": template instances apart), grid_x/y/z,
   block_x/y/z, blocks, threads_per_block, registers, shared_static, shared_dynamic,
-  graph_node (float, NaN when not launched from a CUDA graph; a sparse column when few
-  kernels are), + launch columns
+  graph_node (the CUDA graph node, int64; -1 when not launched from a CUDA graph; a
+  sparse column, Sparse[int64, -1], when few kernels are), + launch columns
 - ``memcpys``: start, end, device, stream, corr, pid, bytes, kind (e.g. "Host-to-Device"),
   src_kind, dst_kind (e.g. "Pageable", "Pinned", "Device"), src_device, dst_device (the
   devices of a peer copy, -1 for other copies), + launch columns
@@ -25,10 +25,13 @@ Frames and their columns (all present even when the report lacks the table, then
   id: the loader then builds each execution from its nodes (first start to last end,
   ``nodes`` = how many), so both modes show the same executions.
 - launch columns (from the CUDA API call with the same correlation id in the same
-  process): api_start, api_end, gtid, api_name (NaN/None when no call matched)
+  process): api_start, api_end, gtid (int64; -1, ``NO_CALL``, when no call matched:
+  times are > 0 and thread ids >= 0, so ``frame[frame["gtid"] >= 0]`` keeps the matched
+  ones), api_name (NaN when no call matched)
 - ``api``: start, end, gtid, pid, tid, corr, name (version suffix stripped, e.g.
   "cudaMemcpyAsync"), driver (bool), per_thread (bool: a ``_ptsz``/``_ptds`` variant)
-- ``syncs``: start, end, device, stream, corr, pid, sync_type (e.g. "Stream sync")
+- ``syncs``: start, end, device, stream, corr, pid, sync_type (e.g. "Stream sync"),
+  event (the CUDA event waited for, int64; -1 where none is recorded)
 - ``nvtx``: start, end, name, domain, gtid, pid, tid, depth (per thread and domain),
   library (bool: a range nsys made for a traced library such as cuBLAS), kind
 - ``streams``: pid, stream, context, flag (label), priority, legacy_default (bool)
@@ -46,11 +49,14 @@ Every value has been validated (gpugap.report.validate): times satisfy 0 < start
 < 2^62, ids are non-negative, launch dimensions within CUDA's limits, names are str;
 rows that could not be repaired were dropped and counted in ``ReportInfo.problems``.
 
-Integer columns are wide enough for arithmetic: times, ``gtid``, ``bytes``, ``blocks``
-and ``threads_per_block`` are int64 (products of sizes stay exact); ids (device, context,
-stream, corr, pid, tid) and launch dimensions, registers and shared memory are at least
-int32 (int64 when a value needs it). Names are categoricals, so that a 10-million-kernel
-report fits in memory.
+No time or id column is a float: where a value can be missing (an op whose launch call
+is not in the report, a kernel not from a graph, a sync on no event) it reads -1, an
+impossible value, never NaN. Integer columns are wide enough for arithmetic: times,
+``gtid``, ``graph_node``, ``bytes``, ``blocks`` and ``threads_per_block`` are int64
+(products of sizes stay exact); the small ids (device, context, stream, corr, pid, tid)
+and launch dimensions, registers and shared memory are at least int32 (int64 when a
+value needs it), so that a 10-million-kernel report fits in memory; names are
+categoricals for the same reason.
 """
 
 from __future__ import annotations
@@ -58,11 +64,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, Protocol, SupportsInt
+from typing import Any, Literal, Protocol, SupportsInt
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+
+from gpugap.jsonout import Record
 
 PROCESS_COLUMNS = {"pid": "int64", "name": "str"}
 EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
@@ -89,7 +97,7 @@ class OsrtSource(Protocol):
 
 
 @dataclass
-class ReportInfo:
+class ReportInfo(Record):
     """What is known of the report itself.
 
     ``warnings``: one line each, for the user (what was missing, dropped, repaired).
@@ -141,6 +149,9 @@ class ReportInfo:
     program: str | None = None
     launcher_env: dict[str, str] = field(default_factory=dict)
     session_start_utc_ns: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in self.items()}
 
 
 @dataclass
@@ -269,7 +280,12 @@ OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"
 GRAPH_COLUMNS: dict[str, str] = {
     "start": "int64", "end": "int64", "device": "int64", "stream": "int64", "corr": "int64",
     "pid": "int64", "graph_id": "int64", "graph_exec_id": "int64", "nodes": "int64",
-    "api_start": "float64", "api_end": "float64", "gtid": "float64", "api_name": "str"}
+    "api_start": "int64", "api_end": "int64", "gtid": "int64", "api_name": "str"}
+# What a launch column (api_start, api_end, gtid) of a GPU op holds when no CUDA call
+# matched it, and graph_node for a kernel not launched from a graph: impossible values
+# (times are > 0, ids >= 0), so that the columns stay int64.
+NO_CALL = -1
+NO_GRAPH_NODE = -1
 # The kinds of GPU op, in OpIndex's source order.
 OP_KINDS = ("kernel", "memcpy", "memset", "graph")
 

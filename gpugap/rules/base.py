@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting
 from gpugap.accounting.phases import PHASES
+from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 from gpugap.rules.model import Cause, Mark, Severity
 
@@ -166,7 +167,7 @@ class Threshold:
 
 
 @dataclass
-class Finding:
+class Finding(Record):
     rule: str
     cause: str
     severity: Severity

@@ -30,7 +30,7 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import ASYNC, ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
@@ -89,7 +89,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     m = trace.memcpys
     if m.empty:
         return []
-    m = m[m["api_start"].notna()].copy()
+    m = m[m["api_start"] != NO_CALL].copy()
     m = m[context.in_scope(m["device"].to_numpy(), m["api_start"].to_numpy(np.int64))]
     if m.empty:
         return []

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
@@ -53,8 +53,9 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # The copies that could qualify first: often none, and then the kernels (maybe
         # millions) need no work at all.
         c = c[(c["end"] - c["start"]) >= config["min_copy_us"] * 1e3]
-        blocked = (c["api_end"] - c["api_start"]) >= config["blocked_us"] * 1e3
-        c = c[~blocked.fillna(False).to_numpy()]
+        blocked = (((c["api_end"] - c["api_start"]) >= config["blocked_us"] * 1e3)
+                   & (c["api_start"] != NO_CALL))
+        c = c[~blocked.to_numpy()]
         if c.empty:
             continue
         # This device's kernels in start order (stable), as positions: no frame copy.
@@ -98,7 +99,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             "cause": np.where(same, "same-stream", "dependency"), "alone": alone,
             "start": cs, "end": ce, "bytes": c["bytes"].to_numpy(), "stream": copy_stream,
             "kind": c["kind"].astype(str).to_numpy(), "corr": c["corr"].to_numpy(),
-            "at": c["api_start"].fillna(c["start"]).to_numpy(np.int64),
+            "at": c["api_start"].where(c["api_start"] != NO_CALL, c["start"]
+                                       ).to_numpy(np.int64),
             "before": k["name"].astype(str).to_numpy()[b_idx],
             "after": k["name"].astype(str).to_numpy()[a_idx],
             "before_stream": streams[b_idx], "after_stream": streams[a_idx],

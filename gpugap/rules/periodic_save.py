@@ -23,7 +23,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
 from gpugap.program import oscalls
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, Severity
@@ -70,8 +70,8 @@ def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> pd.Dat
     if not inside.any():
         return out
     d2h, it = d2h[inside], it[inside]
-    launched = d2h["api_start"].to_numpy(dtype=np.float64)
-    began = np.where(np.isnan(launched), d2h["start"].to_numpy(np.float64), launched)
+    launched = d2h["api_start"].to_numpy(dtype=np.int64)
+    began = np.where(launched == NO_CALL, d2h["start"].to_numpy(np.int64), launched)
     frame = pd.DataFrame({"it": it, "bytes": d2h["bytes"].to_numpy(np.int64),
                           "began": began.astype(np.int64),
                           "end": d2h["end"].to_numpy(np.int64)})

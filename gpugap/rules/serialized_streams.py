@@ -36,7 +36,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting.occupancy import capacity as kernel_capacity
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
-from gpugap.report.trace import Trace, demangled_name
+from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
@@ -122,8 +122,8 @@ class _Kernels:
         self.end = col("end", np.int64)
         self.stream = col("stream")
         self.pid = col("pid")
-        self.api_start = col("api_start", np.float64)
-        self.gtid = col("gtid", np.float64)
+        self.api_start = col("api_start", np.int64)        # NO_CALL: not known
+        self.gtid = col("gtid", np.int64)
         self.blocks = col("blocks")
         self.size = self.start.size
 
@@ -133,8 +133,7 @@ class _Kernels:
     def at(self, i: np.ndarray) -> np.ndarray:
         """When kernels i were launched (their start when no launch call is known)."""
         launch = self.api_start[i]
-        return np.where(np.isnan(launch), self.start[i], np.nan_to_num(launch)
-                        ).astype(np.int64)
+        return np.where(launch == NO_CALL, self.start[i], launch)
 
 
 # Transitions are classified in batches of this many: memory stays bounded.
@@ -167,9 +166,9 @@ class _Between:
         for f in (trace.kernels, trace.memcpys, trace.memsets):
             if not len(f) or not self.legacy_keys.size:
                 continue
-            launch = f["api_start"].to_numpy(dtype=np.float64)
+            launch = f["api_start"].to_numpy()
             on = np.flatnonzero(np.isin(_keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
-                                        self.legacy_keys) & ~np.isnan(launch))
+                                        self.legacy_keys) & (launch != NO_CALL))
             legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
             legacy_launch.append(launch[on].astype(np.int64))
         self.legacy = _by_key(
@@ -180,9 +179,9 @@ class _Between:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For kernel pairs (a, b): the syncs and the legacy-stream launches between
         their launches, and both launch times (0 when unknown)."""
-        lo = np.nan_to_num(k.api_start[a], nan=0).astype(np.int64)
-        hi = np.nan_to_num(k.api_start[b], nan=0).astype(np.int64)
-        gtid_b = np.nan_to_num(k.gtid[b], nan=-1).astype(np.int64)
+        lo = np.maximum(k.api_start[a], 0)             # NO_CALL (-1) -> 0
+        hi = np.maximum(k.api_start[b], 0)
+        gtid_b = k.gtid[b]                              # NO_CALL: -1
         n_sync = _count_between(self.syncs, gtid_b, lo, hi)
         n_legacy = _count_between(self.legacy, k.pid[b].astype(np.int64), lo + 1, hi)
         return n_sync, n_legacy, lo, hi
@@ -221,7 +220,7 @@ def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
         tolerance = tolerance_share * np.minimum(dur_a, dur_b)
         serial = start[b] >= reach - tolerance
         cross = stream[a] != stream[b]
-        late = np.nan_to_num(api_start[b], nan=-1) >= end[a]
+        late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
         blocking_pair = (~np.isin(ka, between.nonblocking_keys)
@@ -546,7 +545,7 @@ def _op_ref(k: _Kernels, i: int) -> dict:
     return {"name": str(r["name"]), "demangled": demangled_name(k.frame, position),
             "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
             "start_ns": int(r["start"]), "end_ns": int(r["end"]),
-            "launched_ns": None if pd.isna(r["api_start"]) else int(r["api_start"]),
+            "launched_ns": None if r["api_start"] == NO_CALL else int(r["api_start"]),
             "grid": [int(r["grid_x"]), int(r["grid_y"]), int(r["grid_z"])],
             "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])]}
 
@@ -595,7 +594,9 @@ def _cause_numbers(cause: str, k: _Kernels, cap: np.ndarray, members: np.ndarray
         return {"blocks": first.get("first_blocks", int(k.blocks[members[0]])),
                 "capacity_blocks": first.get("device_capacity_blocks", int(cap[members[0]]))}
     if cause == "host-launch-bound":
-        launch_gap = np.diff(k.api_start[members])
+        launched = k.api_start[members].astype(np.float64)
+        launched[launched == NO_CALL] = np.nan            # unknown launches: no gap
+        launch_gap = np.diff(launched)
         return {"median_kernel_ns": float(np.median(k.end[members] - k.start[members])),
                 "median_launch_gap_ns": (float(np.nanmedian(launch_gap)) if launch_gap.size
                                          else 0)}

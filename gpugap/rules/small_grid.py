@@ -24,7 +24,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
-from gpugap.report.trace import Trace, demangled_name
+from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import folded_label_codes, split_label
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
@@ -157,7 +157,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         start = cols["start"][part].astype(np.int64, copy=False)
         end = cols["end"][part].astype(np.int64, copy=False)
         launch = cols["api_start"][part]
-        at = np.where(np.isnan(launch), start, np.nan_to_num(launch)).astype(np.int64)
+        at = np.where(launch == NO_CALL, start, launch).astype(np.int64)
         # Kernels outside the scope weigh nothing and are never small; communication
         # kernels (NCCL) are small by design: they move data, not fill SMs.
         dur = np.where(context.in_scope(cols["device"][part], at), end - start, 0)

@@ -28,7 +28,7 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDLE_IDS
-from gpugap.report.trace import Trace
+from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import (
     LAUNCH,
     MODULE_LOAD,
@@ -223,8 +223,8 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
                       "first_ns": first, "typical_ns": int(typical), "calls": n})
     # First launch of each kernel: the launch call, matched to its kernel by correlation.
     k = trace.kernels
-    launch = k["api_start"].to_numpy(dtype=np.float64)
-    known = ~np.isnan(launch)
+    launch = k["api_start"].to_numpy()
+    known = launch != NO_CALL
     if known.any():
         kernel_code, kernel_text = _categories(k["name"])
         width = len(kernel_text) + 1
@@ -238,7 +238,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         elif order is None:
             order = rows_all
         del times, known
-        api_end = k["api_end"].to_numpy(dtype=np.float64)
+        api_end = k["api_end"].to_numpy()
         n_rows = len(k) if order is None else order.size
 
         def launches(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -330,16 +330,16 @@ def _thread_devices(trace: Trace) -> dict[int, int]:
     first), counted in batches of kernels."""
     k = trace.kernels
     gtid, device = k["gtid"].to_numpy(), k["device"].to_numpy()
-    counts: dict[tuple[float, int], int] = {}           # (thread, device): in order seen
+    counts: dict[tuple[int, int], int] = {}             # (thread, device): in order seen
     for i0 in range(0, len(k), _CHUNK):
         g, d = gtid[i0:i0 + _CHUNK], device[i0:i0 + _CHUNK]
-        known = ~np.isnan(g)
+        known = g != NO_CALL
         g_code, g_ids = pd.factorize(g[known])
         d_code, d_ids = pd.factorize(d[known])
         pair, pairs = pd.factorize(g_code.astype(np.int64) * len(d_ids) + d_code)
         for key, n in zip(pairs.tolist(), np.bincount(pair).tolist(), strict=True):
             gi, di = divmod(key, len(d_ids))
-            at = (float(g_ids[gi]), int(d_ids[di]))
+            at = (int(g_ids[gi]), int(d_ids[di]))
             counts[at] = counts.get(at, 0) + n
     best: dict[int, tuple[int, int]] = {}
     for (g, d), n in counts.items():
