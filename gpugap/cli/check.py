@@ -97,11 +97,16 @@ def markdown_out(markdown: Path | None, text: str, *, force: bool = False,
 
 
 def check_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[Path | None],
-                  force: bool) -> None:
-    """Every output option against the inputs, before any work (gpugap.files)."""
-    from gpugap.files import validate_outputs
+                  force: bool, *, job_summary: bool = False) -> None:
+    """Every output option against the inputs, before any work (gpugap.files); with
+    *job_summary*, GitHub's job summary too, when --markdown does not replace it."""
+    from gpugap.files import check_appendable, validate_outputs
+    from gpugap.render.github import step_summary
 
     validate_outputs(outputs, inputs, force=force)
+    summary = step_summary() if job_summary and not dict(outputs).get("--markdown") else None
+    if summary is not None:
+        check_appendable(summary, inputs)
 
 
 @app.command(short_help="The CI gate: exit 1 when a report breaks a gate.")
@@ -180,7 +185,8 @@ def check(
 
     reports = expand_reports(reports)
     inputs = [*reports, cfg.path, baseline_file]
-    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force)
+    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force,
+                  job_summary=True)
     known = load_baseline(baseline_file) if baseline_file is not None else None
     policy = cfg.policy()
     job_gates = [g for g in gates if g.metric.startswith("job.")]
@@ -376,7 +382,7 @@ def diff_command(
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
     inputs = [before, after, cfg.path]
-    check_outputs([("--markdown", markdown)], inputs, force)
+    check_outputs([("--markdown", markdown)], inputs, force, job_summary=True)
     traces = [load_trace(before, nsys), load_trace(after, nsys)]
     with status("Comparing"):
         result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
