@@ -152,7 +152,10 @@ def phases_text(analysis: Analysis, width: int | None = None) -> Text | None:
 PANEL_TITLE_MARGIN = 6
 
 
-TITLE_FORMS = 4         # finding_title's layouts, widest first
+# A finding title's layouts, widest first: (gap, the word before the cost, cause in it).
+TITLE_LAYOUTS = (("  ", "cost ", True), (" ", "cost ", True), (" ", "", True),
+                 (" ", "", False))
+TITLE_FORMS = len(TITLE_LAYOUTS)
 
 
 def finding_title(f: Finding, index: int, width: int | None = None,
@@ -166,15 +169,14 @@ def finding_title(f: Finding, index: int, width: int | None = None,
     count = f"x{f.count}" if f.count > 1 else ""
     severity = (f"{f.severity.upper()} ", SEVERITY_STYLE.get(f.severity, ""))
     room = None if width is None else width - PANEL_TITLE_MARGIN
-    forms = [("  ", "cost ", True), (" ", "cost ", True), (" ", "", True), (" ", "", False)]
-    for i, (gap, word, with_cause) in enumerate(forms):
+    for i, (gap, word, with_cause) in enumerate(TITLE_LAYOUTS):
         if i < first_form:
             continue
         head = Text.assemble((f"{index}. ", "bold"), severity, (f.rule, "bold"),
                              (f" [{f.cause}]", "magenta") if with_cause else "",
                              f"{gap}{word}{fmt_ns(f.cost_ns)}{share}",
                              f"{gap}{count}" if count else "")
-        if room is None or head.cell_len <= room or i == len(forms) - 1:
+        if room is None or head.cell_len <= room or i == TITLE_FORMS - 1:
             return head, with_cause
     raise AssertionError("unreachable")
 
