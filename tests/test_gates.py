@@ -428,7 +428,7 @@ def test_baseline_save_help_names_the_severity_the_file_records(capsys, tmp_path
     assert "warning (default) or error" in help_text and "info (default)" not in help_text
     for given, recorded in ((None, "warning"), ("info", "warning")):
         out = tmp_path / f"{given}.json"
-        argv = ["baseline", "save", str(report_path("h2d-copy-good")), "-o", str(out),
-                "--no-config", *(["--min-severity", given] if given else [])]
+        argv = ["baseline", "save", str(SCENARIOS.parent / "captures" / "gemm.sqlite"), "-o",
+                str(out), "--no-config", *(["--min-severity", given] if given else [])]
         assert main(argv) == 0
         assert re.search(r'"min_severity":\s*"(\w+)"', out.read_text()).group(1) == recorded
