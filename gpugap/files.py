@@ -10,7 +10,7 @@ rule, :func:`validate_outputs` before any work and :func:`write_atomic` at the e
 * an output may never be, or resolve to, one of the command's inputs (not even with
   ``--force``), and two outputs may not be the same file;
 * an existing file is replaced only with ``--force``; a directory, a FIFO or a device
-  never;
+  never; the directory must exist and take a new file (tried, not guessed);
 * the data goes to a new temporary file beside the target (created exclusively, with an
   unpredictable name) and is renamed into place: a reader never sees half a file, and a
   symlink at the target is replaced, never followed.
@@ -171,7 +171,23 @@ def validate_outputs(outputs: Sequence[tuple[str, Path | None]],
         parent = path.parent
         if not parent.is_dir():
             raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+        probe_writable(path)
     _pending.update((Path(path), flag) for flag, path in outputs if path is not None)
+
+
+def probe_writable(path: Path, parent: Path | None = None) -> None:
+    """UsageError unless a file can be created beside *path* (in *parent*, when given:
+    the nearest existing directory above an output directory): one is, and removed
+    (permissions, a read-only filesystem, /proc: only trying tells them all apart)."""
+    parent = path.parent if parent is None else parent
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name or 'gpugap'}.",
+                                   suffix=".probe")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: no file can be created in {parent} "
+                         f"({exc.strerror}); choose a writable directory") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
@@ -228,6 +244,36 @@ def _link_new(tmp: str, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def check_appendable(path: Path, inputs: Iterable[Path | None] = ()) -> None:
+    """Before any work: UsageError unless :func:`append_text` could append to *path*
+    (not an input; a regular file that opens for writing, or a new one its directory
+    takes). Nothing is written."""
+    path = Path(path)
+    source = is_input(path, inputs)
+    if source is not None:
+        raise UsageError(f"{path} (the job summary file) is the input {source}; "
+                         "unset GITHUB_STEP_SUMMARY or check it")
+    if not os.path.lexists(path):
+        if not path.parent.is_dir():
+            raise UsageError(f"cannot write {path}: directory {path.parent} does not "
+                             "exist; check GITHUB_STEP_SUMMARY")
+        probe_writable(path)
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror}); check "
+                         "GITHUB_STEP_SUMMARY") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is {kind_of(mode)}, not a file to append to; check "
+                         "GITHUB_STEP_SUMMARY")
+
+
 def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> None:
     """Append to a file that is meant to grow (GitHub's job summary): never one of the
     *inputs*, never through anything but a regular file, never a hang on a FIFO."""
@@ -250,6 +296,6 @@ def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> No
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
 
 
-__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "append_text", "is_input", "kind_of",
-           "open_regular", "pending_outputs", "read_limited", "read_text",
-           "validate_outputs", "write_atomic"]
+__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "append_text", "check_appendable",
+           "is_input", "kind_of", "open_regular", "pending_outputs", "probe_writable",
+           "read_limited", "read_text", "validate_outputs", "write_atomic"]

@@ -11,6 +11,7 @@ import typer
 from gpugap import __version__
 from gpugap.cli import app, main
 from gpugap.errors import EXIT_USAGE
+from gpugap.units import fmt_ns
 from tests.conftest import DATA
 
 TRAIN = DATA / "captures" / "train-workers0.sqlite"
@@ -144,3 +145,136 @@ def test_closed_pipe_is_not_a_failed_gate(args):
         os.close(write_end)
     assert proc.returncode == EXIT_PIPE_CLOSED, proc.stderr
     assert proc.stderr == ""                  # no traceback, no "Exception ignored"
+
+
+# --- 80 columns (issue 23, point 6) ---------------------------------------------------
+# A CI log is 80 columns wide (rich's width when COLUMNS is unset); so is many a terminal.
+# Every line fits, and what matters is never cut: a finding's title keeps its cost and
+# count, the range table its headers and numbers, a device its whole verdict, `gpugap
+# rules` its indents. check and diff at 80: tests/test_gates.py, tests/test_diff.py.
+
+SCENARIOS = DATA / "scenarios"
+TITLE = re.compile(r"^╭─ (\d+)\. (ERROR|WARNING|INFO) (\S+)( \[\S+\])? (?:cost )?"
+                   r"([\d.]+ \w+) \(([\d.]+)%\)(?: (x\d+))? ─+╮$")
+
+
+def at_width(monkeypatch, width: int, *argv) -> list[str]:
+    """What `gpugap ARGV` prints on a console of *width* columns, without colour."""
+    import io
+
+    from rich.console import Console
+
+    from gpugap.cli import check as cli_check
+    from gpugap.cli import root as cli_root
+
+    screen = io.StringIO()
+    console = Console(file=screen, width=width, color_system=None, highlight=False)
+    monkeypatch.setattr(cli_root, "stdout", console)
+    monkeypatch.setattr(cli_check, "stdout", console)
+    assert main([*map(str, argv), "--no-config"] if argv[0] != "rules" else list(argv)) \
+        in (0, 1)
+    return [line.rstrip() for line in screen.getvalue().splitlines()]
+
+
+def fits(lines: list[str], width: int = 80) -> None:
+    from rich.cells import cell_len
+
+    too_wide = [line for line in lines if cell_len(line) > width]
+    assert not too_wide, too_wide
+    assert not [line for line in lines if "…" in line]          # nothing cut by rich
+
+
+@pytest.fixture(scope="module")
+def legacy_stream_range():
+    """default-stream bad, --range measured: its finding titles are the longest of the
+    scenarios ('serialized-streams [legacy-default-stream] ... x29')."""
+    from gpugap.analysis import analyze
+    from gpugap.report import load
+
+    return analyze(load(SCENARIOS / "default-stream-bad.sqlite"), range_name="measured")
+
+
+def rendered(analysis, width: int) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from gpugap.render.terminal import render
+
+    screen = io.StringIO()
+    render(analysis, Console(file=screen, width=width, color_system=None, highlight=False))
+    return [line.rstrip() for line in screen.getvalue().splitlines()]
+
+
+def test_finding_titles_keep_their_cost_and_count_at_80_columns(legacy_stream_range):
+    lines = rendered(legacy_stream_range, 80)
+    fits(lines)
+    titles = [TITLE.match(line) for line in lines if line.startswith("╭─ ") and
+              not line.startswith("╭─ VERDICT")]
+    assert all(titles) and len(titles) == len(legacy_stream_range.findings_of(
+        "serialized-streams")) + len(legacy_stream_range.findings_of("launch-gap"))
+    shown = [(t.group(3), t.group(4), t.group(5), t.group(7)) for t in titles]
+    expected = [(f.rule, f" [{f.cause}]", fmt_ns(f.cost_ns), f"x{f.count}")
+                for f in sorted(legacy_stream_range.findings, key=lambda f: -f.cost_ns)
+                if not f.consequence_of]
+    assert shown == expected
+    # The range is one scope (docs/analyze.md): one serialized-streams finding for it.
+    assert shown[0] == ("serialized-streams", " [legacy-default-stream]", "1.55 ms", "x29")
+
+
+def test_a_narrow_terminal_moves_the_cause_never_the_cost(legacy_stream_range):
+    lines = rendered(legacy_stream_range, 60)
+    fits(lines, 60)
+    first = next(i for i, line in enumerate(lines) if line.startswith("╭─ 1."))
+    title = TITLE.match(lines[first])
+    assert title and (title.group(3), title.group(4), title.group(5), title.group(7)) == (
+        "serialized-streams", None, "1.55 ms", "x29")
+    assert lines[first + 1].startswith("│ cause [legacy-default-stream]")
+
+
+def test_the_range_table_cuts_no_header_nor_number_at_80_columns(monkeypatch):
+    """cuBLAS's own ranges beside the program's (--all-domains): long names, nested."""
+    lines = at_width(monkeypatch, 80, "analyze", SCENARIOS / "cublas-warmup-bad.sqlite",
+                     "--all-domains")
+    fits(lines)
+    table = lines[lines.index("NVTX ranges") + 1:]
+    headers = [c.strip() for c in table[1].split("┃")[1:-1]]
+    assert headers == ["range", "count", "span", "busy", "k-overlap", "copy/comp", "conc."]
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table
+            if line.startswith("│")]
+    number = re.compile(r"^(\d+|[\d.]+ (?:ns|us|ms|s)|[\d.]+%|\d+\.\d\d|-)$")
+    named = [r for r in rows if r[1]]
+    assert named and all(number.match(cell) for r in named for cell in r[1:]), named
+    # A name too long for its column goes on under its indent, one step deeper.
+    at = next(i for i, r in enumerate(rows) if r[0] == "gpugap:gemm")
+    cell = table[[line.startswith("│") for line in table].index(True) + at + 1]
+    assert cell.split("│")[1].startswith("       ") and not rows[at + 1][1]
+
+
+def test_devices_and_program_lines_at_80_columns(monkeypatch):
+    """Two GPUs: each device's verdict whole, the program line broken between its
+    parts, the breakdown between its shares."""
+    lines = at_width(monkeypatch, 80, "analyze", DATA / "captures" / "ddp-manual.sqlite")
+    fits(lines)
+    devices = " ".join(line.split("│")[5].strip() for line in lines
+                       if line.startswith("│") and line.count("│") == 6)
+    assert devices.count("without it") == 2
+    program = next(i for i, line in enumerate(lines) if line.startswith("Program: "))
+    assert lines[program].endswith(";") and lines[program + 1].startswith("  10 iterations")
+    shares = [line for line in lines if line.startswith("  compute ")]
+    assert len(shares) == 2 and all(not line.endswith("|") for line in shares)
+
+
+def test_rules_wrap_under_a_hanging_indent_at_80_columns(monkeypatch):
+    from gpugap.rules import registry
+
+    lines = at_width(monkeypatch, 80, "rules")
+    fits(lines)
+    ids = {rule.id for rule in registry().values()}
+    for line in lines:
+        if not line.startswith(" "):
+            assert line.split(":")[0] in ids, line            # a rule's own line
+        elif not line.startswith("      "):
+            assert line.startswith("  ") and (line[2:].startswith(("why:", "cause "))
+                                               or line[2:].split(".")[0] in ids), line
+    assert sum(line.startswith("      ") for line in lines) > 10   # continuations

@@ -201,12 +201,12 @@ def test_relative_floor_for_times_counts_and_findings(capsys):
 
 
 def test_diff_fits_80_columns(tmp_path):
-    """A CI log (no TTY, COLUMNS=80): every table fits, names wrap at dots and dashes,
-    'before -> after' takes two lines where one would not fit."""
+    """A CI log (no TTY, COLUMNS=80), --all: every table fits, names wrap at dots and
+    dashes, 'before -> after' takes two lines where one would not fit."""
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "gpugap", "diff",
                            str(report_path("default-stream-bad")),
-                           str(report_path("default-stream-good")), "--no-config"],
+                           str(report_path("default-stream-good")), "--no-config", "--all"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
@@ -232,4 +232,43 @@ def test_diff_fits_80_columns(tmp_path):
     at = next(i for i, ln in enumerate(lines) if "serialized-streams [legacy-" in ln)
     assert cells(lines[at])[0] == "fixed" and cells(lines[at])[2] == "38 -> 0"
     assert "default-stream] in measured" in lines[at + 1]
-    assert lines[-1] == "findings: 3 fixed, 0 new, 2 changed, 3 unchanged"
+    # The result first, then the findings (unchanged ones too, with --all), then the
+    # metrics (every one), then the ranges.
+    assert lines[2] == "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 " \
+        "unchanged"
+    assert lines[3] == "metrics: 15 better, 2 worse, 1 changed; 41 within noise"
+    titles = [ln.strip() for ln in lines if ln[:1] not in "┏┃┡│└"][4:]
+    assert titles == ["Findings", "Metrics, whole report", "NVTX ranges (before -> after)"]
+    assert [cells(ln)[0] for ln in lines if ln.startswith("│ unchanged ")] != []
+
+
+def test_diff_opens_with_what_got_better_or_worse(monkeypatch):
+    """Without --all: the summary, then findings fixed/new/worse/better, then only the
+    metrics and ranges that moved beyond their noise floor; nothing within it."""
+    import io
+
+    from rich.console import Console
+
+    from gpugap.cli import check as cli_check
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli_check, "stdout", Console(file=screen, width=80,
+                                                     color_system=None))
+    assert main(["diff", str(report_path("default-stream-bad")),
+                 str(report_path("default-stream-good")), "--no-config"]) == 0
+    lines = [ln.rstrip() for ln in screen.getvalue().splitlines()]
+    assert max(len(ln) for ln in lines) <= 80
+    assert lines[0].startswith("gpugap diff ") and lines[1].endswith("(whole report)")
+    assert lines[2:4] == [
+        "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 unchanged",
+        "metrics: 15 better, 2 worse, 1 changed; 41 within noise"]
+    assert lines[4] == "Findings fixed, new and changed"
+    rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines if ln.startswith("│")]
+    statuses = [r[0] for r in rows[:10] if r[0]]
+    assert statuses == ["fixed", "fixed", "fixed", "better", "worse"]
+    names = [r[0] for r in rows if r[0]]
+    assert "unchanged" not in {r[-1] for r in rows}
+    assert "span_ns" not in names and "kernels" not in names           # within noise
+    assert {"gpu_busy_pct", "kernel_overlap_pct", "steady.iteration_ms"} <= set(names)
+    assert "NVTX ranges that moved (before -> after)" in lines
+    assert lines[-1] == "--all lists every metric, range and finding"

@@ -57,7 +57,7 @@ def test_committed_samples_carry_no_machine_paths():
         assert found is None, f"{path.relative_to(ROOT)} names {found.group(0)}..."
 
 
-README_WIDTH = 84           # the width of the README's output blocks (their panels)
+README_WIDTH = 80           # the width of the README's output blocks: a terminal's, a CI log's
 # An output block: a fence with no language, `gpugap analyze ...` as its first line, then
 # the output; a last line "..." marks the rest as left out.
 OUTPUT_BLOCK = re.compile(r"^```\n(gpugap analyze [^\n]*)\n(.*?)^```$", re.S | re.M)

@@ -297,6 +297,26 @@ def test_human_output_summarises(capsys):
     assert out.rstrip().endswith("gpugap check passed: 1 of 1 gates held in 1 report(s)")
 
 
+def test_human_output_opens_with_the_result_then_the_failed_gates(capsys, monkeypatch):
+    """The result first (failed, how many), then every failed gate, then the tables;
+    the result again on the last line, for a CI log read from its end."""
+    monkeypatch.setenv("COLUMNS", "80")
+    rc = main(["check", str(report_path("h2d-copy-good")), str(report_path("h2d-copy-bad")),
+               "--range", "measured", "--min", "copy_compute_overlap_pct=50",
+               "--max", "findings.serialized-streams.count=0"])
+    lines = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+    assert rc == 1
+    assert max(len(ln) for ln in lines) <= 80
+    result = "gpugap check failed: 1 of 4 gates failed in 2 report(s)"
+    assert lines[0] == result and lines[-1] == result
+    assert lines[1].startswith("FAIL copy_compute_overlap_pct = ")
+    assert str(report_path("h2d-copy-bad")) in " ".join(ln.strip() for ln in lines[1:4])
+    first_table = next(i for i, ln in enumerate(lines) if ln.startswith("┏"))
+    assert all(not ln.startswith("FAIL") for ln in lines[first_table:])
+    assert [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ ")
+            and ln.split("│")[1].strip()] == ["PASS", "PASS", "FAIL", "PASS"]
+
+
 def test_escaping_of_workflow_commands():
     from gpugap.render.github import command, escape_property
 
@@ -396,3 +416,19 @@ def test_unknown_steady_metric_is_named(capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown metric 'steady.sync_pct'" in err
+
+
+def test_baseline_save_help_names_the_severity_the_file_records(capsys, tmp_path):
+    """`baseline save --help` and the file agree: warning by default, info taken as
+    warning (issue 23)."""
+    import re
+
+    assert main(["baseline", "save", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "warning (default) or error" in help_text and "info (default)" not in help_text
+    for given, recorded in ((None, "warning"), ("info", "warning")):
+        out = tmp_path / f"{given}.json"
+        argv = ["baseline", "save", str(SCENARIOS.parent / "captures" / "gemm.sqlite"), "-o",
+                str(out), "--no-config", *(["--min-severity", given] if given else [])]
+        assert main(argv) == 0
+        assert re.search(r'"min_severity":\s*"(\w+)"', out.read_text()).group(1) == recorded

@@ -304,3 +304,78 @@ def test_full_filesystem_under_stdout_is_never_a_silent_truncation(full_filesyst
         pytest.skip("cannot mount a tmpfs here (not root): /dev/full covers the error path")
     _one_write_error(_analyze_into(str(full_filesystem / "o.json"), "--json",
                                    unbuffered=True))
+
+
+# --- every output target, checked before any work (issue 23, point 5) ----------------
+
+@pytest.fixture
+def unwritable(tmp_path) -> Path:
+    """A directory that exists but takes no new file: a read-only one, or /proc as root
+    (root writes through permissions; only trying tells)."""
+    if os.geteuid() == 0:
+        return Path("/proc")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    return locked
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(lambda r, x, d: ["analyze", r, "--html", d / "t.html"], id="analyze --html"),
+    pytest.param(lambda r, x, d: ["analyze", r, "--svg", d / "t.svg"], id="analyze --svg"),
+    pytest.param(lambda r, x, d: ["analyze", r, "--png", d / "t.png"], id="analyze --png"),
+    pytest.param(lambda r, x, d: ["check", r, *GATE, "--junit", d / "j.xml"],
+                 id="check --junit"),
+    pytest.param(lambda r, x, d: ["check", r, *GATE, "--markdown", d / "m.md"],
+                 id="check --markdown"),
+    pytest.param(lambda r, x, d: ["baseline", "save", r, "-o", d / "b.json"],
+                 id="baseline save -o"),
+    pytest.param(lambda r, x, d: ["diff", r, x, "--markdown", d / "m.md"], id="diff --markdown"),
+    pytest.param(lambda r, x, d: ["run", "h2d-copy", "--out", d / "runs"], id="run SCENARIO --out"),
+    pytest.param(lambda r, x, d: ["run", "--out", d / "runs", "--", sys.executable, "-c", "1"],
+                 id="run --out -- CMD"),
+    pytest.param(lambda r, x, d: ["profile", "--out", d / "runs", sys.executable, "-c", "1"],
+                 id="profile --out"),
+])
+def test_an_unwritable_output_fails_before_any_work(capsys, report, other, unwritable, argv):
+    """Exit 2 with one line naming the target, and nothing printed: no analysis, no
+    profiling (run and profile would otherwise say that nsys or the GPU is missing,
+    exit 3 or 6, on a machine without them), and nothing created."""
+    args = argv(report, other, unwritable)
+    if args[0] in ("check", "baseline", "diff", "analyze"):
+        args.append("--no-config")
+    code, out, err = gpugap(capsys, *args)
+    assert code == EXIT_USAGE and out == "", err
+    one_line_error(err, "cannot write", str(unwritable), "writable directory")
+    if unwritable != Path("/proc"):
+        assert os.listdir(unwritable) == []
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_an_unwritable_job_summary_fails_before_any_work(capsys, monkeypatch, report, other,
+                                                       unwritable, command):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(unwritable / "summary.md"))
+    argv = ["check", report, *GATE] if command == "check" else \
+        ["diff", report, other, "--no-config"]
+    code, out, err = gpugap(capsys, *argv)
+    assert code == EXIT_USAGE and out == ""
+    one_line_error(err, "cannot write", "summary.md")
+
+
+def test_every_scenario_directory_is_checked_before_the_first_runs(capsys, tmp_path):
+    """`run A B --out D`: D/B holding output fails at once (exit 2), not after A was
+    profiled; a file where --out wants a directory too."""
+    (tmp_path / "out" / "grid-sweep").mkdir(parents=True)
+    (tmp_path / "out" / "grid-sweep" / "bad.sqlite").write_text("earlier run")
+    code, out, err = gpugap(capsys, "run", "h2d-copy", "grid-sweep", "--out", tmp_path / "out")
+    assert code == EXIT_USAGE and out == ""
+    one_line_error(err, "grid-sweep already holds output", "--force")
+    assert not (tmp_path / "out" / "h2d-copy").exists()
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = gpugap(capsys, "profile", "--out", blocker / "sub", sys.executable,
+                            "-c", "1")
+    assert code == EXIT_USAGE and out == ""
+    one_line_error(err, "is not a directory", "--out")
+    assert blocker.read_text() == "x"

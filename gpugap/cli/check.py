@@ -36,7 +36,7 @@ from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from gpugap.ci.config import Config
-    from gpugap.ci.diff import Diff
+    from gpugap.ci.diff import Diff, FindingChange, MetricChange
     from gpugap.ci.gates import Check
     from gpugap.render.fit import Cell
 
@@ -48,6 +48,11 @@ MarkdownOpt = Annotated[Path | None, typer.Option(
 SeverityOpt = Annotated[str | None, typer.Option(
     "--min-severity", help="findings.* metrics count findings of this severity and up: "
                            "info (default), warning, error", metavar="SEVERITY")]
+
+BaselineSeverityOpt = Annotated[str | None, typer.Option(
+    "--min-severity", help="findings.* metrics count findings of this severity and up: "
+                           "warning (default) or error; a baseline never counts info "
+                           "findings (info is taken as warning)", metavar="SEVERITY")]
 
 SAVED_RANGES_SHOWN = 8      # baseline save names this many ranges, then counts the rest
 
@@ -97,11 +102,16 @@ def markdown_out(markdown: Path | None, text: str, *, force: bool = False,
 
 
 def check_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[Path | None],
-                  force: bool) -> None:
-    """Every output option against the inputs, before any work (gpugap.files)."""
-    from gpugap.files import validate_outputs
+                  force: bool, *, job_summary: bool = False) -> None:
+    """Every output option against the inputs, before any work (gpugap.files); with
+    *job_summary*, GitHub's job summary too, when --markdown does not replace it."""
+    from gpugap.files import check_appendable, validate_outputs
+    from gpugap.render.github import step_summary
 
     validate_outputs(outputs, inputs, force=force)
+    summary = step_summary() if job_summary and not dict(outputs).get("--markdown") else None
+    if summary is not None:
+        check_appendable(summary, inputs)
 
 
 @app.command(short_help="The CI gate: exit 1 when a report breaks a gate.")
@@ -180,7 +190,8 @@ def check(
 
     reports = expand_reports(reports)
     inputs = [*reports, cfg.path, baseline_file]
-    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force)
+    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force,
+                  job_summary=True)
     known = load_baseline(baseline_file) if baseline_file is not None else None
     policy = cfg.policy()
     job_gates = [g for g in gates if g.metric.startswith("job.")]
@@ -234,14 +245,38 @@ def check(
     return EXIT_PARTIAL if failed_reports else 0
 
 
+def check_result_line(result: Check) -> Text:
+    """'gpugap check passed: 29 of 29 gates held in 1 report(s)' (or failed)."""
+    counts = result.counts()
+    if result.passed:
+        return Text.assemble(("gpugap check passed", "green"),
+                             f": {counts['passed']} of {counts['gates']} gates held in "
+                             f"{len(result.reports)} report(s)"
+                             + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
+    return Text.assemble(("gpugap check failed", "bold red"),
+                         f": {counts['failed']} of {counts['gates']} gates failed in "
+                         f"{len(result.reports)} report(s)")
+
+
 def render_check(result: Check) -> None:
-    """A table per report, fitted to the terminal (80 columns in a CI log): result,
+    """The result first: passed or failed, each failed gate and each warning, wrapped.
+    Then a table per report, fitted to the terminal (80 columns in a CI log): result,
     metric, value, baseline median, limit; the range only when a gate looks at another
-    one than the report's. Then each failure and warning, wrapped."""
+    one than the report's. The result again last, for a log read from its end."""
     from gpugap.ci.gates import BASELINE, DATA, FAIL, fmt_value
     from gpugap.render.fit import fitted_table, print_labelled
     from gpugap.render.markdown import limit_text
 
+    stdout.print(check_result_line(result))
+    several = len(result.reports) > 1
+    for report in result.reports:
+        for r in report.results:
+            if r.status == FAIL:
+                print_labelled(stdout, "FAIL", "bold red", safe_text(r.message, MESSAGE_LIMIT))
+        for w in report.warnings:
+            print_labelled(stdout, "warning:", "yellow",
+                           safe_text(f"{report.report}: {w}" if several else w,
+                                     MESSAGE_LIMIT))
     style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for report in result.reports:
         where = "whole report" if report.scope is None else \
@@ -266,19 +301,7 @@ def render_check(result: Check) -> None:
         first_number = 3 if ranges else 2
         stdout.print(fitted_table(stdout.width, headers, rows, name_column=first_number - 1,
                                   right=range(first_number, len(headers)), title=title))
-        for r in report.results:
-            if r.status == FAIL:
-                print_labelled(stdout, "FAIL", "bold red", safe_text(r.message, MESSAGE_LIMIT))
-        for w in report.warnings:
-            print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
-    counts = result.counts()
-    if result.passed:
-        stdout.print(f"[green]gpugap check passed[/]: {counts['passed']} of {counts['gates']} "
-                     f"gates held in {len(result.reports)} report(s)"
-                     + (f", {counts['skipped']} skipped" if counts["skipped"] else ""))
-    else:
-        stdout.print(f"[bold red]gpugap check failed[/]: {counts['failed']} of "
-                     f"{counts['gates']} gates failed in {len(result.reports)} report(s)")
+    stdout.print(check_result_line(result))
 
 
 @baseline_app.command("save", short_help="Store the metrics of known-good reports.")
@@ -293,7 +316,7 @@ def baseline_save(
         "--range", help="also store this NVTX range (repeatable); the ranges analyze "
                         "lists and those the config gates are always stored",
         metavar="NAME")] = None,
-    min_severity: SeverityOpt = None,
+    min_severity: BaselineSeverityOpt = None,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
@@ -368,15 +391,19 @@ def diff_command(
     set_: SetOpt = None,
     nsys: NsysOpt = None,
     force: ForceOpt = False,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="list every metric, NVTX range and finding, those within the "
+                      "noise too (default: only what moved)")] = False,
 ) -> int:
-    """Compare two reports: metric deltas per NVTX range, findings new, fixed, changed."""
+    """Compare two reports: what got better or worse first (findings fixed, new,
+    changed; metrics that moved beyond their noise floor), per NVTX range too."""
     from gpugap.ci.diff import diff
     from gpugap.jsonout import dumps
     from gpugap.render.markdown import diff_markdown
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
     inputs = [before, after, cfg.path]
-    check_outputs([("--markdown", markdown)], inputs, force)
+    check_outputs([("--markdown", markdown)], inputs, force, job_summary=True)
     traces = [load_trace(before, nsys), load_trace(after, nsys)]
     with status("Comparing"):
         result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
@@ -385,20 +412,30 @@ def diff_command(
     if json_:
         stdout.out(dumps(result.to_dict()), highlight=False)
     else:
-        render_diff(result)
+        render_diff(result, everything=all_)
     return 0
 
 
-def render_diff(result: Diff) -> None:
-    """The main scope's metrics, the other ranges and the findings, each table fitted to
-    the terminal (80 columns in a CI log): names wrap at their dots and dashes; where a
-    table would still be too wide, 'before -> after' cells take two lines."""
+def moved(change: MetricChange) -> bool:
+    """Beyond the noise floor (better, worse, changed), or present on one side only."""
+    if change.change == "n/a":
+        return (change.before is None) != (change.after is None)
+    return change.change != "unchanged"
+
+
+def render_diff(result: Diff, everything: bool = False) -> None:
+    """What got better or worse first: a summary, the findings fixed, new and changed
+    (worse or better by cost), the metrics that moved beyond their noise floor, the NVTX
+    ranges where one did. *everything* (--all): every metric, range and finding. Each
+    table fitted to the terminal (80 columns in a CI log): names wrap at their dots and
+    dashes; where a table would still be too wide, 'before -> after' cells take two
+    lines."""
     from gpugap.ci.gates import fmt_value
     from gpugap.render.fit import fitted_table, leaves_room, print_labelled
     from gpugap.render.markdown import fmt_delta
     from gpugap.units import fmt_ns
 
-    colour = {"better": "green", "worse": "bold red"}
+    colour = {"better": "green", "worse": "bold red", "fixed": "green", "new": "bold red"}
     width = stdout.width
 
     # Nanosecond counts read better as times on a terminal (JSON keeps them exact).
@@ -414,16 +451,67 @@ def render_diff(result: Diff) -> None:
 
     main = result.scope(result.range)
     where = "whole report" if main.scope is None else f"range '{safe_text(main.scope)}'"
-    rows: list[list[Cell]] = [
-        [safe_rich(m.metric), shown(m.metric, m.before), shown(m.metric, m.after),
-         shown_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, ""))]
-        for m in main.metrics
-        if not (m.metric.count(".") == 2 and not m.before and not m.after)]
-    stdout.print(fitted_table(
-        width, ["metric", "before", "after", "delta", "change"], rows, name_column=0,
-        right=(1, 2, 3), title=Text(f"{safe_text(result.before)} -> "
-                                    f"{safe_text(result.after)} ({where})")))
-    ranges = [s for s in result.scopes if s.scope is not None and s is not main]
+    # Rules that found nothing on either side add rows, not information.
+    metrics = [m for m in main.metrics
+               if not (m.metric.count(".") == 2 and not m.before and not m.after)]
+    moving = [m for m in metrics if moved(m)]
+    by_change = {c: sum(m.change == c for m in moving) for c in ("better", "worse", "changed")}
+    summary = result.summary()
+    worse = [f for f in result.findings if f.status == "changed" and f.cost_ms_delta > 0]
+    stdout.print(Text(f"gpugap diff {safe_text(result.before)} -> "
+                      f"{safe_text(result.after)} ({where})", style="bold"))
+    stdout.print(Text.assemble(
+        "findings: ", (f"{summary['fixed']} fixed", "green" if summary["fixed"] else ""),
+        ", ", (f"{summary['new']} new", "bold red" if summary["new"] else ""),
+        f", {summary['changed']} changed ({len(worse)} worse, "
+        f"{summary['changed'] - len(worse)} better), {summary['unchanged']} unchanged"))
+    stdout.print(Text.assemble(
+        "metrics: ", (f"{by_change['better']} better", "green" if by_change["better"] else ""),
+        ", ", (f"{by_change['worse']} worse", "bold red" if by_change["worse"] else ""),
+        f", {by_change['changed']} changed"
+        + (f", {len(moving) - sum(by_change.values())} on one side only"
+           if len(moving) > sum(by_change.values()) else "")
+        + f"; {len(metrics) - len(moving)} within noise"))
+    for w in result.warnings:
+        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
+
+    findings = result.findings if everything else \
+        [f for f in result.findings if f.status != "unchanged"]
+    if findings:
+        def status(f: FindingChange) -> Text:
+            if f.status == "changed":
+                word = "worse" if f.cost_ms_delta > 0 else "better"
+                return Text(word, colour[word])
+            return Text(f.status, colour.get(f.status, ""))
+
+        def finding_rows(sep: str) -> list[list[Cell]]:
+            return [[status(f),
+                     safe_rich(f"{f.rule} [{f.cause}] in "
+                               + (" > ".join(f.where) or "outside NVTX ranges")),
+                     f"{f.count_before} -> {f.count_after}",
+                     f"{f.cost_ms_before:g} -> {f.cost_ms_after:g}{sep}"
+                     f"({f.cost_ms_delta:+.3f})"] for f in findings]
+
+        headers = ["status", "finding", "count", "cost ms"]
+        rows = finding_rows(" ")
+        if not leaves_room(width, headers, rows, 1, 30):
+            rows = finding_rows("\n")
+        stdout.print(fitted_table(width, headers, rows, name_column=1, right=(2, 3),
+                                  title="Findings" if everything else
+                                  "Findings fixed, new and changed"))
+
+    listed = metrics if everything else moving
+    if listed:
+        rows = [[safe_rich(m.metric), shown(m.metric, m.before), shown(m.metric, m.after),
+                 shown_delta(m.metric, m.delta), Text(m.change, colour.get(m.change, ""))]
+                for m in listed]
+        stdout.print(fitted_table(
+            width, ["metric", "before", "after", "delta", "change"], rows, name_column=0,
+            right=(1, 2, 3), title=f"Metrics, {where}" if everything else
+            f"Metrics beyond their noise floor, {where}"))
+    ranges = [s for s in result.scopes if s.scope is not None and s is not main
+              and (everything or not (s.in_before and s.in_after)
+                   or any(moved(s.get(m)) for _, m in DIFF_RANGE_COLUMNS))]
     if ranges:
         def arrow(metric: str, before: float | None, after: float | None, sep: str) -> str:
             if before == after:
@@ -431,35 +519,24 @@ def render_diff(result: Diff) -> None:
             return f"{fmt_value(metric, before)}{sep}-> {fmt_value(metric, after)}"
 
         def range_rows(sep: str) -> list[list[Cell]]:
-            return [[safe_rich(s.scope), *(arrow(m, s.get(m).before, s.get(m).after, sep)
-                                           for _, m in DIFF_RANGE_COLUMNS)] for s in ranges]
+            return [[safe_rich(s.scope if s.in_before and s.in_after else
+                               f"{s.scope} ({'after' if s.in_after else 'before'} only)"),
+                     *(arrow(m, s.get(m).before, s.get(m).after, sep)
+                       for _, m in DIFF_RANGE_COLUMNS)] for s in ranges]
 
         headers = ["range", *(c for c, _ in DIFF_RANGE_COLUMNS)]
         rows = range_rows(" ")
         if not leaves_room(width, headers, rows, 0, 16):
             rows = range_rows("\n")
+        hidden = sum(s.scope is not None and s is not main for s in result.scopes) \
+            - len(ranges)
         stdout.print(fitted_table(width, headers, rows, name_column=0, right=range(1, 6),
-                                  title="NVTX ranges (before -> after)"))
-    if result.findings:
-        def finding_rows(sep: str) -> list[list[Cell]]:
-            return [[f.status,
-                     safe_rich(f"{f.rule} [{f.cause}] in "
-                               + (" > ".join(f.where) or "outside NVTX ranges")),
-                     f"{f.count_before} -> {f.count_after}",
-                     f"{f.cost_ms_before:g} -> {f.cost_ms_after:g}{sep}"
-                     f"({f.cost_ms_delta:+.3f})"] for f in result.findings]
-
-        headers = ["status", "finding", "count", "cost ms"]
-        rows = finding_rows(" ")
-        if not leaves_room(width, headers, rows, 1, 30):
-            rows = finding_rows("\n")
-        stdout.print(fitted_table(width, headers, rows, name_column=1, right=(2, 3),
-                                  title="Findings"))
-    summary = result.summary()
-    stdout.print(f"findings: {summary['fixed']} fixed, {summary['new']} new, "
-                 f"{summary['changed']} changed, {summary['unchanged']} unchanged")
-    for w in result.warnings:
-        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
+                                  title="NVTX ranges (before -> after)" if everything else
+                                  "NVTX ranges that moved (before -> after)"))
+        if hidden:
+            stdout.print(f"{hidden} more NVTX ranges within the noise; --all lists them")
+    if not everything and len(listed) < len(metrics):
+        stdout.print(Text("--all lists every metric, range and finding", style="dim"))
 
 
 # The per-range table of a terminal diff: RANGE_COLUMNS of the Markdown, short headers

@@ -356,13 +356,9 @@ def list_rules(json_: JsonOpt = False,
                                           for k, t in r.thresholds.items()}}
                           for r in reg.values()]))
         return 0
-    for r in reg.values():
-        stdout.print(f"[bold]{r.id}[/bold]: {r.title}")
-        stdout.print(f"  why: {r.rationale}")
-        for cause in r.causes.values():
-            stdout.print(f"  cause [magenta]{cause.id}[/magenta]: {cause.meaning}")
-        for name, t in r.thresholds.items():
-            stdout.print(f"  {r.id}.{name} = {t.default:g} {t.unit}: {t.help}")
+    from gpugap.render.rules_doc import render_rules
+
+    render_rules(stdout)
     return 0
 
 

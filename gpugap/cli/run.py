@@ -163,6 +163,7 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
     from gpugap.render.terminal import render
     from gpugap.report.nsys import GRAPH_TRACE_MODES, find_nsys
     from gpugap.run.runner import (
+        check_out_dir,
         default_out,
         ensure_empty_dir,
         environment_manifest,
@@ -180,6 +181,7 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
         name = Path(program[1]).stem          # python train.py -> train
     target = out or default_out(Path("reports"), name)
     refuse_inputs([target / name], program)
+    check_out_dir(target, force)                    # before nsys is even looked for
     if graph_trace not in GRAPH_TRACE_MODES:
         raise UsageError(f"--cuda-graph-trace must be graph or node, not '{graph_trace}'")
     tool = find_nsys(nsys_path)
@@ -215,6 +217,7 @@ def _run_scenarios(suite: list[Any], variant: str, out: Path | None, nsys_path: 
     from gpugap.jsonout import dumps
     from gpugap.report.nsys import find_nsys
     from gpugap.run.runner import (
+        check_out_dir,
         default_out,
         ensure_empty_dir,
         environment_manifest,
@@ -223,15 +226,17 @@ def _run_scenarios(suite: list[Any], variant: str, out: Path | None, nsys_path: 
         write_json,
     )
 
+    targets = [out / s.name if out else default_out(Path("reports"), s.name) for s in suite]
+    for target in targets:                          # every one, before any work
+        check_out_dir(target, force)
     tool = find_nsys(nsys_path)
     require_gpu()
     variants = ["bad", "good"] if variant == "all" else [variant]
     env = environment_manifest(tool)
     results: list[tuple[Any, Path, dict[str, Any]]] = []
     with progress() as step:
-        for scenario in suite:
-            target = ensure_empty_dir(out / scenario.name if out else
-                                      default_out(Path("reports"), scenario.name), force)
+        for scenario, target in zip(suite, targets, strict=True):
+            target = ensure_empty_dir(target, force)
             runs = {}
             for v in variants:
                 runs[v] = run_scenario(scenario, v, target, tool, step=step, timeout=timeout)

@@ -120,10 +120,22 @@ def arrow(metric: str, before, after) -> str:
 
 
 def diff_markdown(diff: Diff) -> str:
+    """The findings first (what the change fixed or broke), then the metrics of the
+    scope, then the NVTX ranges: a PR comment is read from the top."""
     summary = diff.summary()
     lines = [f"### gpugap diff: {code(diff.before)} → {code(diff.after)}", "",
              f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
              f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
+    if diff.findings:
+        rows = [[STATUS_ICON[f.status], f"{f.rule} [{f.cause}]",
+                 " > ".join(f.where) or "outside NVTX ranges",
+                 arrow("count", f.count_before, f.count_after),
+                 f"{arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
+                 f"({f.cost_ms_delta:+.3f})"]
+                for f in diff.findings]
+        lines += ["#### Findings", "",
+                  *table(["Status", "Rule [cause]", "Where", "Count", "Cost ms (Δ)"], rows,
+                         "lllrr"), ""]
     main = diff.scope(diff.range)
     lines += [f"#### {scope_name(main.scope).capitalize()}", "", *_scope_table(main), ""]
     ranges = [s for s in diff.scopes if s.scope is not None and s is not main]
@@ -136,16 +148,6 @@ def diff_markdown(diff: Diff) -> str:
                                          for _, m in RANGE_COLUMNS)])
         lines += ["#### NVTX ranges", "",
                   *table(["Range", *(c for c, _ in RANGE_COLUMNS)], rows, "lrrrrr"), ""]
-    if diff.findings:
-        rows = [[STATUS_ICON[f.status], f"{f.rule} [{f.cause}]",
-                 " > ".join(f.where) or "outside NVTX ranges",
-                 arrow("count", f.count_before, f.count_after),
-                 f"{arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
-                 f"({f.cost_ms_delta:+.3f})"]
-                for f in diff.findings]
-        lines += ["#### Findings", "",
-                  *table(["Status", "Rule [cause]", "Where", "Count", "Cost ms (Δ)"], rows,
-                         "lllrr"), ""]
     lines += [f"> ⚠️ {text(w)}" for w in diff.warnings]
     return "\n".join(lines).rstrip() + "\n"
 

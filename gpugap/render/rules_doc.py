@@ -1,8 +1,12 @@
-"""docs/rules.md, generated from the rules' own metadata (gpugap rules --markdown)."""
+"""The rules as their own metadata describes them: docs/rules.md (gpugap rules
+--markdown) and the terminal listing of gpugap rules."""
 
 from __future__ import annotations
 
 import inspect
+
+from rich.console import Console
+from rich.text import Text
 
 from gpugap.rules import RULE_MODULES, registry
 
@@ -28,3 +32,46 @@ def rules_markdown() -> str:
                   for name, t in rule.thresholds.items()]
         lines += ["", f"**Fix.** {rule.fix}", ""]
     return "\n".join(lines)
+
+
+def render_rules(console: Console) -> None:
+    """`gpugap rules` on a terminal: per rule its id and title, why, each cause and each
+    threshold (default), every line wrapped to the console under a hanging indent, so
+    that a continuation never reads as a new entry."""
+    width = max(40, console.width)
+    for rule in registry().values():
+        entries = [(Text.assemble((rule.id, "bold"), f": {rule.title}"), 0),
+                   (Text.assemble(("why:", "bold"), f" {rule.rationale}"), 2)]
+        entries += [(Text.assemble("cause ", (cause.id, "magenta"), f": {cause.meaning}"), 2)
+                    for cause in rule.causes.values()]
+        entries += [(Text(f"{rule.id}.{name} = {t.default:g} {t.unit}: {t.help}"), 2)
+                    for name, t in rule.thresholds.items()]
+        for text, indent in entries:
+            console.print(hanging(text, indent, width), soft_wrap=True)
+
+
+def hanging(text: Text, indent: int, width: int) -> Text:
+    """*text* wrapped at spaces to *width*, its first line indented by *indent* and the
+    others by *indent* + 4, its styles kept (a word longer than a line is broken)."""
+    lines: list[Text] = []
+    line, fresh = Text(" " * indent), True
+    position = 0
+    for word in text.plain.split(" "):
+        piece = text[position:position + len(word)]
+        position += len(word) + 1
+        if not word:
+            continue
+        if not fresh and line.cell_len + 1 + len(word) > width:
+            lines.append(line)
+            line, fresh = Text(" " * (indent + 4)), True
+        while fresh and line.cell_len + len(piece) > width:
+            cut = width - line.cell_len
+            line.append_text(piece[:cut])
+            lines.append(line)
+            line, piece = Text(" " * (indent + 4)), piece[cut:]
+        if not fresh:
+            line.append(" ")
+        line.append_text(piece)
+        fresh = False
+    lines.append(line)
+    return Text("\n").join(lines)

@@ -85,19 +85,42 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
                  border_style=KIND_STYLE.get(v.kind, "white"))
 
 
-def breakdown_line(breakdown: dict[str, float], limit: int = 6) -> Text:
-    """'compute 54.5% | synchronization 28.2% | ...' (busy in green, idle in yellow)."""
-    out = Text()
-    for i, (bucket, share) in enumerate(list(breakdown.items())[:limit]):
+def joined(parts: list[Text], width: int | None = None, indent: int = 0,
+           sep: str = " | ", first_indent: int | None = None) -> Text:
+    """*parts* joined by *sep*, each line no wider than *width*: a part that would
+    cross it starts a new line, indented by *indent* (the first line by *first_indent*,
+    default *indent*), the separator's mark ('|' dropped, ';' kept) ending the line
+    before. A part is broken only when it is wider than a line on its own."""
+    start = indent if first_indent is None else first_indent
+    out = Text(" " * start)
+    column = start
+    mark = sep.strip() if sep.strip() != "|" else ""
+    for i, part in enumerate(parts):
         if i:
-            out.append(" | ", style="dim")
-        title = BY_ID[bucket].title if bucket in BY_ID else bucket
-        out.append(f"{title} {share:.1f}%",
-                   style="green" if bucket in BUSY_IDS else "yellow")
+            if width is not None and column + len(sep) + part.cell_len > width:
+                out.append(mark + "\n" + " " * indent, style="dim" if not mark else "")
+                column = indent
+            else:
+                out.append(sep, style="dim" if sep == " | " else "")
+                column += len(sep)
+        out.append_text(part)
+        column += part.cell_len
     return out
 
 
-def phases_text(analysis: Analysis) -> Text | None:
+def breakdown_line(breakdown: dict[str, float], limit: int = 6, width: int | None = None,
+                   indent: int = 0) -> Text:
+    """'compute 54.5% | synchronization 28.2% | ...' (busy in green, idle in yellow),
+    wrapped between its shares to *width*."""
+    parts = []
+    for bucket, share in list(breakdown.items())[:limit]:
+        title = BY_ID[bucket].title if bucket in BY_ID else bucket
+        parts.append(Text(f"{title} {share:.1f}%",
+                          style="green" if bucket in BUSY_IDS else "yellow"))
+    return joined(parts, width, indent)
+
+
+def phases_text(analysis: Analysis, width: int | None = None) -> Text | None:
     out = Text()
     for d in analysis.devices:
         acc = d.get("accounting") or {}
@@ -117,21 +140,69 @@ def phases_text(analysis: Analysis) -> Text | None:
         startup = phases.get("start-up", {}).get("ns", 0) + phases.get("warm-up", {}).get("ns", 0)
         line.append(f"; start-up {fmt_ns(startup)}", style="dim")
         out.append_text(line)
-        out.append("\n  ")
-        out.append_text(breakdown_line(verdict.get("breakdown") or {}))
+        out.append("\n")
+        out.append_text(breakdown_line(verdict.get("breakdown") or {}, width=width, indent=2))
         out.append("\n")
     return out if analysis.devices else None
 
 
-def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
+# A panel's title sits between "╭─ " and " ─╮": what is left of the width for it.
+PANEL_TITLE_MARGIN = 6
+
+
+# A finding title's layouts, widest first: (gap, the word before the cost, cause in it).
+TITLE_LAYOUTS = (("  ", "cost ", True), (" ", "cost ", True), (" ", "", True),
+                 (" ", "", False))
+TITLE_FORMS = len(TITLE_LAYOUTS)
+
+
+def finding_title(f: Finding, index: int, width: int | None = None,
+                  first_form: int = 0) -> tuple[Text, bool]:
+    """'1. ERROR rule [cause]  cost 1.03 ms (49.6%)  x20', and whether the cause is in
+    it. A title wider than *width* would be cut at its end, where the cost and count
+    are: it drops the double spaces, then the word 'cost', then moves the cause into
+    the panel's body, so that the cost and the count always show. *first_form*: the
+    widest layout to try (the findings of one list share one)."""
+    share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
+    count = f"x{f.count}" if f.count > 1 else ""
+    severity = (f"{f.severity.upper()} ", SEVERITY_STYLE.get(f.severity, ""))
+    room = None if width is None else width - PANEL_TITLE_MARGIN
+    for i, (gap, word, with_cause) in enumerate(TITLE_LAYOUTS):
+        if i < first_form:
+            continue
+        head = Text.assemble((f"{index}. ", "bold"), severity, (f.rule, "bold"),
+                             (f" [{f.cause}]", "magenta") if with_cause else "",
+                             f"{gap}{word}{fmt_ns(f.cost_ns)}{share}",
+                             f"{gap}{count}" if count else "")
+        if room is None or head.cell_len <= room or i == TITLE_FORMS - 1:
+            return head, with_cause
+    raise AssertionError("unreachable")
+
+
+def title_form(findings: list[Finding], width: int | None) -> int:
+    """The widest title layout that every one of *findings* fits in *width*; a title
+    that fits only with its cause moved out does not narrow the others'."""
+    if width is None:
+        return 0
+    room = width - PANEL_TITLE_MARGIN
+
+    def needed(index: int, f: Finding) -> int:
+        for form in range(TITLE_FORMS - 1):              # the layouts with the cause
+            if finding_title(f, index, None, form)[0].cell_len <= room:
+                return form
+        return 0
+
+    return max((needed(i, f) for i, f in enumerate(findings, 1)), default=0)
+
+
+def finding_panel(f: Finding, index: int, consequences: list[Finding],
+                  width: int | None = None, form: int = 0) -> Panel:
     where = " > ".join(f.ranges) or "outside NVTX ranges"
     streams = ", ".join(map(str, f.streams[:8])) + ("..." if len(f.streams) > 8 else "")
-    share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
-    head = Text.assemble(
-        (f"{index}. ", "bold"), (f"{f.severity.upper()} ", SEVERITY_STYLE.get(f.severity, "")),
-        (f"{f.rule}", "bold"), (f" [{f.cause}]", "magenta"),
-        f"  cost {fmt_ns(f.cost_ns)}{share}", f"  x{f.count}" if f.count > 1 else "")
+    head, cause_in_title = finding_title(f, index, width, form)
     body = Text()
+    if not cause_in_title:
+        body.append(f"cause [{f.cause}]\n", style="magenta")
     body.append_text(safe_rich(f"where: {where}", "dim", limit=MESSAGE_LIMIT))
     if f.device is not None:
         body.append(f"; GPU {f.device}", style="dim")
@@ -157,26 +228,58 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding]) -> Panel:
                  border_style=SEVERITY_STYLE.get(f.severity, "white"))
 
 
-def ranges_table(analysis: Analysis) -> Table:
+RANGE_HEADERS = ("count", "span", "busy", "k-overlap", "copy/comp", "conc.")
+RANGE_NAME_MIN = 12         # the range column never narrower than this
+
+
+def _wrapped_name(name: str, indent: int, width: int) -> str:
+    """*name* (after *indent* spaces) on lines of *width*: broken at spaces, dots and
+    dashes (gpugap.render.fit.wrap_name), every line under the first indented by one
+    more step, so that the tree still reads."""
+    from gpugap.render.fit import wrap_name
+
+    first = wrap_name(name, max(1, width - indent)).split("\n")[0]
+    rest = name[len(first):].lstrip(" ")
+    lines = [" " * indent + first]
+    if rest:
+        lines += [" " * (indent + 2) + line
+                  for line in wrap_name(rest, max(1, width - indent - 2)).split("\n")]
+    return "\n".join(lines)
+
+
+def ranges_table(analysis: Analysis, width: int | None = None) -> Table:
     """The range table: one row per path of nested ranges, as a tree (indented by depth,
-    relative to the shallowest row listed)."""
+    relative to the shallowest row listed). The numbers and headers are never cut: in
+    *width* columns, the range names get what they leave and wrap under their indent."""
+    from gpugap.render.fit import table_width, text_width
+
     omitted = analysis.ranges_omitted
+    several_domains = len({r.domain for r in analysis.ranges}) > 1
+    top = min((r.depth for r in analysis.ranges), default=0)
+    rows = []
+    for r in analysis.ranges:
+        m = r.metrics
+        name = safe_text((f"{r.domain}:" if several_domains and r.domain else "") + r.name,
+                         80)
+        rows.append((r.depth - top, name,
+                     [str(r.count), fmt_ns(m.span_ns), pct(m.gpu_busy_pct),
+                      pct(m.kernel_overlap_pct), pct(m.copy_compute_overlap_pct),
+                      _num(m.concurrency)]))
+    widths = [max([len(h), *(text_width(values[i]) for _, _, values in rows)])
+              for i, h in enumerate(RANGE_HEADERS)]
+    longest = max((2 * depth + len(name) for depth, name, _ in rows), default=0)
+    room = longest if width is None else \
+        max(RANGE_NAME_MIN, min(longest, width - table_width([*widths, 0])))
     table = Table(title="NVTX ranges", title_justify="left",
                   caption=(f"+{omitted} more range paths not listed (the table keeps the "
                            "ones with the most CPU time)") if omitted else None,
                   caption_justify="left")
-    table.add_column("range", no_wrap=True, overflow="ellipsis", min_width=12, max_width=40)
-    for col in ("count", "span", "busy", "k-overlap", "copy/comp", "conc."):
-        table.add_column(col, justify="right", no_wrap=True)
-    several_domains = len({r.domain for r in analysis.ranges}) > 1
-    top = min((r.depth for r in analysis.ranges), default=0)
-    for r in analysis.ranges:
-        m = r.metrics
-        name = ("  " * (r.depth - top)) + (f"{r.domain}:" if several_domains and r.domain
-                                           else "") + r.name
-        table.add_row(safe_rich(name, limit=80), str(r.count), fmt_ns(m.span_ns),
-                      pct(m.gpu_busy_pct), pct(m.kernel_overlap_pct),
-                      pct(m.copy_compute_overlap_pct), _num(m.concurrency))
+    table.add_column("range", no_wrap=True, min_width=min(room, max(5, longest)),
+                     max_width=room)
+    for header, column_width in zip(RANGE_HEADERS, widths, strict=True):
+        table.add_column(header, justify="right", no_wrap=True, min_width=column_width)
+    for depth, name, values in rows:
+        table.add_row(Text(_wrapped_name(name, 2 * depth, room)), *values)
     return table
 
 
@@ -189,7 +292,7 @@ def devices_table(analysis: Analysis) -> Table:
         table.add_row(str(d["device"]), safe_rich(d.get("name") or "?", limit=40),
                       ", ".join(str(p) for p in d.get("pids", [])) or "-",
                       pct(v.get("busy_pct")),
-                      Text(safe_text(v.get("headline", ""), 160),
+                      Text(safe_text(v.get("headline", ""), MESSAGE_LIMIT),
                            style=KIND_STYLE.get(v.get("kind", ""), "")))
     return table
 
@@ -217,19 +320,21 @@ def _hidden_line(console: Console, count: int, shown: int) -> None:
 def render(analysis: Analysis, console: Console, max_findings: int = 20,
            min_severity: str = Severity.INFO) -> None:
     gpu = analysis.gpu
-    header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n",
-                           ("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown"),
-                           (" | GPU ", "dim"),
-                           safe_rich(f"{gpu.get('name') or 'unknown'}"
-                                     + (f" ({gpu['sm_count']} SMs, cc "
-                                        f"{gpu['compute_capability']})"
-                                        if gpu.get("sm_count") else "")),
-                           (" | range ", "dim"),
-                           safe_rich(analysis.scope or "whole report"))
+    header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n")
+    header.append_text(joined([
+        Text.assemble(("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown")),
+        Text.assemble(("GPU ", "dim"), safe_rich(
+            f"{gpu.get('name') or 'unknown'}"
+            + (f" ({gpu['sm_count']} SMs, cc {gpu['compute_capability']})"
+               if gpu.get("sm_count") else ""))),
+        Text.assemble(("range ", "dim"), safe_rich(analysis.scope or "whole report"))],
+        console.width))
     console.print(header)
     if analysis.program is not None:
-        console.print(Text.assemble(("Program: ", "bold"),
-                                    safe_rich(analysis.program.line(), limit=MESSAGE_LIMIT)))
+        parts = [safe_rich(part, limit=MESSAGE_LIMIT)
+                 for part in analysis.program.line().split("; ")]
+        parts[0] = Text.assemble(("Program: ", "bold"), parts[0])
+        console.print(joined(parts, console.width, indent=2, sep="; ", first_indent=0))
     if analysis.error:
         console.print(safe_rich(analysis.error, "bold red", limit=MESSAGE_LIMIT))
     panel = verdict_panel(analysis)
@@ -238,13 +343,13 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     if len(analysis.devices) > 1:
         console.print(devices_table(analysis))
     if analysis.scope is None:
-        text = phases_text(analysis)
+        text = phases_text(analysis, console.width)
         if text is not None:
             console.print(Text("Steady state", style="bold"))
             console.print(text, end="")
     elif analysis.verdict is not None:
         console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
-        console.print(breakdown_line(analysis.verdict.breakdown))
+        console.print(breakdown_line(analysis.verdict.breakdown, width=console.width))
     floor = Severity(min_severity)
     shown = [f for f in analysis.findings if Severity(f.severity) >= floor]
     linked: dict[str, list[Finding]] = {}
@@ -256,8 +361,9 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         what = "in the range" if analysis.scope else "of the steady state"
         console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",
                            style="bold"))
+        form = title_form(main_findings[:max_findings], console.width)
         for i, f in enumerate(main_findings[:max_findings], 1):
-            console.print(finding_panel(f, i, linked.get(f.id, [])))
+            console.print(finding_panel(f, i, linked.get(f.id, []), console.width, form))
         _hidden_line(console, len(main_findings), max_findings)
     elif analysis.metrics is not None:
         console.print(Text("\nNo findings " + ("in the range" if analysis.scope else
@@ -277,6 +383,6 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                                     "\nTimeline " + ("(range)" if analysis.scope
                                                      else "(whole report)")))
     if analysis.ranges:
-        console.print(ranges_table(analysis))
+        console.print(ranges_table(analysis, console.width))
     for w in analysis.warnings:
         console.print(safe_rich(f"warning: {w}", "yellow", limit=MESSAGE_LIMIT))

@@ -37,7 +37,7 @@ from gpugap.errors import (
     UsageError,
     option,
 )
-from gpugap.files import is_input, write_atomic
+from gpugap.files import is_input, probe_writable, write_atomic
 from gpugap.jsonout import dumps
 from gpugap.report import load_sqlite
 from gpugap.report.nsys import Nsys, export_sqlite, profile_command
@@ -182,8 +182,10 @@ def _last_lines(run: ProfiledRun) -> str:
                                              run.program_tail.splitlines())
 
 
-def ensure_empty_dir(path: Path, force: bool) -> Path:
-    """Create *path*; refuse (exit 2) if it holds files, unless *force*."""
+def check_out_dir(path: Path, force: bool) -> None:
+    """Before any work: UsageError (exit 2) unless *path* can be the output directory:
+    not a file, empty (or *force*), and it, or the nearest directory above it that
+    exists, takes a new file. Creates nothing."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path} exists and is not a directory; choose another "
                          f"{option('out')}")
@@ -191,7 +193,21 @@ def ensure_empty_dir(path: Path, force: bool) -> Path:
         if not force:
             raise UsageError(f"{path} already holds output; pass {option('force')} to "
                              f"overwrite it or choose another {option('out')}")
-    path.mkdir(parents=True, exist_ok=True)
+    existing = next(p for p in (path, *path.absolute().parents) if os.path.lexists(p))
+    if not existing.is_dir():
+        raise UsageError(f"cannot create {path}: {existing} is not a directory; choose "
+                         f"another {option('out')}")
+    probe_writable(path, existing)
+
+
+def ensure_empty_dir(path: Path, force: bool) -> Path:
+    """Create *path*; refuse (exit 2) if it holds files, unless *force*."""
+    check_out_dir(path, force)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {path} ({exc.strerror}); choose another "
+                         f"{option('out')}") from None
     return path
 
 
@@ -422,6 +438,7 @@ def default_out(root: Path, name: str) -> Path:
     return path
 
 
-__all__ = ["Check", "ProfiledRun", "default_out", "ensure_empty_dir", "environment_manifest",
-           "evaluate", "no_report_failure", "nsys_failure_lines", "profile", "program_tail",
-           "refuse_inputs", "require_gpu", "run_scenario", "shell_join", "write_json"]
+__all__ = ["Check", "ProfiledRun", "check_out_dir", "default_out", "ensure_empty_dir",
+           "environment_manifest", "evaluate", "no_report_failure", "nsys_failure_lines",
+           "profile", "program_tail", "refuse_inputs", "require_gpu", "run_scenario",
+           "shell_join", "write_json"]
