@@ -155,3 +155,70 @@ def test_bidi_controls_show_as_visible_marks_in_the_page(capsys, tmp_path, no_ci
     assert not re.search("[\u200e\u200f\u202a-\u202e\u2066-\u2069]", text)
     assert "Kernel2\\\\u202egnp.exe" in text                  # in the page's JSON data
     assert "meas\\\\u2066ured\\\\u200f" in text
+
+
+LIVE = {"measured": "<script>alert(1)</script><img src=x onerror=alert(2)>"
+                    "[click](http://evil.example)",
+        "forward": "**bold** `tick` ~~gone~~ &amp; <b>x</b>\u202e"}
+
+
+class _Tags(__import__("html.parser").parser.HTMLParser):
+    """Every start tag and attribute of an HTML document."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list]] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+
+
+def _no_live_markup(html_text: str, own_tags: set[str]) -> None:
+    tags = _Tags(html_text).tags
+    assert not [t for t, _ in tags if t not in own_tags], sorted({t for t, _ in tags})
+    assert not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
+    assert not [v for _, attrs in tags for a, v in attrs if a == "href" and "evil" in (v or "")]
+
+
+def test_one_hostile_report_through_every_output_format(capsys, tmp_path, no_ci):
+    """Range names that are HTML, Markdown links and emphasis, through --json, --html,
+    --svg, check's --junit and --markdown and diff's --markdown, each parsed as what it
+    is (Markdown rendered to HTML with raw HTML on, as GitHub does): the names come out
+    as text everywhere, never as a tag, an attribute or a link."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from markdown_it import MarkdownIt
+
+    path = renamed(tmp_path, "live_markup", LIVE)
+    out = {name: tmp_path / name for name in ("r.html", "r.svg", "j.xml", "c.md", "d.md")}
+    assert main(["analyze", str(path), "--json", "--no-config", "--html", str(out["r.html"]),
+                 "--svg", str(out["r.svg"])]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert LIVE["measured"] in [r["name"] for r in doc["ranges"]]     # JSON: data as is
+    main(["check", str(path), "--no-config", "--range", LIVE["measured"], "--min",
+          "gpu_busy_pct=101", "--junit", str(out["j.xml"]), "--markdown", str(out["c.md"])])
+    assert main(["diff", str(path), str(path), "--no-config", "--markdown",
+                 str(out["d.md"])]) == 0
+    capsys.readouterr()
+
+    junit = ET.parse(out["j.xml"])
+    assert {e.tag for e in junit.iter()} <= {"testsuites", "testsuite", "testcase",
+                                             "failure", "skipped", "properties",
+                                             "property", "system-out", "error"}
+    ET.parse(out["r.svg"])
+    page = out["r.html"].read_text()
+    assert "<script>alert" not in page and "<img" not in page
+    # The page's own tags, from the untouched report: the names add none.
+    clean = tmp_path / "clean.html"
+    assert main(["analyze", str(report_path("moe-experts-bad")), "--no-config", "--html",
+                 str(clean)]) == 0
+    capsys.readouterr()
+    _no_live_markup(page, {t for t, _ in _Tags(clean.read_text()).tags})
+    markdown = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    for name in ("c.md", "d.md"):
+        rendered = markdown.render(out[name].read_text())
+        _no_live_markup(rendered, {"h3", "h4", "p", "table", "thead", "tbody", "tr", "th",
+                                   "td", "code", "strong", "blockquote", "ul", "li"})
+        assert "&lt;script&gt;alert(1)" in rendered, name       # shown, as text

@@ -28,23 +28,37 @@ RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overla
                  ("concurrency", "concurrency"), ("findings", "findings.count"))
 
 
+# What can start markup in GitHub-flavoured Markdown inside a line: emphasis, code,
+# links and images, raw HTML and entities, strikethrough, table pipes, and the backslash
+# itself. Backslash-escaped, each is shown as itself (GFM escapes any ASCII punctuation).
+_MARKUP = re.compile(r"([\\`*_\[\]<>&~|])")
+
+
+class Code(str):
+    """Inline code (:func:`code`): nothing inside it is markup, so a table cell escapes
+    only its pipes."""
+
+
 def text(value: object, limit: int | None = MESSAGE_LIMIT) -> str:
-    """Report-derived text on one Markdown line: control characters escaped, cut to
-    *limit* (gpugap.text)."""
-    return safe_text(str(value).replace("\n", " "), limit)
+    """Report-derived text on one Markdown line, shown as written: control characters
+    escaped and cut to *limit* (gpugap.text), markup characters backslash-escaped (a
+    range named '<img src=x onerror=...>' or '[x](http://...)' stays text)."""
+    return _MARKUP.sub(r"\\\1", safe_text(str(value).replace("\n", " "), limit))
 
 
 def cell(value: object) -> str:
     """Text safe inside a Markdown table cell."""
-    return text(value).replace("\\", "\\\\").replace("|", "\\|")
+    if isinstance(value, Code):
+        return value.replace("|", "\\|")
+    return text(value)
 
 
-def code(value: object) -> str:
+def code(value: object) -> Code:
     """A name as inline code, whatever backticks it holds."""
     name = safe_text(value, NAME_LIMIT)
     fence = "`" * (max((len(run) for run in re.findall(r"`+", name)), default=0) + 1)
     pad = " " if name.startswith("`") or name.endswith("`") else ""
-    return f"{fence}{pad}{name}{pad}{fence}"
+    return Code(f"{fence}{pad}{name}{pad}{fence}")
 
 
 def table(header: list[str], rows: list[list[object]], align: str = "") -> list[str]:
