@@ -144,7 +144,7 @@ def test_markdown_output(capsys, tmp_path):
     assert row.endswith("| 🟢 better |")
     assert row.startswith(f"| `copy_compute_overlap_pct` | {fmt_value('x_pct', before)} | "
                           f"{fmt_value('x_pct', after)} |")
-    assert "| ✅ fixed | blocking-memcpy [pageable-async] | measured > iter |" in text
+    assert "| ✅ fixed | blocking-memcpy \\[pageable-async\\] | measured > iter |" in text
     # The terminal output went to stdout as usual.
     assert "findings:" in capsys.readouterr().out
 
