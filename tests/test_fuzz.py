@@ -52,10 +52,14 @@ import os
 import random
 import re
 import shutil
+import socket
 import sqlite3
+import struct
 import sys
+import threading
 import time
 import traceback
+import tracemalloc
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -680,3 +684,268 @@ def test_fuzz(tmp_path):
     report = summary(results) + f"\n{time.monotonic() - t0:.1f} s"
     print(report, file=sys.stderr)
     assert not any(r["problems"] for r in results), report
+
+
+# --- the edges around the reports (issue 24): scheduler addresses, signals, full disks ---
+# Each edge runs a handful of seeded cases in the default suite (a few seconds in all) and
+# scales with GPUGAP_FUZZ_CASES, the long mode (GPUGAP_FUZZ_CASES=1600: 6.7 times as
+# many); GPUGAP_FUZZ_SEED gives other cases. A failure prints every case's outcome.
+
+def edge_count(default: int) -> int:
+    """*default* cases in the default suite, scaled as GPUGAP_FUZZ_CASES scales the
+    report cases."""
+    return max(1, round(default * CASES / DEFAULT_CASES))
+
+
+def edge_rng(edge: str, index: int) -> random.Random:
+    return random.Random(f"gpugap-fuzz-{edge}-{SEED}-{index}")
+
+
+def edge_summary(edge: str, outcomes: list[tuple[str, str, list[str]]]) -> str:
+    """Counts by outcome, then every failed case: (case, outcome, problems)."""
+    failed = [o for o in outcomes if o[2]]
+    tracebacks = sum(1 for o in failed if any("traceback" in p.lower() for p in o[2]))
+    hangs = sum(1 for o in failed if any(p.startswith("hang") for p in o[2]))
+    broken = sum(1 for o in failed if any(p.startswith("broken") for p in o[2]))
+    lines = [f"{edge}: {len(outcomes)} cases, {len(failed)} failed; tracebacks {tracebacks},"
+             f" hangs {hangs}, broken outputs {broken}; outcomes "
+             f"{dict(Counter(o[1] for o in outcomes))}"]
+    for case, outcome, problems in failed:
+        lines.append(f"--- {case} -> {outcome}")
+        lines += [f"    {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def one_error_line(err: str, prefix: str = "gpugap: error: ") -> list[str]:
+    """Problems with *err* as the one line a failure must be ([] when it is)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if "Traceback" in err:
+        return ["traceback on stderr: " + (lines[-1] if lines else "")]
+    if len(lines) != 1 or not lines[0].startswith(prefix):
+        return [f"not one {prefix.strip()!r} line: {lines[:4]}"]
+    return []
+
+
+# Scheduler addresses: generated from parts a user (or a script) could type, or random.
+_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc", "http", "https", "TCP", "ftp", "",
+            "tcp:", "t\u0441p", "tcp\x00", "ipc", "x" * 70)
+_HOSTS = ("127.0.0.1", "localhost", "10.0.0.5", "scheduler", "", "[::1]", "::1", "[::1",
+          "[fe80::1%eth0]", "999.1.1.1", "user:pw@host", "@", "h\u00f6st.invalid",
+          "a b", "%41", "\u202ehost", "host\n", "-", "x" * 300, "[]", "[v1.x]", "0")
+_PORTS = ("8786", "1", "65535", "", "0", "-1", "65536", "9" * 30, "0x10", "80a", " 80",
+          "\u0968\u096e", "1e3", "+80", "8786:8786", "\uff18\uff17")
+_TAILS = ("", "", "", "/", "/x", "?a=1", "#f", "//", "/..", "\x00", ";x", " ")
+
+
+def random_address(rng: random.Random) -> str:
+    roll = rng.random()
+    if roll < 0.08:                      # bytes of any kind, any length
+        size = rng.choice([0, 1, 5, 40, 5000, 200_000])
+        if rng.random() < 0.5:
+            return rng.randbytes(size).decode("latin-1")
+        return rng.randbytes(size * 2).decode("utf-16-le", "replace")
+    if roll < 0.12:
+        return rng.choice(["", " ", "\n", "://", ":", "tcp://", "tcp://:", "::::",
+                           "tcp://127.0.0.1:8786" * 500])
+    scheme, host, port = rng.choice(_SCHEMES), rng.choice(_HOSTS), rng.choice(_PORTS)
+    text = (f"{scheme}://" if rng.random() < 0.85 else "") + host
+    if rng.random() < 0.9:
+        text += f":{port}"
+    return text + rng.choice(_TAILS)
+
+
+def judge_address(address: str) -> tuple[str, list[str]]:
+    """check_address: a (scheme, host, port) a connection can use, or one UsageError line;
+    never another exception."""
+    from gpugap.analysis.scheduler import SCHEMES, check_address
+    from gpugap.errors import UsageError
+
+    try:
+        scheme, host, port = check_address(address)
+    except UsageError as exc:
+        message = str(exc)
+        if "\n" in message or "\r" in message or not message:
+            return "refused", [f"not one line: {message[:200]!r}"]
+        return "refused", []
+    except BaseException as exc:        # noqa: BLE001 - what the fuzzer looks for
+        return "traceback", [f"traceback: {type(exc).__name__}: {exc}"[:300]]
+    problems = []
+    if scheme not in SCHEMES or not isinstance(host, str) or not isinstance(port, int):
+        problems.append(f"accepted as {(scheme, host, port)!r}")
+    elif scheme == "inproc":
+        pass                             # a cluster inside this process: taken as given
+    elif not host or not 0 < port < 65536:
+        problems.append(f"accepted as {(scheme, host, port)!r}")
+    return "accepted", problems
+
+
+def test_fuzz_scheduler_addresses():
+    """Generated addresses through check_address: never a traceback."""
+    outcomes = []
+    for i in range(edge_count(200)):
+        address = random_address(edge_rng("address", i))
+        outcome, problems = judge_address(address)
+        outcomes.append((f"address {i} {address[:80]!r}", outcome, problems))
+    report = edge_summary("scheduler addresses", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+def test_fuzz_scheduler_addresses_through_the_cli():
+    """`analyze DIR --scheduler ADDR`: always exit 2 and one line (nothing listens where a
+    well-formed address points: a closed port, an unroutable host, a name that does not
+    resolve), within the timeout and 2 s; never a traceback."""
+    pytest.importorskip("distributed")
+    ranks = DATA / "captures" / "ranks"
+    timeout = 0.3
+    outcomes = []
+    for i in range(edge_count(8)):
+        rng = edge_rng("cli-address", i)
+        address = random_address(rng)
+        if rng.random() < 0.3:            # a well-formed one, so the probe runs too
+            address = (f"{rng.choice(['tcp', 'tls', 'ucx', 'ws', 'wss'])}://"
+                       f"{rng.choice(['127.0.0.1', 'localhost', '[::1]'])}:"
+                       f"{rng.choice([1, 9, 47])}")
+        t0 = time.monotonic()
+        code, out, err, escaped = _invoke(["analyze", str(ranks), "--scheduler", address,
+                                           "--scheduler-timeout", str(timeout)], False)
+        took = time.monotonic() - t0
+        problems = []
+        if escaped is not None:
+            problems.append("traceback: " + escaped.strip().splitlines()[-1])
+        else:
+            problems += one_error_line(err)
+            if code != 2:
+                problems.append(f"exit {code}, not 2")
+            if out:
+                problems.append(f"stdout: {out[:100]!r}")
+        if took > timeout + 2 + 3:        # + 3: the command's own start (imports, parsing)
+            problems.append(f"hang: {took:.1f} s")
+        outcomes.append((f"cli {i} {address[:80]!r}", f"exit {code}", problems))
+    report = edge_summary("--scheduler on the command line", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+# Listeners on 127.0.0.1 that are not (or are) a Dask scheduler: each follows a random
+# plan of pauses, sends and a close, or refuses the connection, or never accepts it.
+def random_plan(rng: random.Random, timeout: float) -> list[tuple[str, object]]:
+    roll = rng.random()
+    if roll < 0.08:
+        return [("refuse", None)]
+    if roll < 0.14:
+        return [("never_accept", None)]
+    plan: list[tuple[str, object]] = []
+    if rng.random() < 0.15:              # a Dask-like handshake: the probe must pass it
+        body = b"\x83\xabcompression\xc0\xa6python\x93\x03\x0b\x07\xafpickle-protocol\x05"
+        payload = struct.pack("<Q", len(body)) + body
+    else:
+        head = rng.choice([b"", b"HTTP/1.1 400 Bad Request\r\n\r\n", b"SSH-2.0-x\r\n",
+                           struct.pack("<Q", rng.choice([0, 1, 12, 1 << 20, (1 << 20) + 1,
+                                                         1 << 62, 2**64 - 1]))])
+        payload = head + rng.randbytes(rng.choice([0, 1, 3, 7, 8, 100, 5000, 60_000]))
+    cuts = sorted(rng.sample(range(len(payload) + 1), min(len(payload) + 1,
+                                                           rng.randint(1, 4))))
+    pieces = [payload[a:b] for a, b in zip([0, *cuts], [*cuts, len(payload)], strict=True) if b > a]
+    for piece in pieces:
+        if rng.random() < 0.4:
+            plan.append(("sleep", rng.choice([0.01, 0.05, timeout / 2, timeout * 1.5])))
+        plan.append(("send", piece))
+    if rng.random() < 0.4:
+        plan.append(("sleep", rng.choice([0.05, timeout * 2])))
+    plan.append(rng.choice([("close", None), ("close", None), ("reset", None),
+                            ("hold", None)]))
+    return plan
+
+
+class Listener:
+    """A socket on 127.0.0.1 following *plan* for its first connection, in a thread."""
+
+    def __init__(self, plan: list[tuple[str, object]], hold: float) -> None:
+        self.plan, self.hold = plan, hold
+        self.done = threading.Event()         # set when the probe is over: pauses end
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = None
+        if plan[0][0] == "refuse":        # bound, never listening: refused
+            return
+        self.sock.listen(1)
+        if plan[0][0] == "never_accept":  # the kernel completes the handshake; nobody reads
+            return
+        self.sock.settimeout(hold)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                for action, arg in self.plan:
+                    if action == "sleep":
+                        self.done.wait(arg)
+                    elif action == "send":
+                        conn.sendall(arg)
+                    elif action == "reset":   # RST, not FIN
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                        struct.pack("ii", 1, 0))
+                    elif action == "hold":
+                        self.done.wait(self.hold)
+            except OSError:
+                pass                          # the probe gave up and closed first
+
+    def close(self) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(self.hold + 5)
+        self.sock.close()
+
+
+def test_fuzz_scheduler_listeners():
+    """probe against listeners that answer random bytes, pause, close or reset at random
+    points: one UsageError line within the timeout and 2 s (or nothing, where a Dask-like
+    handshake came whole), never a hang, never more than a few MB allocated."""
+    from gpugap.analysis.scheduler import probe
+    from gpugap.errors import UsageError
+
+    timeout = 0.25
+    outcomes = []
+    for i in range(edge_count(8)):
+        rng = edge_rng("listener", i)
+        plan = random_plan(rng, timeout)
+        sent = b"".join(arg for action, arg in plan if action == "send")
+        dask_like = b"pickle-protocol" in sent and 0 < struct.unpack("<Q", sent[:8])[0] <= (
+            1 << 20) and len(sent) >= 8 + struct.unpack("<Q", sent[:8])[0]
+        listener = Listener(plan, hold=timeout * 3)
+        tracemalloc.start()
+        t0 = time.monotonic()
+        problems = []
+        try:
+            probe(f"tcp://127.0.0.1:{listener.port}", timeout)
+            outcome = "passed"
+        except UsageError as exc:
+            outcome = "refused"
+            if "\n" in str(exc):
+                problems.append(f"not one line: {str(exc)[:200]!r}")
+        except BaseException as exc:      # noqa: BLE001 - what the fuzzer looks for
+            outcome = "traceback"
+            problems.append(f"traceback: {type(exc).__name__}: {exc}"[:300])
+        took = time.monotonic() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        listener.close()
+        if took > timeout + 2:
+            problems.append(f"hang: {took:.2f} s with a {timeout} s timeout")
+        if peak > 4 << 20:
+            problems.append(f"allocated {peak >> 20} MB")
+        if outcome == "passed" and not dask_like:
+            problems.append("passed what is no Dask handshake")
+        describe = " ".join(f"{a}({len(x) if isinstance(x, bytes) else x})" if x is not None
+                            else a for a, x in plan)
+        outcomes.append((f"listener {i}: {describe}", outcome, problems))
+    report = edge_summary("scheduler listeners", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report

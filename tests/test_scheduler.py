@@ -52,6 +52,23 @@ def test_well_formed_addresses_pass():
         check_address("ftp://host:21")
 
 
+def test_a_scheme_this_distributed_cannot_speak_is_one_line(capsys):
+    """ucx://: distributed 2025 keeps a ucx backend whose connector cannot be made
+    (found by tests/test_fuzz.py's address fuzzer: a TypeError traceback from Client)."""
+    pytest.importorskip("distributed")
+    from distributed.comm.registry import get_backend
+
+    try:
+        get_backend("ucx").get_connector()
+    except Exception:                   # noqa: BLE001 - the case this test is about
+        code, line, took = analyze_on(capsys, "ucx://127.0.0.1:5",
+                                      "--scheduler-timeout", "0.5")
+        assert code == EXIT_USAGE and "cannot connect to ucx:// addresses" in line
+        assert "tcp://" in line and took < 15
+    else:
+        pytest.skip("this dask.distributed has a working ucx comm (distributed-ucxx)")
+
+
 def test_closed_port(capsys):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

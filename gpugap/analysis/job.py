@@ -80,7 +80,7 @@ from gpugap.analysis.grouping import (
     group,
     read_identity,
 )
-from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, probe
+from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, check_comm, probe
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.report import Trace, load
 from gpugap.text import one_line, short_path
@@ -358,6 +358,7 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
     own = not isinstance(scheduler, Client)
     if own:
         probe(scheduler, timeout)
+        check_comm(scheduler)
     try:
         client = (scheduler if isinstance(scheduler, Client)
                   else Client(scheduler, timeout=f"{timeout}s"))

@@ -98,6 +98,21 @@ def probe(address: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
                              "address, usually port 8786")
 
 
+def check_comm(address: str) -> None:
+    """UsageError if this dask.distributed has no working comm for *address*'s scheme:
+    distributed 2025 keeps a ``ucx`` backend whose connector cannot be made (UCX-Py was
+    removed; distributed-ucxx replaces it), which Client met with a TypeError."""
+    scheme = check_address(address)[0]
+    from distributed.comm.registry import get_backend
+
+    try:
+        get_backend(scheme).get_connector()
+    except Exception as exc:            # noqa: BLE001 - a third-party backend's failure
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise UsageError(f"this dask.distributed cannot connect to {scheme}:// addresses "
+                         f"({reason}); give the scheduler's tcp:// address") from None
+
+
 class _NotDask(Exception):
     pass
 
@@ -119,4 +134,4 @@ def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
     return bytes(data)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "check_address", "probe"]
+__all__ = ["DEFAULT_TIMEOUT_S", "check_address", "check_comm", "probe"]
