@@ -55,6 +55,7 @@ import shutil
 import socket
 import sqlite3
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -63,6 +64,7 @@ import tracemalloc
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclasses_replace
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from xml.etree import ElementTree
@@ -947,5 +949,308 @@ def test_fuzz_scheduler_listeners():
                             else a for a, x in plan)
         outcomes.append((f"listener {i}: {describe}", outcome, problems))
     report = edge_summary("scheduler listeners", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+# Real runs of the command (`python -m gpugap analyze` of a committed capture), a few at a
+# time, each sent a signal at its moment (or none), each killed past the time limit.
+EDGE_CAPTURE = DATA / "captures" / "gemm.sqlite"
+REPO = Path(__file__).resolve().parents[1]
+GPUGAP_DIR = REPO / "gpugap"
+
+
+@dataclass
+class Run:
+    argv: list[str]                     # after `gpugap analyze`
+    stdout: Path                        # a file (a tmpfs, /dev/full)
+    workdir: Path                       # stderr goes here
+    signum: int = 0
+    delay: float = 0.0                  # seconds after the start
+    unbuffered: bool = False
+    code: int | None = None
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+def run_processes(runs: list[Run], workers: int = WORKERS, timeout: float = TIMEOUT_S
+                  ) -> None:
+    """Run each in its own interpreter, *workers* at a time; code None: a hang (killed)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for first in range(0, len(runs), max(1, workers)):
+        batch = runs[first:first + max(1, workers)]
+        procs = []
+        for run in batch:
+            run.workdir.mkdir(parents=True, exist_ok=True)
+            with open(run.stdout, "wb") as out, open(run.workdir / "stderr", "wb") as err:
+                procs.append((run, time.monotonic(), subprocess.Popen(
+                    [sys.executable, "-m", "gpugap", "analyze", *run.argv], stdout=out,
+                    stderr=err, cwd=run.workdir,
+                    env=dict(env, PYTHONUNBUFFERED="1" if run.unbuffered else ""))))
+        pending = {id(run) for run, _, _ in procs}
+        signalled: set[int] = set()
+        while pending:
+            now = time.monotonic()
+            for run, t0, proc in procs:
+                if id(run) not in pending:
+                    continue
+                if proc.poll() is not None:
+                    run.code, run.seconds = proc.returncode, now - t0
+                    pending.discard(id(run))
+                elif now - t0 > timeout:
+                    proc.kill()
+                    proc.wait()
+                    run.code, run.seconds = None, now - t0
+                    pending.discard(id(run))
+                elif run.signum and id(run) not in signalled and now - t0 >= run.delay:
+                    proc.send_signal(run.signum)
+                    signalled.add(id(run))
+            time.sleep(0.002)
+        for run in batch:
+            run.stderr = (run.workdir / "stderr").read_text(errors="replace")
+            (run.workdir / "stderr").unlink()
+
+
+def broken_outputs(paths: list[Path]) -> list[str]:
+    """'broken output' problems of the outputs that exist: JSON that does not parse, an
+    HTML page without its end, an SVG that is not well-formed XML."""
+    problems = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".json":
+            try:
+                strict_loads(text)
+            except ValueError as exc:
+                problems.append(f"broken output: {path.name} is not JSON ({exc}), "
+                                f"{len(text)} chars")
+        elif path.suffix == ".html" and not text.rstrip().endswith("</html>"):
+            problems.append(f"broken output: {path.name} ends without </html> "
+                            f"({len(text)} chars)")
+        elif path.suffix == ".svg":
+            try:
+                ElementTree.fromstring(text)
+            except ElementTree.ParseError as exc:
+                problems.append(f"broken output: {path.name} is not well-formed ({exc})")
+    return problems
+
+
+def leftovers(directory: Path, expected: list[Path]) -> list[str]:
+    """Files in *directory* other than the outputs asked for (temporary files)."""
+    names = {p.name for p in expected}
+    extra = sorted(p.name for p in directory.iterdir() if p.name not in names)
+    return [f"leftover files in the output directory: {extra}"] if extra else []
+
+
+def _gpugap_frames(err: str) -> bool:
+    """Whether a traceback on *err* passes through gpugap's own code."""
+    return any(str(GPUGAP_DIR) in line for line in err.splitlines()
+               if line.lstrip().startswith('File "'))
+
+
+def judge_interrupted(run: Run, outputs: list[Path], outdir: Path) -> tuple[str, list[str]]:
+    """Exit 0 and complete outputs, or exit 128 + the signal and exactly the
+    `gpugap: interrupted` line, never a partial output or a temporary file left behind.
+    Two outcomes lie outside gpugap's code and are counted apart: the interpreter killed
+    by SIGTERM or stopped by Ctrl-C before gpugap's first line ran (Python's own start,
+    tenths of a second), or after its last (while it exits)."""
+    import signal
+
+    name = signal.Signals(run.signum).name
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    problems = broken_outputs(outputs) + leftovers(outdir, outputs)
+    if run.code == 0 and "--json" in run.argv:
+        problems += broken_outputs([run.stdout])     # cut short, stdout is as far as it got
+    if run.code is None:
+        return "hang", [f"hang: no exit within {TIMEOUT_S:.0f} s", *problems]
+    if run.code == 0:
+        outcome = "finished"
+        missing = [p.name for p in outputs if not p.is_file()]
+        if missing:
+            problems.append(f"broken output: exit 0 without {missing}")
+        if "Traceback" in run.stderr or any(not ln.startswith("wrote ") for ln in lines):
+            problems.append(f"exit 0 with stderr {lines[:4]}")
+    elif run.code == 128 + run.signum:
+        outcome = "interrupted"
+        wanted = re.compile(rf"gpugap: interrupted \({name}\)(; not written: .+)?")
+        said = [ln for ln in lines if not ln.startswith("wrote ")]
+        if len(said) != 1 or not wanted.fullmatch(said[0]):
+            problems.append(f"not the one interrupted line: {lines[:4]}")
+    elif run.code == -run.signum and not run.stderr:
+        outcome = "killed outside gpugap's code"
+    elif ("KeyboardInterrupt" in run.stderr and run.code in (1, -signal.SIGINT)
+          and not _gpugap_frames(run.stderr)):
+        outcome = "Ctrl-C before gpugap's code"
+    else:
+        outcome = f"exit {run.code}"
+        if "Traceback" in run.stderr:
+            problems.append("traceback: " + (lines[-1] if lines else ""))
+        else:
+            problems.append(f"exit {run.code}: {lines[:4]}")
+    return outcome, problems
+
+
+def test_fuzz_signals(tmp_path):
+    """SIGINT or SIGTERM at a random moment of a real run (between its start and the
+    length of an uninterrupted run), with and without --html/--svg outputs and --json."""
+    import signal
+
+    base = Run(["--json", "--html", "out/r.html", str(EDGE_CAPTURE)],
+               tmp_path / "base" / "stdout.json", tmp_path / "base")
+    (tmp_path / "base" / "out").mkdir(parents=True)
+    run_processes([base])
+    outcome, problems = judge_interrupted(
+        dataclasses_replace(base, signum=signal.SIGINT),
+        [tmp_path / "base/out/r.html"], tmp_path / "base/out")
+    assert (base.code, outcome, problems) == (0, "finished", []), base.stderr
+    length = base.seconds
+
+    runs, expected = [], []
+    for i in range(edge_count(2)):
+        rng = edge_rng("signal", i)
+        workdir = tmp_path / f"s{i}"
+        (workdir / "out").mkdir(parents=True)
+        argv, outputs = [], []
+        if rng.random() < 0.5:
+            argv.append("--json")
+        for option, name in (("--html", "r.html"), ("--svg", "r.svg")):
+            if rng.random() < 0.6:
+                argv += [option, f"out/{name}"]
+                outputs.append(workdir / "out" / name)
+        runs.append(Run([*argv, str(EDGE_CAPTURE)], workdir / "stdout.json", workdir,
+                        signum=rng.choice([signal.SIGINT, signal.SIGTERM]),
+                        delay=rng.uniform(0, length)))
+        expected.append(outputs)
+    run_processes(runs)
+    outcomes = []
+    for i, (run, outputs) in enumerate(zip(runs, expected, strict=True)):
+        outcome, problems = judge_interrupted(run, outputs, run.workdir / "out")
+        if "--json" not in run.argv and run.code == 0 and not run.stdout.read_text():
+            problems.append("broken output: exit 0 and nothing on stdout")
+        outcomes.append((f"signal {i}: {signal.Signals(run.signum).name} at "
+                         f"{run.delay:.2f} s of {length:.2f} s, {' '.join(run.argv[:-1])}",
+                         outcome, problems))
+    report = edge_summary("signals", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+@pytest.fixture
+def small_filesystems(tmp_path):
+    """Mounts a tmpfs of a random size, part of it filled, in a new directory: *mount(rng)*
+    gives (directory, description), or None where this user may not mount (not root; CI
+    is): /dev/full alone stands for a full disk there."""
+    mounted: list[Path] = []
+
+    def mount(rng: random.Random) -> tuple[Path, str] | None:
+        where = tmp_path / f"small{len(mounted)}"
+        where.mkdir()
+        size_k = rng.choice([4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048])
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_k}k", "tmpfs",
+                               str(where)], capture_output=True)
+        if made.returncode != 0:
+            return None
+        mounted.append(where)
+        taken = rng.choice([0, 0, 1, 4096, 10_000, size_k * 512])
+        if taken:
+            with contextlib.suppress(OSError), open(where / "filler", "wb") as f:
+                f.write(rng.randbytes(taken))
+        return where, f"tmpfs {size_k}k, {taken} bytes taken"
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def judge_full(code, err: str, escaped: str | None, outputs: list[Path],
+               outdir: Path | None, stdout_doc: Path | None = None) -> tuple[str, list[str]]:
+    """Exit 0 with every output complete, or exit 9 with one 'cannot write ...' line
+    (after 'wrote' lines for what was written whole); never exit 0 with a broken output,
+    never a partial file or a temporary one left. *stdout_doc*: where the JSON on
+    stdout went, complete on exit 0 (on exit 9 the line says it is not)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    problems = broken_outputs(outputs)
+    if code == 0 and stdout_doc is not None:
+        problems += broken_outputs([stdout_doc])
+    if outdir is not None:
+        problems += leftovers(outdir, [*outputs, outdir / "filler"])
+    if escaped is not None:
+        return "traceback", ["traceback: " + escaped.strip().splitlines()[-1], *problems]
+    if code is None:
+        return "hang", [f"hang: no exit within {TIMEOUT_S:.0f} s", *problems]
+    if code == 0:
+        missing = [p.name for p in outputs if not p.is_file()]
+        if missing:
+            problems.append(f"broken output: exit 0 without {missing}")
+        if "Traceback" in err or any(not ln.startswith("wrote ") for ln in lines):
+            problems.append(f"exit 0 with stderr {lines[:4]}")
+        return "complete", problems
+    said = [ln for ln in lines if not ln.startswith("wrote ")]
+    if code != 9:
+        problems.append(("traceback: " + lines[-1]) if "Traceback" in err
+                        else f"exit {code}: {lines[:4]}")
+    elif len(said) != 1 or not said[0].startswith("gpugap: error: cannot write "):
+        problems.append(f"exit 9 without the one write-error line: {lines[:4]}")
+    return f"exit {code}", problems
+
+
+def test_fuzz_full_disk_under_stdout(tmp_path, small_filesystems):
+    """Standard output on /dev/full (always) and on a tmpfs of random size (where root
+    may mount one), with --json or the terminal report, buffered or not."""
+    runs, places = [], []
+    for i in range(edge_count(2)):
+        rng = edge_rng("stdout", i)
+        small = small_filesystems(rng) if i % 2 else None
+        if small is None:
+            stdout, where = Path("/dev/full"), "/dev/full"
+            json_out = rng.random() < 0.6
+        else:
+            stdout, where = small[0] / "o.json", small[1]
+            json_out = True
+        runs.append(Run(["--json"] * json_out + [str(EDGE_CAPTURE)], stdout,
+                        tmp_path / f"w{i}", unbuffered=rng.random() < 0.5))
+        places.append(where)
+    run_processes(runs)
+    outcomes = []
+    for i, (run, where) in enumerate(zip(runs, places, strict=True)):
+        doc = run.stdout if where != "/dev/full" else None
+        outcome, problems = judge_full(run.code, run.stderr, None, [], None, doc)
+        if where == "/dev/full" and outcome != "exit 9":
+            problems.append(f"{outcome} on /dev/full")
+        outcomes.append((f"stdout {i}: {where}, {' '.join(run.argv[:-1]) or 'terminal'}"
+                         f"{', unbuffered' if run.unbuffered else ''}", outcome, problems))
+    report = edge_summary("full disk under stdout", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+def test_fuzz_full_disk_under_file_outputs(small_filesystems):
+    """--html and --svg written into a tmpfs of random size (in this process: the files
+    are real, stdout is not the point here)."""
+    outcomes = []
+    for i in range(edge_count(3)):
+        rng = edge_rng("files", i)
+        small = small_filesystems(rng)
+        if small is None:
+            pytest.skip("cannot mount a tmpfs here (not root): the stdout fuzz's /dev/full "
+                        "covers the write error")
+        directory, where = small
+        outputs = []
+        argv = ["analyze", str(EDGE_CAPTURE), "--json"]
+        for option, name in rng.sample([("--html", "r.html"), ("--svg", "r.svg")],
+                                       rng.randint(1, 2)):
+            argv += [option, str(directory / name)]
+            outputs.append(directory / name)
+        code, out, err, escaped = _invoke(argv, False)
+        outcome, problems = judge_full(code, err, escaped, outputs, directory)
+        if code == 0:
+            try:
+                strict_loads(out)
+            except ValueError as exc:
+                problems.append(f"broken output: stdout is not JSON ({exc})")
+        outcomes.append((f"files {i}: {where}, {' '.join(argv[3:])}", outcome, problems))
+    report = edge_summary("full disk under --html/--svg", outcomes)
     print(report, file=sys.stderr)
     assert not any(o[2] for o in outcomes), report
