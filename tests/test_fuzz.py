@@ -38,6 +38,28 @@ turn), the others random (one to three mutations of any kind). The suite runs
 
 A failure prints the case number, the source report, the mutations and what went wrong
 (the traceback, the stderr lines, the offending JSON values).
+
+The edges around the reports (issue 24), a handful of seeded cases each by default (a few
+seconds), scaled by GPUGAP_FUZZ_CASES (1600: 6.7 times as many) and varied by
+GPUGAP_FUZZ_SEED:
+
+- scheduler addresses: generated ones (schemes, hosts, ports, tails, unicode, empty,
+  200,000 characters) through ``check_address`` (one UsageError line or a usable
+  (scheme, host, port)) and through ``analyze DIR --scheduler ADDR`` (exit 2, one line);
+  listeners on 127.0.0.1 that refuse, never accept, or send random bytes (an HTTP reply,
+  a frame length of up to 2^64) in random pieces with random pauses, then close, reset
+  or hold, through ``probe``: one UsageError line within the timeout + 2 s, under 4 MB
+  allocated, passing only a Dask-like handshake;
+- signals: SIGINT or SIGTERM at a random moment (0 to the length of an uninterrupted run)
+  of ``python -m gpugap analyze`` of a committed capture, with or without --json, --html
+  and --svg: exit 0 and complete outputs, or 128 + the signal and exactly the
+  ``gpugap: interrupted`` line; never a traceback, a partial output or a temporary file
+  left (a signal before gpugap's first line or after its last, in Python's own start
+  and exit, is counted apart);
+- full disks: standard output on /dev/full and on a tmpfs of random size (part of it
+  taken), and --html/--svg into one: exit 0 with every output complete (JSON parses,
+  the HTML ends with </html>, the SVG is well-formed) or exit 9 with one line; the tmpfs
+  cases need the right to mount (root, as in CI).
 """
 
 from __future__ import annotations
