@@ -356,7 +356,7 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
         raise UsageError(f"{option('scheduler')} needs dask.distributed: pip install "
                          "'gpugap[dist]'") from None
     own = not isinstance(scheduler, Client)
-    if own:
+    if isinstance(scheduler, str):          # own: an address, not a client given
         probe(scheduler, timeout)
         check_comm(scheduler)
     try:
