@@ -67,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import ipaddress
 import json
 import math
 import multiprocessing
@@ -798,9 +799,31 @@ def judge_address(address: str) -> tuple[str, list[str]]:
         problems.append(f"accepted as {(scheme, host, port)!r}")
     elif scheme == "inproc":
         pass                             # a cluster inside this process: taken as given
-    elif not host or not 0 < port < 65536:
+    elif not 0 < port < 65536 or not is_host(host):
         problems.append(f"accepted as {(scheme, host, port)!r}")
+    elif host not in address.lower() or str(port) not in address:
+        problems.append(f"accepted as {(scheme, host, port)!r}, not what was typed")
+    elif "#" in address or any(c < " " or c == "\x7f" for c in address.strip()):
+        problems.append(f"accepted as {(scheme, host, port)!r}, dropping part of it")
     return "accepted", problems
+
+
+_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+
+
+def is_host(host: str) -> bool:
+    """An IP address (v6 with its scope) or a host name: labels of letters, digits,
+    hyphens (and the underscores of container names), international ones as IDNA."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host.split("%", 1)[0] if ":" in host else host)
+        return ":" not in host or "%" not in host or bool(host.split("%", 1)[1])
+    if ":" in host or re.fullmatch(r"[0-9.]+", host):
+        return False
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return False
+    return len(name) <= 253 and all(_LABEL.fullmatch(x) for x in name.split("."))
 
 
 def test_fuzz_scheduler_addresses():
