@@ -311,6 +311,38 @@ def test_interrupted_run_says_so_and_leaves_no_output(capsys, tmp_path, monkeypa
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
 
 
+_INTERRUPT_WHILE_IMPORTING = """
+import os, signal, sys
+
+class SignalOnTyper:                    # the signal lands as the command's modules import
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            os.kill(os.getpid(), signal.{signal})
+        return None
+
+sys.meta_path.insert(0, SignalOnTyper())
+from gpugap.cli import main             # what the gpugap script does first
+sys.exit(main(["analyze", sys.argv[1], "--json"]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_while_the_command_imports(tmp_path, signum):
+    """The first half second of `gpugap` imports typer, rich and the commands; Ctrl-C
+    there was a KeyboardInterrupt traceback and SIGTERM a silent death (found by
+    tests/test_fuzz.py's signal fuzzer). Now the same line and exit code as later."""
+    import subprocess
+    import sys
+
+    name = signal.Signals(signum).name
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPT_WHILE_IMPORTING.format(
+        signal=name), str(report_path("h2d-copy-good"))], capture_output=True, text=True,
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])),
+        timeout=60)
+    assert (proc.returncode, proc.stdout) == (128 + signum, ""), proc.stderr
+    assert proc.stderr.splitlines() == [f"gpugap: interrupted ({name})"]
+
+
 def test_out_of_memory_names_the_stage(capsys, monkeypatch):
     """MemoryError (held here inside the analysis; a real one needs a report of millions
     of kernels under a memory limit, shown in docs/analyze.md): one line naming the stage

@@ -38,6 +38,28 @@ turn), the others random (one to three mutations of any kind). The suite runs
 
 A failure prints the case number, the source report, the mutations and what went wrong
 (the traceback, the stderr lines, the offending JSON values).
+
+The edges around the reports (issue 24), a handful of seeded cases each by default (a few
+seconds), scaled by GPUGAP_FUZZ_CASES (1600: 6.7 times as many) and varied by
+GPUGAP_FUZZ_SEED:
+
+- scheduler addresses: generated ones (schemes, hosts, ports, tails, unicode, empty,
+  200,000 characters) through ``check_address`` (one UsageError line or a usable
+  (scheme, host, port)) and through ``analyze DIR --scheduler ADDR`` (exit 2, one line);
+  listeners on 127.0.0.1 that refuse, never accept, or send random bytes (an HTTP reply,
+  a frame length of up to 2^64) in random pieces with random pauses, then close, reset
+  or hold, through ``probe``: one UsageError line within the timeout + 2 s, under 4 MB
+  allocated, passing only a Dask-like handshake;
+- signals: SIGINT or SIGTERM at a random moment (0 to the length of an uninterrupted run)
+  of ``python -m gpugap analyze`` of a committed capture, with or without --json, --html
+  and --svg: exit 0 and complete outputs, or 128 + the signal and exactly the
+  ``gpugap: interrupted`` line; never a traceback, a partial output or a temporary file
+  left (a signal before gpugap's first line or after its last, in Python's own start
+  and exit, is counted apart);
+- full disks: standard output on /dev/full and on a tmpfs of random size (part of it
+  taken), and --html/--svg into one: exit 0 with every output complete (JSON parses,
+  the HTML ends with </html>, the SVG is well-formed) or exit 9 with one line; the tmpfs
+  cases need the right to mount (root, as in CI).
 """
 
 from __future__ import annotations
@@ -45,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import ipaddress
 import json
 import math
 import multiprocessing
@@ -52,13 +75,19 @@ import os
 import random
 import re
 import shutil
+import socket
 import sqlite3
+import struct
+import subprocess
 import sys
+import threading
 import time
 import traceback
+import tracemalloc
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclasses_replace
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from xml.etree import ElementTree
@@ -680,3 +709,593 @@ def test_fuzz(tmp_path):
     report = summary(results) + f"\n{time.monotonic() - t0:.1f} s"
     print(report, file=sys.stderr)
     assert not any(r["problems"] for r in results), report
+
+
+# --- the edges around the reports (issue 24): scheduler addresses, signals, full disks ---
+# Each edge runs a handful of seeded cases in the default suite (a few seconds in all) and
+# scales with GPUGAP_FUZZ_CASES, the long mode (GPUGAP_FUZZ_CASES=1600: 6.7 times as
+# many); GPUGAP_FUZZ_SEED gives other cases. A failure prints every case's outcome.
+
+def edge_count(default: int) -> int:
+    """*default* cases in the default suite, scaled as GPUGAP_FUZZ_CASES scales the
+    report cases."""
+    return max(1, round(default * CASES / DEFAULT_CASES))
+
+
+def edge_rng(edge: str, index: int) -> random.Random:
+    return random.Random(f"gpugap-fuzz-{edge}-{SEED}-{index}")
+
+
+def edge_summary(edge: str, outcomes: list[tuple[str, str, list[str]]]) -> str:
+    """Counts by outcome, then every failed case: (case, outcome, problems)."""
+    failed = [o for o in outcomes if o[2]]
+    tracebacks = sum(1 for o in failed if any("traceback" in p.lower() for p in o[2]))
+    hangs = sum(1 for o in failed if any(p.startswith("hang") for p in o[2]))
+    broken = sum(1 for o in failed if any(p.startswith("broken") for p in o[2]))
+    lines = [f"{edge}: {len(outcomes)} cases, {len(failed)} failed; tracebacks {tracebacks},"
+             f" hangs {hangs}, broken outputs {broken}; outcomes "
+             f"{dict(Counter(o[1] for o in outcomes))}"]
+    for case, outcome, problems in failed:
+        lines.append(f"--- {case} -> {outcome}")
+        lines += [f"    {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def one_error_line(err: str, prefix: str = "gpugap: error: ") -> list[str]:
+    """Problems with *err* as the one line a failure must be ([] when it is)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if "Traceback" in err:
+        return ["traceback on stderr: " + (lines[-1] if lines else "")]
+    if len(lines) != 1 or not lines[0].startswith(prefix):
+        return [f"not one {prefix.strip()!r} line: {lines[:4]}"]
+    return []
+
+
+# Scheduler addresses: generated from parts a user (or a script) could type, or random.
+_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc", "http", "https", "TCP", "ftp", "",
+            "tcp:", "t\u0441p", "tcp\x00", "ipc", "x" * 70)
+_HOSTS = ("127.0.0.1", "localhost", "10.0.0.5", "scheduler", "", "[::1]", "::1", "[::1",
+          "[fe80::1%eth0]", "999.1.1.1", "user:pw@host", "@", "h\u00f6st.invalid",
+          "a b", "%41", "\u202ehost", "host\n", "-", "x" * 300, "[]", "[v1.x]", "0")
+_PORTS = ("8786", "1", "65535", "", "0", "-1", "65536", "9" * 30, "0x10", "80a", " 80",
+          "\u0968\u096e", "1e3", "+80", "8786:8786", "\uff18\uff17")
+_TAILS = ("", "", "", "/", "/x", "?a=1", "#f", "//", "/..", "\x00", ";x", " ")
+
+
+def random_address(rng: random.Random) -> str:
+    roll = rng.random()
+    if roll < 0.08:                      # bytes of any kind, any length
+        size = rng.choice([0, 1, 5, 40, 5000, 200_000])
+        if rng.random() < 0.5:
+            return rng.randbytes(size).decode("latin-1")
+        return rng.randbytes(size * 2).decode("utf-16-le", "replace")
+    if roll < 0.12:
+        return rng.choice(["", " ", "\n", "://", ":", "tcp://", "tcp://:", "::::",
+                           "tcp://127.0.0.1:8786" * 500])
+    scheme, host, port = rng.choice(_SCHEMES), rng.choice(_HOSTS), rng.choice(_PORTS)
+    text = (f"{scheme}://" if rng.random() < 0.85 else "") + host
+    if rng.random() < 0.9:
+        text += f":{port}"
+    return text + rng.choice(_TAILS)
+
+
+def judge_address(address: str) -> tuple[str, list[str]]:
+    """check_address: a (scheme, host, port) a connection can use, or one UsageError line;
+    never another exception."""
+    from gpugap.analysis.scheduler import SCHEMES, check_address
+    from gpugap.errors import UsageError
+
+    try:
+        scheme, host, port = check_address(address)
+    except UsageError as exc:
+        message = str(exc)
+        if "\n" in message or "\r" in message or not message:
+            return "refused", [f"not one line: {message[:200]!r}"]
+        return "refused", []
+    except BaseException as exc:        # noqa: BLE001 - what the fuzzer looks for
+        return "traceback", [f"traceback: {type(exc).__name__}: {exc}"[:300]]
+    problems = []
+    if scheme not in SCHEMES or not isinstance(host, str) or not isinstance(port, int):
+        problems.append(f"accepted as {(scheme, host, port)!r}")
+    elif scheme == "inproc":
+        pass                             # a cluster inside this process: taken as given
+    elif not 0 < port < 65536 or not is_host(host):
+        problems.append(f"accepted as {(scheme, host, port)!r}")
+    elif host not in address.lower() or str(port) not in address:
+        problems.append(f"accepted as {(scheme, host, port)!r}, not what was typed")
+    elif "#" in address or any(c < " " or c == "\x7f" for c in address.strip()):
+        problems.append(f"accepted as {(scheme, host, port)!r}, dropping part of it")
+    return "accepted", problems
+
+
+_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+
+
+def is_host(host: str) -> bool:
+    """An IP address (v6 with its scope) or a host name: labels of letters, digits,
+    hyphens (and the underscores of container names), international ones as IDNA."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host.split("%", 1)[0] if ":" in host else host)
+        return ":" not in host or "%" not in host or bool(host.split("%", 1)[1])
+    if ":" in host or re.fullmatch(r"[0-9.]+", host):
+        return False
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return False
+    return len(name) <= 253 and all(_LABEL.fullmatch(x) for x in name.split("."))
+
+
+def test_fuzz_scheduler_addresses():
+    """Generated addresses through check_address: never a traceback."""
+    outcomes = []
+    for i in range(edge_count(200)):
+        address = random_address(edge_rng("address", i))
+        outcome, problems = judge_address(address)
+        outcomes.append((f"address {i} {address[:80]!r}", outcome, problems))
+    report = edge_summary("scheduler addresses", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+def test_fuzz_scheduler_addresses_through_the_cli():
+    """`analyze DIR --scheduler ADDR`: always exit 2 and one line (nothing listens where a
+    well-formed address points: a closed port, an unroutable host, a name that does not
+    resolve), within the timeout and 2 s; never a traceback."""
+    pytest.importorskip("distributed")
+    ranks = DATA / "captures" / "ranks"
+    timeout = 0.3
+    outcomes = []
+    for i in range(edge_count(8)):
+        rng = edge_rng("cli-address", i)
+        address = random_address(rng)
+        if rng.random() < 0.3:            # a well-formed one, so the probe runs too
+            address = (f"{rng.choice(['tcp', 'tls', 'ucx', 'ws', 'wss'])}://"
+                       f"{rng.choice(['127.0.0.1', 'localhost', '[::1]'])}:"
+                       f"{rng.choice([1, 9, 47])}")
+        t0 = time.monotonic()
+        code, out, err, escaped = _invoke(["analyze", str(ranks), "--scheduler", address,
+                                           "--scheduler-timeout", str(timeout)], False)
+        took = time.monotonic() - t0
+        problems = []
+        if escaped is not None:
+            problems.append("traceback: " + escaped.strip().splitlines()[-1])
+        else:
+            problems += one_error_line(err)
+            if code != 2:
+                problems.append(f"exit {code}, not 2")
+            if out:
+                problems.append(f"stdout: {out[:100]!r}")
+        if took > timeout + 2 + 3:        # + 3: the command's own start (imports, parsing)
+            problems.append(f"hang: {took:.1f} s")
+        outcomes.append((f"cli {i} {address[:80]!r}", f"exit {code}", problems))
+    report = edge_summary("--scheduler on the command line", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+# Listeners on 127.0.0.1 that are not (or are) a Dask scheduler: each follows a random
+# plan of pauses, sends and a close, or refuses the connection, or never accepts it.
+def random_plan(rng: random.Random, timeout: float) -> list[tuple[str, object]]:
+    roll = rng.random()
+    if roll < 0.08:
+        return [("refuse", None)]
+    if roll < 0.14:
+        return [("never_accept", None)]
+    plan: list[tuple[str, object]] = []
+    if rng.random() < 0.15:              # a Dask-like handshake: the probe must pass it
+        body = b"\x83\xabcompression\xc0\xa6python\x93\x03\x0b\x07\xafpickle-protocol\x05"
+        payload = struct.pack("<Q", len(body)) + body
+    else:
+        head = rng.choice([b"", b"HTTP/1.1 400 Bad Request\r\n\r\n", b"SSH-2.0-x\r\n",
+                           struct.pack("<Q", rng.choice([0, 1, 12, 1 << 20, (1 << 20) + 1,
+                                                         1 << 62, 2**64 - 1]))])
+        payload = head + rng.randbytes(rng.choice([0, 1, 3, 7, 8, 100, 5000, 60_000]))
+    cuts = sorted(rng.sample(range(len(payload) + 1), min(len(payload) + 1,
+                                                           rng.randint(1, 4))))
+    pieces = [payload[a:b] for a, b in zip([0, *cuts], [*cuts, len(payload)], strict=True) if b > a]
+    for piece in pieces:
+        if rng.random() < 0.4:
+            plan.append(("sleep", rng.choice([0.01, 0.05, timeout / 2, timeout * 1.5])))
+        plan.append(("send", piece))
+    if rng.random() < 0.4:
+        plan.append(("sleep", rng.choice([0.05, timeout * 2])))
+    plan.append(rng.choice([("close", None), ("close", None), ("reset", None),
+                            ("hold", None)]))
+    return plan
+
+
+class Listener:
+    """A socket on 127.0.0.1 following *plan* for its first connection, in a thread."""
+
+    def __init__(self, plan: list[tuple[str, object]], hold: float) -> None:
+        self.plan, self.hold = plan, hold
+        self.done = threading.Event()         # set when the probe is over: pauses end
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = None
+        if plan[0][0] == "refuse":        # bound, never listening: refused
+            return
+        self.sock.listen(1)
+        if plan[0][0] == "never_accept":  # the kernel completes the handshake; nobody reads
+            return
+        self.sock.settimeout(hold)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                for action, arg in self.plan:
+                    if action == "sleep":
+                        self.done.wait(arg)
+                    elif action == "send":
+                        conn.sendall(arg)
+                    elif action == "reset":   # RST, not FIN
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                        struct.pack("ii", 1, 0))
+                    elif action == "hold":
+                        self.done.wait(self.hold)
+            except OSError:
+                pass                          # the probe gave up and closed first
+
+    def close(self) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(self.hold + 5)
+        self.sock.close()
+
+
+def test_fuzz_scheduler_listeners():
+    """probe against listeners that answer random bytes, pause, close or reset at random
+    points: one UsageError line within the timeout and 2 s (or nothing, where a Dask-like
+    handshake came whole), never a hang, never more than a few MB allocated."""
+    from gpugap.analysis.scheduler import probe
+    from gpugap.errors import UsageError
+
+    timeout = 0.25
+    outcomes = []
+    for i in range(edge_count(8)):
+        rng = edge_rng("listener", i)
+        plan = random_plan(rng, timeout)
+        sent = b"".join(arg for action, arg in plan if action == "send")
+        dask_like = b"pickle-protocol" in sent and 0 < struct.unpack("<Q", sent[:8])[0] <= (
+            1 << 20) and len(sent) >= 8 + struct.unpack("<Q", sent[:8])[0]
+        listener = Listener(plan, hold=timeout * 3)
+        tracemalloc.start()
+        t0 = time.monotonic()
+        problems = []
+        try:
+            probe(f"tcp://127.0.0.1:{listener.port}", timeout)
+            outcome = "passed"
+        except UsageError as exc:
+            outcome = "refused"
+            if "\n" in str(exc):
+                problems.append(f"not one line: {str(exc)[:200]!r}")
+        except BaseException as exc:      # noqa: BLE001 - what the fuzzer looks for
+            outcome = "traceback"
+            problems.append(f"traceback: {type(exc).__name__}: {exc}"[:300])
+        took = time.monotonic() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        listener.close()
+        if took > timeout + 2:
+            problems.append(f"hang: {took:.2f} s with a {timeout} s timeout")
+        if peak > 4 << 20:
+            problems.append(f"allocated {peak >> 20} MB")
+        if outcome == "passed" and not dask_like:
+            problems.append("passed what is no Dask handshake")
+        describe = " ".join(f"{a}({len(x) if isinstance(x, bytes) else x})" if x is not None
+                            else a for a, x in plan)
+        outcomes.append((f"listener {i}: {describe}", outcome, problems))
+    report = edge_summary("scheduler listeners", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+# Real runs of the command (`python -m gpugap analyze` of a committed capture), a few at a
+# time, each sent a signal at its moment (or none), each killed past the time limit.
+EDGE_CAPTURE = DATA / "captures" / "gemm.sqlite"
+REPO = Path(__file__).resolve().parents[1]
+GPUGAP_DIR = REPO / "gpugap"
+
+
+@dataclass
+class Run:
+    argv: list[str]                     # after `gpugap analyze`
+    stdout: Path                        # a file (a tmpfs, /dev/full)
+    workdir: Path                       # stderr goes here
+    signum: int = 0
+    delay: float = 0.0                  # seconds after the start
+    unbuffered: bool = False
+    code: int | None = None
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+def run_processes(runs: list[Run], workers: int = WORKERS, timeout: float = TIMEOUT_S
+                  ) -> None:
+    """Run each in its own interpreter, *workers* at a time; code None: a hang (killed)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for first in range(0, len(runs), max(1, workers)):
+        batch = runs[first:first + max(1, workers)]
+        procs = []
+        for run in batch:
+            run.workdir.mkdir(parents=True, exist_ok=True)
+            with open(run.stdout, "wb") as out, open(run.workdir / "stderr", "wb") as err:
+                procs.append((run, time.monotonic(), subprocess.Popen(
+                    [sys.executable, "-m", "gpugap", "analyze", *run.argv], stdout=out,
+                    stderr=err, cwd=run.workdir,
+                    env=dict(env, PYTHONUNBUFFERED="1" if run.unbuffered else ""))))
+        pending = {id(run) for run, _, _ in procs}
+        signalled: set[int] = set()
+        while pending:
+            now = time.monotonic()
+            for run, t0, proc in procs:
+                if id(run) not in pending:
+                    continue
+                if proc.poll() is not None:
+                    run.code, run.seconds = proc.returncode, now - t0
+                    pending.discard(id(run))
+                elif now - t0 > timeout:
+                    proc.kill()
+                    proc.wait()
+                    run.code, run.seconds = None, now - t0
+                    pending.discard(id(run))
+                elif run.signum and id(run) not in signalled and now - t0 >= run.delay:
+                    proc.send_signal(run.signum)
+                    signalled.add(id(run))
+            time.sleep(0.002)
+        for run in batch:
+            run.stderr = (run.workdir / "stderr").read_text(errors="replace")
+            (run.workdir / "stderr").unlink()
+
+
+def broken_outputs(paths: list[Path]) -> list[str]:
+    """'broken output' problems of the outputs that exist: JSON that does not parse, an
+    HTML page without its end, an SVG that is not well-formed XML."""
+    problems = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".json":
+            try:
+                strict_loads(text)
+            except ValueError as exc:
+                problems.append(f"broken output: {path.name} is not JSON ({exc}), "
+                                f"{len(text)} chars")
+        elif path.suffix == ".html" and not text.rstrip().endswith("</html>"):
+            problems.append(f"broken output: {path.name} ends without </html> "
+                            f"({len(text)} chars)")
+        elif path.suffix == ".svg":
+            try:
+                ElementTree.fromstring(text)
+            except ElementTree.ParseError as exc:
+                problems.append(f"broken output: {path.name} is not well-formed ({exc})")
+    return problems
+
+
+def leftovers(directory: Path, expected: list[Path]) -> list[str]:
+    """Files in *directory* other than the outputs asked for (temporary files)."""
+    names = {p.name for p in expected}
+    extra = sorted(p.name for p in directory.iterdir() if p.name not in names)
+    return [f"leftover files in the output directory: {extra}"] if extra else []
+
+
+def _gpugap_frames(err: str) -> bool:
+    """Whether a traceback on *err* passes through gpugap's own code."""
+    return any(str(GPUGAP_DIR) in line for line in err.splitlines()
+               if line.lstrip().startswith('File "'))
+
+
+def judge_interrupted(run: Run, outputs: list[Path], outdir: Path) -> tuple[str, list[str]]:
+    """Exit 0 and complete outputs, or exit 128 + the signal and exactly the
+    `gpugap: interrupted` line, never a partial output or a temporary file left behind.
+    Two outcomes lie outside gpugap's code and are counted apart: the interpreter killed
+    by SIGTERM or stopped by Ctrl-C before gpugap's first line ran (Python's own start,
+    tenths of a second), or after its last (while it exits)."""
+    import signal
+
+    name = signal.Signals(run.signum).name
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    problems = broken_outputs(outputs) + leftovers(outdir, outputs)
+    if run.code == 0 and "--json" in run.argv:
+        problems += broken_outputs([run.stdout])     # cut short, stdout is as far as it got
+    if run.code is None:
+        return "hang", [f"hang: no exit within {TIMEOUT_S:.0f} s", *problems]
+    if run.code == 0:
+        outcome = "finished"
+        missing = [p.name for p in outputs if not p.is_file()]
+        if missing:
+            problems.append(f"broken output: exit 0 without {missing}")
+        if "Traceback" in run.stderr or any(not ln.startswith("wrote ") for ln in lines):
+            problems.append(f"exit 0 with stderr {lines[:4]}")
+    elif run.code == 128 + run.signum:
+        outcome = "interrupted"
+        wanted = re.compile(rf"gpugap: interrupted \({name}\)(; not written: .+)?")
+        said = [ln for ln in lines if not ln.startswith("wrote ")]
+        if len(said) != 1 or not wanted.fullmatch(said[0]):
+            problems.append(f"not the one interrupted line: {lines[:4]}")
+    elif run.code == -run.signum and not run.stderr:
+        outcome = "killed outside gpugap's code"
+    elif ("KeyboardInterrupt" in run.stderr and run.code in (1, -signal.SIGINT)
+          and not _gpugap_frames(run.stderr)):
+        outcome = "Ctrl-C before gpugap's code"
+    else:
+        outcome = f"exit {run.code}"
+        if "Traceback" in run.stderr:
+            problems.append("traceback: " + (lines[-1] if lines else ""))
+        else:
+            problems.append(f"exit {run.code}: {lines[:4]}")
+    return outcome, problems
+
+
+def test_fuzz_signals(tmp_path):
+    """SIGINT or SIGTERM at a random moment of a real run (between its start and the
+    length of an uninterrupted run), with and without --html/--svg outputs and --json."""
+    import signal
+
+    base = Run(["--json", "--html", "out/r.html", str(EDGE_CAPTURE)],
+               tmp_path / "base" / "stdout.json", tmp_path / "base")
+    (tmp_path / "base" / "out").mkdir(parents=True)
+    run_processes([base])
+    outcome, problems = judge_interrupted(
+        dataclasses_replace(base, signum=signal.SIGINT),
+        [tmp_path / "base/out/r.html"], tmp_path / "base/out")
+    assert (base.code, outcome, problems) == (0, "finished", []), base.stderr
+    length = base.seconds
+
+    runs, expected = [], []
+    for i in range(edge_count(2)):
+        rng = edge_rng("signal", i)
+        workdir = tmp_path / f"s{i}"
+        (workdir / "out").mkdir(parents=True)
+        argv, outputs = [], []
+        if rng.random() < 0.5:
+            argv.append("--json")
+        for option, name in (("--html", "r.html"), ("--svg", "r.svg")):
+            if rng.random() < 0.6:
+                argv += [option, f"out/{name}"]
+                outputs.append(workdir / "out" / name)
+        runs.append(Run([*argv, str(EDGE_CAPTURE)], workdir / "stdout.json", workdir,
+                        signum=rng.choice([signal.SIGINT, signal.SIGTERM]),
+                        delay=rng.uniform(0, length)))
+        expected.append(outputs)
+    run_processes(runs)
+    outcomes = []
+    for i, (run, outputs) in enumerate(zip(runs, expected, strict=True)):
+        outcome, problems = judge_interrupted(run, outputs, run.workdir / "out")
+        if "--json" not in run.argv and run.code == 0 and not run.stdout.read_text():
+            problems.append("broken output: exit 0 and nothing on stdout")
+        outcomes.append((f"signal {i}: {signal.Signals(run.signum).name} at "
+                         f"{run.delay:.2f} s of {length:.2f} s, {' '.join(run.argv[:-1])}",
+                         outcome, problems))
+    report = edge_summary("signals", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+@pytest.fixture
+def small_filesystems(tmp_path):
+    """Mounts a tmpfs of a random size, part of it filled, in a new directory: *mount(rng)*
+    gives (directory, description), or None where this user may not mount (not root; CI
+    is): /dev/full alone stands for a full disk there."""
+    mounted: list[Path] = []
+
+    def mount(rng: random.Random) -> tuple[Path, str] | None:
+        where = tmp_path / f"small{len(mounted)}"
+        where.mkdir()
+        size_k = rng.choice([4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048])
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_k}k", "tmpfs",
+                               str(where)], capture_output=True)
+        if made.returncode != 0:
+            return None
+        mounted.append(where)
+        taken = rng.choice([0, 0, 1, 4096, 10_000, size_k * 512])
+        if taken:
+            with contextlib.suppress(OSError), open(where / "filler", "wb") as f:
+                f.write(rng.randbytes(taken))
+        return where, f"tmpfs {size_k}k, {taken} bytes taken"
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def judge_full(code, err: str, escaped: str | None, outputs: list[Path],
+               outdir: Path | None, stdout_doc: Path | None = None) -> tuple[str, list[str]]:
+    """Exit 0 with every output complete, or exit 9 with one 'cannot write ...' line
+    (after 'wrote' lines for what was written whole); never exit 0 with a broken output,
+    never a partial file or a temporary one left. *stdout_doc*: where the JSON on
+    stdout went, complete on exit 0 (on exit 9 the line says it is not)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    problems = broken_outputs(outputs)
+    if code == 0 and stdout_doc is not None:
+        problems += broken_outputs([stdout_doc])
+    if outdir is not None:
+        problems += leftovers(outdir, [*outputs, outdir / "filler"])
+    if escaped is not None:
+        return "traceback", ["traceback: " + escaped.strip().splitlines()[-1], *problems]
+    if code is None:
+        return "hang", [f"hang: no exit within {TIMEOUT_S:.0f} s", *problems]
+    if code == 0:
+        missing = [p.name for p in outputs if not p.is_file()]
+        if missing:
+            problems.append(f"broken output: exit 0 without {missing}")
+        if "Traceback" in err or any(not ln.startswith("wrote ") for ln in lines):
+            problems.append(f"exit 0 with stderr {lines[:4]}")
+        return "complete", problems
+    said = [ln for ln in lines if not ln.startswith("wrote ")]
+    if code != 9:
+        problems.append(("traceback: " + lines[-1]) if "Traceback" in err
+                        else f"exit {code}: {lines[:4]}")
+    elif len(said) != 1 or not said[0].startswith("gpugap: error: cannot write "):
+        problems.append(f"exit 9 without the one write-error line: {lines[:4]}")
+    return f"exit {code}", problems
+
+
+def test_fuzz_full_disk_under_stdout(tmp_path, small_filesystems):
+    """Standard output on /dev/full (always) and on a tmpfs of random size (where root
+    may mount one), with --json or the terminal report, buffered or not."""
+    runs, places = [], []
+    for i in range(edge_count(2)):
+        rng = edge_rng("stdout", i)
+        small = small_filesystems(rng) if i % 2 else None
+        if small is None:
+            stdout, where = Path("/dev/full"), "/dev/full"
+            json_out = rng.random() < 0.6
+        else:
+            stdout, where = small[0] / "o.json", small[1]
+            json_out = True
+        runs.append(Run(["--json"] * json_out + [str(EDGE_CAPTURE)], stdout,
+                        tmp_path / f"w{i}", unbuffered=rng.random() < 0.5))
+        places.append(where)
+    run_processes(runs)
+    outcomes = []
+    for i, (run, where) in enumerate(zip(runs, places, strict=True)):
+        doc = run.stdout if where != "/dev/full" else None
+        outcome, problems = judge_full(run.code, run.stderr, None, [], None, doc)
+        if where == "/dev/full" and outcome != "exit 9":
+            problems.append(f"{outcome} on /dev/full")
+        outcomes.append((f"stdout {i}: {where}, {' '.join(run.argv[:-1]) or 'terminal'}"
+                         f"{', unbuffered' if run.unbuffered else ''}", outcome, problems))
+    report = edge_summary("full disk under stdout", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report
+
+
+def test_fuzz_full_disk_under_file_outputs(small_filesystems):
+    """--html and --svg written into a tmpfs of random size (in this process: the files
+    are real, stdout is not the point here)."""
+    outcomes = []
+    for i in range(edge_count(3)):
+        rng = edge_rng("files", i)
+        small = small_filesystems(rng)
+        if small is None:
+            pytest.skip("cannot mount a tmpfs here (not root): the stdout fuzz's /dev/full "
+                        "covers the write error")
+        directory, where = small
+        outputs = []
+        argv = ["analyze", str(EDGE_CAPTURE), "--json"]
+        for option, name in rng.sample([("--html", "r.html"), ("--svg", "r.svg")],
+                                       rng.randint(1, 2)):
+            argv += [option, str(directory / name)]
+            outputs.append(directory / name)
+        code, out, err, escaped = _invoke(argv, False)
+        outcome, problems = judge_full(code, err, escaped, outputs, directory)
+        if code == 0:
+            try:
+                strict_loads(out)
+            except ValueError as exc:
+                problems.append(f"broken output: stdout is not JSON ({exc})")
+        outcomes.append((f"files {i}: {where}, {' '.join(argv[3:])}", outcome, problems))
+    report = edge_summary("full disk under --html/--svg", outcomes)
+    print(report, file=sys.stderr)
+    assert not any(o[2] for o in outcomes), report

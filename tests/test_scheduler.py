@@ -38,6 +38,13 @@ def analyze_on(capsys, address: str, *extra: str) -> tuple[int, str, float]:
     ("tcp://127.0.0.1:99999", "bad port"),
     ("tcp://127.0.0.1:0", "out of range"),
     ("tcp://127.0.0.1:8786/path", "nothing after them"),
+    # found by tests/test_fuzz.py: these reached the connection (a DNS lookup, whose time
+    # no timeout bounds) or lost a part without a word
+    ("tcp://127.0.0.1:8786#x", "nothing after them"),
+    ("tcp://a b:8786", "'a b' is not a host name"),
+    ("tcp://%41:8786", "not a host name"),
+    ("tcp://999.1.1.1:8786", "not an IPv4 address"),
+    ("tcp://sched\nuler:8786", "control character"),
 ])
 def test_malformed_addresses_are_refused_before_any_work(capsys, address, said):
     code, line, _ = analyze_on(capsys, address)
@@ -48,8 +55,28 @@ def test_well_formed_addresses_pass():
     assert check_address("tcp://10.0.0.5:8786") == ("tcp", "10.0.0.5", 8786)
     assert check_address("scheduler:8786") == ("tcp", "scheduler", 8786)
     assert check_address("tls://[::1]:8786") == ("tls", "::1", 8786)
+    assert check_address("tcp://[fe80::1%eth0]:8786") == ("tcp", "fe80::1%eth0", 8786)
+    assert check_address("tcp://dask_scheduler.svc:8786")[1] == "dask_scheduler.svc"
+    assert check_address("tcp://h\u00f6st.example:8786")[1] == "h\u00f6st.example"
     with pytest.raises(UsageError):
         check_address("ftp://host:21")
+
+
+def test_a_scheme_this_distributed_cannot_speak_is_one_line(capsys):
+    """ucx://: distributed 2025 keeps a ucx backend whose connector cannot be made
+    (found by tests/test_fuzz.py's address fuzzer: a TypeError traceback from Client)."""
+    pytest.importorskip("distributed")
+    from distributed.comm.registry import get_backend
+
+    try:
+        get_backend("ucx").get_connector()
+    except Exception:                   # noqa: BLE001 - the case this test is about
+        code, line, took = analyze_on(capsys, "ucx://127.0.0.1:5",
+                                      "--scheduler-timeout", "0.5")
+        assert code == EXIT_USAGE and "cannot connect to ucx:// addresses" in line
+        assert "tcp://" in line and took < 15
+    else:
+        pytest.skip("this dask.distributed has a working ucx comm (distributed-ucxx)")
 
 
 def test_closed_port(capsys):

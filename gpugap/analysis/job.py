@@ -80,7 +80,7 @@ from gpugap.analysis.grouping import (
     group,
     read_identity,
 )
-from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, probe
+from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, check_comm, probe
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.jsonout import Record
 from gpugap.report import Trace, load
@@ -361,8 +361,9 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
         raise UsageError(f"{option('scheduler')} needs dask.distributed: pip install "
                          "'gpugap[dist]'") from None
     own = not isinstance(scheduler, Client)
-    if own:
+    if isinstance(scheduler, str):          # own: an address, not a client given
         probe(scheduler, timeout)
+        check_comm(scheduler)
     try:
         client = (scheduler if isinstance(scheduler, Client)
                   else Client(scheduler, timeout=f"{timeout}s"))

@@ -12,6 +12,8 @@ exactly that, within a deadline, before the client connects.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import socket
 import struct
 import time
@@ -46,12 +48,48 @@ def check_address(address: str) -> tuple[str, str, int]:
         raise UsageError(f"{address!r} is not a Dask scheduler address (scheme "
                          f"{parts.scheme or 'none'!r}; Dask's are {', '.join(SCHEMES)}); "
                          f"{hint}")
-    if not parts.hostname or port is None or parts.path not in ("", "/") or parts.query:
+    if (not parts.hostname or port is None or parts.path not in ("", "/") or parts.query
+            or parts.fragment or given.endswith(("?", "#"))):
         raise UsageError(f"{address!r} is not a Dask scheduler address (it needs a host and "
                          f"a port, nothing after them); {hint}")
     if not 0 < port < 65536:
         raise UsageError(f"{address!r}: port {port} is out of range (1-65535); {hint}")
+    problem = _host_problem(parts.hostname, given)
+    if problem:
+        raise UsageError(f"{address!r} is not a Dask scheduler address (its host "
+                         f"{parts.hostname!r} is {problem}); {hint}")
     return parts.scheme, parts.hostname, port
+
+
+# A label of a host name: letters, digits and hyphens (RFC 1123), and the underscores of
+# container and service names that resolvers accept.
+_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+
+
+def _host_problem(host: str, given: str) -> str | None:
+    """What *host* is instead of an IP address or a host name (None if it is one);
+    *given*: the address, whose control characters urlsplit drops without a word."""
+    if any(c < " " or c == "\x7f" for c in given):
+        return "broken by a control character"
+    if ":" in host:                     # [v6] (with its %scope)
+        try:
+            ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return "not an IPv6 address"
+        return "given an empty %scope" if host.endswith("%") else None
+    if re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return "not an IPv4 address"
+        return None
+    try:
+        name = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return "not a host name"
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        return "not a host name (letters, digits, hyphens and dots)"
+    return None
 
 
 def probe(address: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
@@ -98,6 +136,21 @@ def probe(address: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
                              "address, usually port 8786")
 
 
+def check_comm(address: str) -> None:
+    """UsageError if this dask.distributed has no working comm for *address*'s scheme:
+    distributed 2025 keeps a ``ucx`` backend whose connector cannot be made (UCX-Py was
+    removed; distributed-ucxx replaces it), which Client met with a TypeError."""
+    scheme = check_address(address)[0]
+    from distributed.comm.registry import get_backend
+
+    try:
+        get_backend(scheme).get_connector()
+    except Exception as exc:            # noqa: BLE001 - a third-party backend's failure
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise UsageError(f"this dask.distributed cannot connect to {scheme}:// addresses "
+                         f"({reason}); give the scheduler's tcp:// address") from None
+
+
 class _NotDask(Exception):
     pass
 
@@ -119,4 +172,4 @@ def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
     return bytes(data)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "check_address", "probe"]
+__all__ = ["DEFAULT_TIMEOUT_S", "check_address", "check_comm", "probe"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
 from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
@@ -411,52 +412,6 @@ def _pipe_closed() -> int:
     return EXIT_PIPE_CLOSED
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. A BaseException, so that no ``except Exception`` takes
-    it and typer does not turn it into a silent exit 130 as it does KeyboardInterrupt;
-    ``finally`` blocks still run (temporary files go)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise Interrupted(signum)
-
-
-@contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise Interrupted in the main thread while gpugap runs."""
-    import signal
-
-    wanted = (signal.SIGINT, signal.SIGTERM)
-    try:
-        before = {s: signal.signal(s, _interrupted) for s in wanted}
-    except ValueError:                  # not the main thread: leave signals alone
-        before = {}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
-
-
-def _interrupted_line(signum: int) -> str:
-    """`gpugap: interrupted`, and the outputs asked for that were not written (an output
-    is written whole or not at all: no partial file is left)."""
-    import signal
-
-    from gpugap.files import pending_outputs
-    from gpugap.text import MESSAGE_LIMIT, safe_text
-
-    missing = pending_outputs()
-    line = f"gpugap: interrupted ({signal.Signals(signum).name})"
-    if missing:
-        line += "; not written: " + ", ".join(str(p) for p in missing)
-    return safe_text(line, MESSAGE_LIMIT)
-
-
 @contextmanager
 def _checked_stdout() -> Iterator[None]:
     """Standard output through a buffered writer while gpugap runs. Unbuffered
@@ -509,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
 
     pending_outputs(forget=True)
     _STRUCK.clear()
-    with _signals_interrupt():
+    with interruptible():
         try:
             with _checked_stdout():
                 return _main(argv)
@@ -551,7 +506,7 @@ def _main(argv: list[str] | None) -> int:
                      "more memory", soft_wrap=True, markup=False, highlight=False)
         return EXIT_MEMORY
     except Interrupted as exc:
-        stderr.print(_interrupted_line(exc.signum), soft_wrap=True, markup=False,
+        stderr.print(interrupted_line(exc.signum), soft_wrap=True, markup=False,
                      highlight=False)
         return 128 + exc.signum
     except (typer.Abort, KeyboardInterrupt):
