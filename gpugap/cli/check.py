@@ -21,6 +21,7 @@ from gpugap.cli.root import (
     NsysOpt,
     RangeOpt,
     SchedulerOpt,
+    SchedulerTimeoutOpt,
     SetOpt,
     WorkersOpt,
     app,
@@ -155,6 +156,7 @@ def check(
     force: ForceOpt = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    scheduler_timeout: SchedulerTimeoutOpt = 10.0,
 ) -> int:
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
     against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
@@ -188,6 +190,10 @@ def check(
                          "gpugap.toml (see docs/ci.md)")
     from gpugap.analysis.job import expand_reports
 
+    if scheduler is not None:
+        from gpugap.analysis.scheduler import check_address
+
+        check_address(scheduler)
     reports = expand_reports(reports)
     inputs = [*reports, cfg.path, baseline_file]
     check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force,
@@ -218,6 +224,7 @@ def check(
                              "no --range")
         with job_progress(len(reports)) as progress:
             job = analyze_job(reports, workers=workers, scheduler=scheduler,
+                              scheduler_timeout=scheduler_timeout,
                               progress=progress, nsys=nsys, thresholds=cfg.thresholds)
         failed_reports = len(job.failed)
         checked.append(evaluate(
@@ -327,6 +334,7 @@ def baseline_save(
                       "(job.*) for gpugap check --baseline")] = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    scheduler_timeout: SchedulerTimeoutOpt = 10.0,
 ) -> int:
     """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
     --job, the job.* metrics of the REPORTs taken together as the ranks of one job."""
@@ -340,6 +348,10 @@ def baseline_save(
     if output is None:
         raise UsageError("where should the baseline go? give -o FILE "
                          "(or file in [tool.gpugap.baseline])")
+    if scheduler is not None:
+        from gpugap.analysis.scheduler import check_address
+
+        check_address(scheduler)
     reports = expand_reports(reports)
     check_outputs([("-o", output)], [*reports, cfg.path], force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
@@ -350,6 +362,7 @@ def baseline_save(
                              "--range does not apply")
         with job_progress(len(reports)) as progress:
             combined = analyze_job(reports, workers=workers, scheduler=scheduler,
+                                   scheduler_timeout=scheduler_timeout,
                                    progress=progress, nsys=nsys, thresholds=cfg.thresholds)
         if combined.failed:
             raise UsageError("a job baseline needs every report: "

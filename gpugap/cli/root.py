@@ -427,7 +427,7 @@ def _checked_stdout() -> Iterator[None]:
     fd = original.fileno()
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)),
                                   encoding=original.encoding, errors=original.errors,
-                                  line_buffering=original.line_buffering)
+                                  line_buffering=bool(original.line_buffering))
     try:
         yield
         sys.stdout.flush()              # the end that did not fit shows here

@@ -30,7 +30,8 @@ RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overla
 
 # What can start markup in GitHub-flavoured Markdown inside a line: emphasis, code,
 # links and images, raw HTML, autolinks and entities, strikethrough, table pipes, and the
-# backslash itself ('>' only quotes at a line's start, where report text never is). Backslash-escaped, each is shown as itself (GFM escapes any ASCII punctuation).
+# backslash itself ('>' only quotes at a line's start, where report text never is).
+# Backslash-escaped, each is shown as itself (GFM escapes any ASCII punctuation).
 _MARKUP = re.compile(r"([\\`*_\[\]<&~|])")
 
 
