@@ -322,7 +322,9 @@ def test_hostile_names_in_check_outputs(capsys, tmp_path, hostile):
     root = ET.parse(junit).getroot()                   # well-formed XML
     assert root.find("testsuite").get("name").endswith("[bold]h2d\\x0abad.sqlite")
     text = md.read_text()
-    assert "\x1b" not in text and "`it[/x]\\\\x1b[2Jer\\\\x0aX" in text
+    # In inline code, as the terminal shows it (a table cell no longer doubles the
+    # backslashes there: inside code they are not escapes).
+    assert "\x1b" not in text and "`it[/x]\\x1b[2Jer\\x0aX" in text
 
 
 def test_hostile_names_in_diff(capsys, tmp_path, hostile):

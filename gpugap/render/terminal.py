@@ -16,6 +16,7 @@ from rich.text import Text
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID
 from gpugap.accounting.metrics import Metrics
 from gpugap.analysis import Analysis
+from gpugap.render.fit import table_width, text_width, wrap_name
 from gpugap.render.numbering import partition
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
@@ -236,8 +237,6 @@ def _wrapped_name(name: str, indent: int, width: int) -> str:
     """*name* (after *indent* spaces) on lines of *width*: broken at spaces, dots and
     dashes (gpugap.render.fit.wrap_name), every line under the first indented by one
     more step, so that the tree still reads."""
-    from gpugap.render.fit import wrap_name
-
     first = wrap_name(name, max(1, width - indent)).split("\n")[0]
     rest = name[len(first):].lstrip(" ")
     lines = [" " * indent + first]
@@ -251,8 +250,6 @@ def ranges_table(analysis: Analysis, width: int | None = None) -> Table:
     """The range table: one row per path of nested ranges, as a tree (indented by depth,
     relative to the shallowest row listed). The numbers and headers are never cut: in
     *width* columns, the range names get what they leave and wrap under their indent."""
-    from gpugap.render.fit import table_width, text_width
-
     omitted = analysis.ranges_omitted
     several_domains = len({r.domain for r in analysis.ranges}) > 1
     top = min((r.depth for r in analysis.ranges), default=0)
