@@ -27,6 +27,7 @@ from gpugap.files import write_atomic
 from gpugap.render.timeline import (
     CATEGORIES,
     CATEGORY_INDEX,
+    DEFAULT_MAX_EVENTS,
     KERNEL_PALETTE,
     PAGEABLE,
     SEVERITY_COLORS,
@@ -581,11 +582,11 @@ def write_svg(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
               trace: Trace | str | os.PathLike | None = None,
               path: str | os.PathLike | None = None, *,
               title: str | None = None, range_name: str | None = None,
-              width: int = 1400) -> Written:
+              width: int = 1400, max_events: int = DEFAULT_MAX_EVENTS) -> Written:
     """Write the static SVG timeline; *source* as for :func:`gpugap.render.html.write_html`.
     The window is *range_name*'s (default: the analysis's scope), else the GPU span."""
     trace, out = output_args(source, trace, path)
-    panels = build_panels(source, trace, range_name=range_name)
+    panels = build_panels(source, trace, range_name=range_name, max_events=max_events)
     text = render_svg(panels, width=width, title=title)
     write_atomic(out, text, force=True)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
@@ -596,10 +597,10 @@ def write_png(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
               trace: Trace | str | os.PathLike | None = None,
               path: str | os.PathLike | None = None, *,
               title: str | None = None, range_name: str | None = None, width: int = 1400,
-              scale: float = 2.0) -> Written:
+              scale: float = 2.0, max_events: int = DEFAULT_MAX_EVENTS) -> Written:
     """The SVG timeline rendered to PNG by headless chromium (UsageError without it)."""
     trace, out = output_args(source, trace, path)
-    panels = build_panels(source, trace, range_name=range_name)
+    panels = build_panels(source, trace, range_name=range_name, max_events=max_events)
     svg_to_png(render_svg(panels, width=width, title=title), out, scale=scale)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
                    sum(len(tl.findings) for tl in panels))
