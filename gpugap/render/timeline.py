@@ -394,8 +394,9 @@ def _host_lanes(trace: Trace, first: int) -> tuple[list[Lane], dict[int, int], d
     pids: dict[int, int] = {}
     for frame in (trace.api, trace.nvtx):
         if len(frame):
-            pids |= dict(zip(frame["gtid"].astype("int64").tolist(),
-                             frame["pid"].astype("int64").tolist(), strict=True))
+            pairs = frame[["gtid", "pid"]].drop_duplicates(keep="last")
+            pids |= dict(zip(pairs["gtid"].astype("int64").tolist(),
+                             pairs["pid"].astype("int64").tolist(), strict=True))
     multi_pid = len(set(pids.values())) > 1
     lanes: list[Lane] = []
     nvtx_lane: dict[int, int] = {}
