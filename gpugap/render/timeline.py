@@ -468,6 +468,8 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                      for _, f in frames)
         view = view if inside <= max_events // 2 else None
     sources = []
+    frames = [(kind, f if _ascending(f["start"].to_numpy()) else
+               f.sort_values("start", kind="stable")) for kind, f in frames]
     for kind, f in frames:
         start = f["start"].to_numpy(dtype=np.int64)
         end = (f["end"].where(f["end"].notna(), f["start"]) if kind == "nvtx"
@@ -493,6 +495,11 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                "quantum_ns": kept.quantum_ns if kept.quantum_ns < decimate.INF else None,
                "max_events": max_events}
     return parts, summary
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Sorted (as the loader gives every frame; one built in memory may not be)."""
+    return bool((values[1:] >= values[:-1]).all())
 
 
 def _collect(parts_in, lanes_of, trace: Trace, parts: _Parts) -> None:

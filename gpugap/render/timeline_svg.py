@@ -561,6 +561,10 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     merged = (f"; {stats['merged']:,} events narrower than a pixel merged into "
               f"{stats['spans']:,} spans" if stats["merged"] else "")
     sub_text = " · ".join(s for s in sub if s) + f" · {stats['visible']:,} events{merged}"
+    cut = [tl.decimation for tl in panels if tl.decimation]
+    if cut:                 # a report larger than a timeline draws (gpugap.render.decimate)
+        sub_text += (f" · {sum(d['merged'] for d in cut):,} short events of the report "
+                     f"merged into {sum(d['spans'] for d in cut):,} spans before drawing")
     if stats["lanes_left_out"]:
         sub_text += (f" · {stats['lanes_left_out']} lanes with nothing in this window left "
                      "out")
