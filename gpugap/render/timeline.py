@@ -357,8 +357,10 @@ def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int
     lanes: list[Lane] = []
     index: dict[tuple[int, int, int], int] = {}
     cols = ["device", "pid", "stream"]
-    ops = [f[cols].drop_duplicates() for f in (trace.kernels, trace.memcpys, trace.memsets,
-                                               trace.graphs) if len(f)]
+    step = 1 << 20                  # a slice at a time: no copy of 10M kernels' columns
+    ops = [f[cols].iloc[lo:lo + step].drop_duplicates()
+           for f in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs)
+           for lo in range(0, len(f), step)]
     if not ops:
         return lanes, index
     keys = pd.concat(ops, ignore_index=True).astype("int64").drop_duplicates()
@@ -380,23 +382,30 @@ def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int
     return lanes, index
 
 
+def _threads(frame: pd.DataFrame, rows: int = 1 << 20) -> pd.DataFrame:
+    """Per thread (gtid) of *frame*: its first start and its pid (the last row's), a
+    slice of *rows* rows at a time: 24M API calls need no column-sized temporaries."""
+    parts = [frame.iloc[lo:lo + rows].groupby("gtid", sort=False)
+             .agg(first=("start", "min"), pid=("pid", "last"))
+             for lo in range(0, len(frame), rows)]
+    if not parts:
+        return pd.DataFrame({"first": [], "pid": []}, dtype="int64")
+    return pd.concat(parts).groupby(level=0, sort=False).agg(first=("first", "min"),
+                                                             pid=("pid", "last"))
+
+
 def _host_lanes(trace: Trace, first: int) -> tuple[list[Lane], dict[int, int], dict[int, int]]:
     """Per thread with NVTX ranges or CUDA API calls: its NVTX lane, then its API lane."""
-    api_threads = set(trace.api["gtid"].astype("int64").unique().tolist()) \
-        if len(trace.api) else set()
-    nvtx_threads = set(trace.nvtx["gtid"].astype("int64").unique().tolist()) \
-        if len(trace.nvtx) else set()
+    api, nvtx = _threads(trace.api), _threads(trace.nvtx)
+    api_threads = {int(g) for g in api.index}
+    nvtx_threads = {int(g) for g in nvtx.index}
     firsts: dict[int, int] = {}
-    for frame in (trace.api, trace.nvtx):
-        if len(frame):
-            for g, s in frame.groupby("gtid")["start"].min().items():
-                firsts[int(g)] = min(firsts.get(int(g), s), int(s))
     pids: dict[int, int] = {}
-    for frame in (trace.api, trace.nvtx):
-        if len(frame):
-            pairs = frame[["gtid", "pid"]].drop_duplicates(keep="last")
-            pids |= dict(zip(pairs["gtid"].astype("int64").tolist(),
-                             pairs["pid"].astype("int64").tolist(), strict=True))
+    for threads in (api, nvtx):
+        for g, s, pid in zip(threads.index.tolist(), threads["first"].tolist(),
+                             threads["pid"].tolist(), strict=True):
+            firsts[int(g)] = min(firsts.get(int(g), s), int(s))
+            pids[int(g)] = int(pid)
     multi_pid = len(set(pids.values())) > 1
     lanes: list[Lane] = []
     nvtx_lane: dict[int, int] = {}
@@ -553,7 +562,7 @@ def _launched_info(trace: Trace, corr: np.ndarray) -> dict[int, str]:
                     ("memset", trace.memsets), ("graph", trace.graphs)):
         if not len(f):
             continue
-        hit = f[np.isin(f["corr"].to_numpy(), corr)]
+        hit = f[f["corr"].isin(corr).to_numpy()]     # a hash of the few *corr*
         if not len(hit):
             continue
         name = (hit["name"].astype(str) if kind == "kernel"
