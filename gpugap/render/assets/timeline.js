@@ -755,7 +755,7 @@
       html += '<div class="t">' + P.merged[i].toLocaleString() + " events merged into one span</div>" +
         '<div class="d">' + (q ? "events shorter than " + fmtNs(q) + " and less than that apart merge " : "") +
         "(this page draws at most " + d.decimation.max_events.toLocaleString() +
-        " events per timeline; --range draws a window's events apart) · the first:</div>";
+        " events per timeline; those of the initial view, e.g. --range's, kept as they are where they fit) · the first:</div>";
     }
     html += '<div class="t">' + esc(d.strings[d.name[i]]) + "</div>";
     html += '<div class="d">' + esc(cat.label) + " · " + esc(lane.group) + " · " + esc(lane.label) + "</div>";
