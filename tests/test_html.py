@@ -198,6 +198,11 @@ def expected_lanes(trace) -> dict[str, int]:
             "api": int(trace.api["gtid"].nunique()), "nvtx": int(trace.nvtx["gtid"].nunique())}
 
 
+def expected_events(trace) -> int:
+    return (len(trace.kernels) + len(trace.memcpys) + len(trace.memsets) + len(trace.api)
+            + len(trace.nvtx))
+
+
 def tiled(trace, copies: int):
     """The report's kernels and API calls repeated *copies* times one after another: a
     real event mix at 100k+ events."""
@@ -271,6 +276,45 @@ def test_status_line_says_events_are_merged(browser, tmp_path):
     assert state["merged"] == 0
     assert "every event drawn on its own" in browser.evaluate(
         "document.getElementById('status').textContent")
+
+
+def test_a_capped_page_draws_every_finding_and_its_evidence_and_shows_merged_spans(
+        browser, tmp_path):
+    """A page written with a small cap on drawn events (what a 1M-kernel report gets
+    with the default one): short events merged into spans, every finding still drawn
+    and its evidence events drawn as themselves and hoverable."""
+    name, cap = "moe-experts-bad", 5_000
+    trace, analysis = load_report(name), analyze_report(name)
+    page = tmp_path / "capped.html"
+    written = write_html(analysis, trace, page, max_events=cap)
+    tl = build_timeline(trace, analysis, max_events=cap)
+    state = browser.open(page)
+    assert browser.problems() == [] and state["errors"] == []
+    assert state["events"] == written.events == tl.events <= cap
+    cut = state["decimation"][0]
+    assert cut["events"] == expected_events(trace) and cut["spans"] > 0
+    assert f"holds {tl.events:,} of {cut['events']:,} events" in browser.evaluate(
+        "document.getElementById('status').textContent")
+    n = len(analysis.findings)
+    state = browser.evaluate("window.gpugapTimeline.whole()")
+    assert state["drawn"] == n and state["marked"] == n
+
+    def hover(i: int) -> str:
+        s, e = int(tl.start[i]), int(tl.start[i] + tl.dur[i])
+        browser.evaluate(f"window.gpugapTimeline.setView({s - (e - s)}, {e + (e - s)}); "
+                         "window.gpugapTimeline.redrawNow()")     # where() uses its scale
+        at = browser.evaluate(f"window.gpugapTimeline.where(0, {int(tl.lane[i])}, "
+                              f"{(s + e) // 2})")
+        browser.mouse("mouseMoved", at["x"], at["y"])
+        return browser.evaluate("document.getElementById('tooltip').innerText")
+
+    span = int(np.flatnonzero((tl.merged > 1) & (tl.row == 0))[0])
+    assert f"{int(tl.merged[span]):,} events merged into one span" in hover(span)
+    outlined = next(m for m in tl.markers if m.kind == "ev" and tl.row[m.i] == 0)
+    tip = hover(outlined.i)
+    assert f"correlation id {int(tl.corr[outlined.i])}" in tip
+    assert analysis.findings[outlined.finding].rule in tip
+    assert browser.problems() == []
 
 
 def test_wheel_zooms_drag_pans_click_selects(browser, tmp_path):

@@ -42,6 +42,7 @@ from gpugap.analysis import Analysis
 from gpugap.files import write_atomic
 from gpugap.render.timeline import (
     CATEGORIES,
+    DEFAULT_MAX_EVENTS,
     KERNEL_PALETTE,
     PAGEABLE,
     SEVERITY_COLORS,
@@ -93,7 +94,10 @@ def timeline_json(tl: Timeline) -> dict[str, Any]:
         "phases": _phases_json(tl),
         "verdict": None if tl.analysis.verdict is None else tl.analysis.verdict.headline,
         "fold": tl.fold,
-    }
+    } | ({} if tl.decimation is None else {
+        "decimation": tl.decimation,
+        "merged": np.stack([nz := np.flatnonzero(tl.merged > 1), tl.merged[nz]], axis=1)
+        .ravel().tolist()})                     # sparse: event index, events merged, ...
 
 
 def _phases_json(tl: Timeline) -> list[dict[str, Any]]:
@@ -393,7 +397,8 @@ do not.</p></noscript></header>
 def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
                trace: Trace | str | os.PathLike | None = None,
                path: str | os.PathLike | None = None, *,
-               title: str | None = None, range_name: str | None = None) -> Written:
+               title: str | None = None, range_name: str | None = None,
+               max_events: int = DEFAULT_MAX_EVENTS) -> Written:
     """Write the self-contained HTML timeline.
 
     *source* is an Analysis (then *trace* is its Trace) or a list of
@@ -402,10 +407,12 @@ def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
     analysis's scope) when given, else its first GPU activity. With a list, the path may
     come second: ``write_html(panels, path)``. Replaces *path* (atomically; a symlink
     there is replaced, not followed); callers that must not (the CLI without --force)
-    check first with :func:`gpugap.files.validate_outputs`.
+    check first with :func:`gpugap.files.validate_outputs`. A timeline of more than
+    *max_events* events draws that many: short events merged into spans, a finding's
+    evidence kept (gpugap.render.decimate).
     """
     trace, out = output_args(source, trace, path)
-    panels = build_panels(source, trace, range_name=range_name)
+    panels = build_panels(source, trace, range_name=range_name, max_events=max_events)
     if title is None:
         title = ("gpugap: " + " vs ".join(tl.label for tl in panels))
     text = render_html(panels, title=title)

@@ -10,7 +10,7 @@ from pathlib import Path
 from gpugap.analysis import Analysis
 from gpugap.files import validate_outputs, write_atomic
 from gpugap.render.html import render_html
-from gpugap.render.timeline import Written, build_panels
+from gpugap.render.timeline import DEFAULT_MAX_EVENTS, Written, build_panels
 from gpugap.render.timeline_svg import find_chromium, render_svg, svg_to_png
 from gpugap.report.trace import Trace
 from gpugap.text import safe_text
@@ -26,6 +26,7 @@ class Outputs:
     png: Path | None = None
     range_name: str | None = None
     force: bool = False
+    max_events: int = DEFAULT_MAX_EVENTS     # per timeline (gpugap.render.decimate)
 
     @property
     def wanted(self) -> bool:
@@ -35,7 +36,8 @@ class Outputs:
         """Write each requested file; one line per file to *report* (a callable)."""
         if not self.wanted:
             return []
-        panels = build_panels(analysis, trace, range_name=self.range_name)
+        panels = build_panels(analysis, trace, range_name=self.range_name,
+                              max_events=self.max_events)
         done: list[Written] = []
         if self.html:
             text = render_html(panels, title=f"gpugap: {panels[0].label}")

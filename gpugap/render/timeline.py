@@ -24,8 +24,9 @@ import pandas as pd
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.render import decimate
 from gpugap.render.numbering import finding_labels
-from gpugap.report.trace import Trace
+from gpugap.report.trace import Trace, graph_label
 from gpugap.rules import registry
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Band, EventRef, Link, Mark, Outline, Severity, Span
@@ -198,6 +199,11 @@ class Timeline:
     # What the initial view leaves out before it (a whole report opened on its steady
     # state): the folded span (relative ns) and its name, e.g. 'start-up 3.2 s'.
     fold: dict[str, Any] | None = None
+    # A report with more events than the page draws (gpugap.render.decimate): per event,
+    # how many it stands for (a merged span: >1); and the cut's summary (events, drawn,
+    # spans, merged, quantum_ns, max_events). None when every event is drawn.
+    merged: np.ndarray | None = None
+    decimation: dict[str, Any] | None = None
 
     @property
     def events(self) -> int:
@@ -322,9 +328,11 @@ class _Parts:
 
     def __init__(self) -> None:
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "lane", "start", "end", "cat", "name", "info", "corr", "bytes", "gpu")}
+            "lane", "start", "end", "cat", "name", "info", "corr", "bytes", "gpu",
+            "merged")}
 
-    def add(self, lane, start, end, cat, name, info, corr, nbytes, gpu: bool) -> None:
+    def add(self, lane, start, end, cat, name, info, corr, nbytes, gpu: bool,
+            merged) -> None:
         n = len(start)
         self.cols["lane"].append(np.asarray(lane, dtype=np.int32))
         self.cols["start"].append(np.asarray(start, dtype=np.int64))
@@ -335,22 +343,27 @@ class _Parts:
         self.cols["corr"].append(np.asarray(corr, dtype=np.int64))
         self.cols["bytes"].append(np.asarray(nbytes, dtype=np.int64))
         self.cols["gpu"].append(np.full(n, gpu, dtype=bool))
+        self.cols["merged"].append(np.asarray(merged, dtype=np.int64))
 
     def arrays(self) -> dict[str, np.ndarray]:
         empty = {"lane": np.int32, "start": np.int64, "end": np.int64, "cat": np.int16,
                  "name": object, "info": object, "corr": np.int64, "bytes": np.int64,
-                 "gpu": bool}
+                 "gpu": bool, "merged": np.int64}
         return {k: (np.concatenate(v) if v else np.zeros(0, dtype=empty[k]))
                 for k, v in self.cols.items()}
 
 
 def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int]]:
-    ops = trace.gpu_ops
     lanes: list[Lane] = []
     index: dict[tuple[int, int, int], int] = {}
-    if ops.empty:
+    cols = ["device", "pid", "stream"]
+    step = 1 << 20                  # a slice at a time: no copy of 10M kernels' columns
+    ops = [f[cols].iloc[lo:lo + step].drop_duplicates()
+           for f in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs)
+           for lo in range(0, len(f), step)]
+    if not ops:
         return lanes, index
-    keys = ops[["device", "pid", "stream"]].drop_duplicates()
+    keys = pd.concat(ops, ignore_index=True).astype("int64").drop_duplicates()
     legacy = trace.legacy_streams()
     multi_pid = keys["pid"].nunique() > 1
     keys = keys.assign(legacy=[(int(p), int(s)) in legacy
@@ -369,22 +382,30 @@ def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int
     return lanes, index
 
 
+def _threads(frame: pd.DataFrame, rows: int = 1 << 20) -> pd.DataFrame:
+    """Per thread (gtid) of *frame*: its first start and its pid (the last row's), a
+    slice of *rows* rows at a time: 24M API calls need no column-sized temporaries."""
+    parts = [frame.iloc[lo:lo + rows].groupby("gtid", sort=False)
+             .agg(first=("start", "min"), pid=("pid", "last"))
+             for lo in range(0, len(frame), rows)]
+    if not parts:
+        return pd.DataFrame({"first": [], "pid": []}, dtype="int64")
+    return pd.concat(parts).groupby(level=0, sort=False).agg(first=("first", "min"),
+                                                             pid=("pid", "last"))
+
+
 def _host_lanes(trace: Trace, first: int) -> tuple[list[Lane], dict[int, int], dict[int, int]]:
     """Per thread with NVTX ranges or CUDA API calls: its NVTX lane, then its API lane."""
-    api_threads = set(trace.api["gtid"].astype("int64").unique().tolist()) \
-        if len(trace.api) else set()
-    nvtx_threads = set(trace.nvtx["gtid"].astype("int64").unique().tolist()) \
-        if len(trace.nvtx) else set()
+    api, nvtx = _threads(trace.api), _threads(trace.nvtx)
+    api_threads = {int(g) for g in api.index}
+    nvtx_threads = {int(g) for g in nvtx.index}
     firsts: dict[int, int] = {}
-    for frame in (trace.api, trace.nvtx):
-        if len(frame):
-            for g, s in frame.groupby("gtid")["start"].min().items():
-                firsts[int(g)] = min(firsts.get(int(g), s), int(s))
     pids: dict[int, int] = {}
-    for frame in (trace.api, trace.nvtx):
-        if len(frame):
-            pids |= dict(zip(frame["gtid"].astype("int64").tolist(),
-                             frame["pid"].astype("int64").tolist(), strict=True))
+    for threads in (api, nvtx):
+        for g, s, pid in zip(threads.index.tolist(), threads["first"].tolist(),
+                             threads["pid"].tolist(), strict=True):
+            firsts[int(g)] = min(firsts.get(int(g), s), int(s))
+            pids[int(g)] = int(pid)
     multi_pid = len(set(pids.values())) > 1
     lanes: list[Lane] = []
     nvtx_lane: dict[int, int] = {}
@@ -401,63 +422,162 @@ def _host_lanes(trace: Trace, first: int) -> tuple[list[Lane], dict[int, int], d
     return lanes, nvtx_lane, api_lane
 
 
-def _collect(trace: Trace, gpu_index, nvtx_lane, api_lane, parts: _Parts) -> None:
-    def lanes_of(frame: pd.DataFrame) -> np.ndarray:
-        keys = zip(frame["device"].tolist(), frame["pid"].tolist(), frame["stream"].tolist(),
-                   strict=True)
-        return np.array([gpu_index[(int(d), int(p), int(s))] for d, p, s in keys],
-                        dtype=np.int32)
+# The most events a panel draws (events plus merged spans; gpugap.render.decimate): a
+# page of this many stays a few MB and smooth; a larger report merges its short events
+# into spans, except a finding's evidence and, where they fit in half of it, the events
+# of the initial view.
+DEFAULT_MAX_EVENTS = 250_000
+_GPU_KINDS = ("kernel", "memcpy", "memset", "graph")
 
-    k = trace.kernels
-    if len(k):
-        parts.add(lanes_of(k), k["start"], k["end"], np.full(len(k), CATEGORY_INDEX["kernel"]),
-                  k["name"].astype(str), _kernel_info(k), k["corr"], np.zeros(len(k)), True)
-    m = trace.memcpys
-    if len(m):
-        parts.add(lanes_of(m), m["start"], m["end"], _copy_category(m),
-                  "memcpy " + m["kind"].astype(str), _copy_info(m), m["corr"], m["bytes"],
-                  True)
-    s = trace.memsets
-    if len(s):
-        parts.add(lanes_of(s), s["start"], s["end"], np.full(len(s), CATEGORY_INDEX["memset"]),
-                  np.full(len(s), "memset", dtype=object), _memset_info(s), s["corr"],
-                  s["bytes"], True)
+
+def _frames(trace: Trace) -> list[tuple[str, pd.DataFrame]]:
+    """The frames the timeline draws, by kind (each sorted by start, as loaded)."""
     g = trace.graphs
     g = g[g["nodes"].to_numpy() == 0] if len(g) else g     # node-level: its kernels show
-    if len(g):
-        parts.add(lanes_of(g), g["start"], g["end"], np.full(len(g), CATEGORY_INDEX["graph"]),
-                  "CUDA graph " + g["graph_id"].astype(str),
-                  "graph exec " + g["graph_exec_id"].astype(str), g["corr"], np.zeros(len(g)),
-                  True)
-    api = trace.api
-    if len(api):
-        launched = _launched_info(trace)
-        info = api["corr"].map(launched).fillna("")
-        info = np.where(api["driver"].to_numpy(), "driver API", "runtime API") + info
-        parts.add([api_lane[int(g)] for g in api["gtid"].tolist()], api["start"], api["end"],
-                  _api_category(api["name"]), api["name"].astype(str), info, api["corr"],
-                  np.zeros(len(api)), False)
-    nv = trace.nvtx
-    if len(nv):
-        end = nv["end"].where(nv["end"].notna(), nv["start"]).astype("int64")
-        cat = np.where(nv["library"].to_numpy(), CATEGORY_INDEX["nvtx-library"],
-                       CATEGORY_INDEX["nvtx"])
-        info = ("domain " + nv["domain"].astype(str).replace("", "(default)") + " · "
-                + nv["kind"].astype(str))
-        parts.add([nvtx_lane[int(g)] for g in nv["gtid"].tolist()], nv["start"], end, cat,
-                  nv["name"].astype(str), info, np.full(len(nv), -1), np.zeros(len(nv)),
-                  False)
+    return [("kernel", trace.kernels), ("memcpy", trace.memcpys), ("memset", trace.memsets),
+            ("graph", g), ("api", trace.api), ("nvtx", trace.nvtx)]
 
 
-def _launched_info(trace: Trace) -> dict[int, str]:
-    """corr -> ' · launched memcpy Host-to-Device on stream 13' for API calls with GPU work
-    (only the first process's ids when several collide: hover text only)."""
-    ops = trace.gpu_ops
-    if ops.empty:
+def _lane_finder(gpu_index, nvtx_lane, api_lane):
+    """kind, frame -> the lane of each row (vectorised: a hash lookup per row)."""
+    gpu_keys = (pd.MultiIndex.from_tuples(list(gpu_index)) if gpu_index else None)
+    gpu_lut = np.array(list(gpu_index.values()) + [-1], dtype=np.int32)
+    host = {"api": api_lane, "nvtx": nvtx_lane}
+    host_keys = {k: pd.Index(np.array(list(v), dtype=np.int64)) for k, v in host.items()}
+    host_lut = {k: np.array(list(v.values()) + [-1], dtype=np.int32)
+                for k, v in host.items()}
+
+    def lanes_of(kind: str, frame: pd.DataFrame) -> np.ndarray:
+        if kind in _GPU_KINDS:
+            if gpu_keys is None:
+                return np.full(len(frame), -1, dtype=np.int32)
+            at = gpu_keys.get_indexer(pd.MultiIndex.from_arrays(
+                [frame["device"].to_numpy(), frame["pid"].to_numpy(),
+                 frame["stream"].to_numpy()]))
+            return gpu_lut[at]
+        at = host_keys[kind].get_indexer(frame["gtid"].to_numpy(dtype=np.int64))
+        return host_lut[kind][at]
+
+    return lanes_of
+
+
+def _evidence_corr(findings: Sequence[Finding]) -> np.ndarray:
+    """The correlation ids of the events the findings' marks point at."""
+    wanted = {int(r.correlation_id) for f in findings for r in _refs(f.marks)}
+    return np.array(sorted(c for c in wanted if c >= 0), dtype=np.int64)
+
+
+def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.ndarray,
+               view: tuple[int, int] | None):
+    """The frames cut down to at most *max_events* events and spans (decimate), as
+    (kind, rows of the frame, span ends, span counts), with the cut's summary."""
+    if view is not None:             # the initial view drawn in full where it fits
+        inside = sum(int(np.searchsorted(f["start"].to_numpy(), view[1], "right")
+                         - np.searchsorted(f["start"].to_numpy(), view[0], "left"))
+                     for _, f in frames)
+        view = view if inside <= max_events // 2 else None
+    sources = []
+    frames = [(kind, f if _ascending(f["start"].to_numpy()) else
+               f.sort_values("start", kind="stable")) for kind, f in frames]
+    for kind, f in frames:
+        start = f["start"].to_numpy(dtype=np.int64)
+        end = (f["end"].where(f["end"].notna(), f["start"]) if kind == "nvtx"
+               else f["end"]).to_numpy(dtype=np.int64)
+        corr = f["corr"].to_numpy() if kind != "nvtx" else None
+
+        def lanes(lo, hi, kind=kind, f=f):
+            return lanes_of(kind, f.iloc[lo:hi])
+
+        def protected(lo, hi, start=start, corr=corr):
+            keep = (np.isin(corr[lo:hi], evidence) if corr is not None and evidence.size
+                    else np.zeros(hi - lo, dtype=bool))
+            if view is not None:
+                keep |= (start[lo:hi] >= view[0]) & (start[lo:hi] <= view[1])
+            return keep
+
+        sources.append(decimate.Source(start, end, lanes, protected))
+    kept = decimate.decimate(sources, n_lanes, max_events)
+    parts = [(kind, f.iloc[rows], end, count) for (kind, f), rows, end, count
+             in zip(frames, kept.rows, kept.end, kept.count, strict=True)]
+    summary = {"events": kept.events, "drawn": kept.kept, "spans": kept.spans,
+               "merged": int(sum(int(c[c > 1].sum()) for c in kept.count)),
+               "quantum_ns": kept.quantum_ns if kept.quantum_ns < decimate.INF else None,
+               "max_events": max_events}
+    return parts, summary
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Sorted (as the loader gives every frame; one built in memory may not be)."""
+    return bool((values[1:] >= values[:-1]).all())
+
+
+def _collect(parts_in, lanes_of, trace: Trace, parts: _Parts) -> None:
+    """Event columns of each (kind, frame, span ends or None, span counts or None): a
+    merged span is drawn as its first event, to the span's end, with its count."""
+    for kind, f, span_end, count in parts_in:
+        if not len(f):
+            continue
+        end = f["end"] if span_end is None else span_end
+        merged = np.ones(len(f), dtype=np.int64) if count is None else count
+        lane = lanes_of(kind, f)
+        if kind == "kernel":
+            parts.add(lane, f["start"], end, np.full(len(f), CATEGORY_INDEX["kernel"]),
+                      f["name"].astype(str), _kernel_info(f), f["corr"], np.zeros(len(f)),
+                      True, merged)
+        elif kind == "memcpy":
+            parts.add(lane, f["start"], end, _copy_category(f),
+                      "memcpy " + f["kind"].astype(str), _copy_info(f), f["corr"],
+                      f["bytes"], True, merged)
+        elif kind == "memset":
+            parts.add(lane, f["start"], end, np.full(len(f), CATEGORY_INDEX["memset"]),
+                      np.full(len(f), "memset", dtype=object), _memset_info(f), f["corr"],
+                      f["bytes"], True, merged)
+        elif kind == "graph":
+            parts.add(lane, f["start"], end, np.full(len(f), CATEGORY_INDEX["graph"]),
+                      "CUDA graph " + f["graph_id"].astype(str),
+                      "graph exec " + f["graph_exec_id"].astype(str), f["corr"],
+                      np.zeros(len(f)), True, merged)
+        elif kind == "api":
+            launched = _launched_info(trace, f["corr"].to_numpy())
+            info = f["corr"].map(launched).fillna("")
+            info = np.where(f["driver"].to_numpy(), "driver API", "runtime API") + info
+            parts.add(lane, f["start"], end, _api_category(f["name"]), f["name"].astype(str),
+                      info, f["corr"], np.zeros(len(f)), False, merged)
+        elif kind == "nvtx":
+            if span_end is None:
+                end = f["end"].where(f["end"].notna(), f["start"]).astype("int64")
+            cat = np.where(f["library"].to_numpy(), CATEGORY_INDEX["nvtx-library"],
+                           CATEGORY_INDEX["nvtx"])
+            info = ("domain " + f["domain"].astype(str).replace("", "(default)") + " · "
+                    + f["kind"].astype(str))
+            parts.add(lane, f["start"], end, cat, f["name"].astype(str), info,
+                      np.full(len(f), -1), np.zeros(len(f)), False, merged)
+
+
+def _launched_info(trace: Trace, corr: np.ndarray) -> dict[int, str]:
+    """corr -> ' · launched memcpy Host-to-Device on stream 13' for API calls (of *corr*)
+    with GPU work (only one process's ids when several collide: hover text only)."""
+    found = []
+    for kind, f in (("kernel", trace.kernels), ("memcpy", trace.memcpys),
+                    ("memset", trace.memsets), ("graph", trace.graphs)):
+        if not len(f):
+            continue
+        hit = f[f["corr"].isin(corr).to_numpy()]     # a hash of the few *corr*
+        if not len(hit):
+            continue
+        name = (hit["name"].astype(str) if kind == "kernel"
+                else hit["kind"].astype(str) if kind == "memcpy"
+                else pd.Series("memset", index=hit.index) if kind == "memset"
+                else hit["graph_id"].map(graph_label))
+        found.append(pd.DataFrame({"start": hit["start"].to_numpy(),
+                                   "corr": hit["corr"].to_numpy(dtype=np.int64),
+                                   "text": (f" · → {kind} " + name.astype(str)
+                                            + " on stream " + hit["stream"].astype(str)
+                                            ).to_numpy()}))
+    if not found:
         return {}
-    text = (" · → " + ops["kind"].astype(str) + " " + ops["name"].astype(str)
-            + " on stream " + ops["stream"].astype(str))
-    return dict(zip(ops["corr"].astype("int64").tolist(), text.tolist(), strict=True))
+    ops = pd.concat(found, ignore_index=True).sort_values("start", kind="stable")
+    return dict(zip(ops["corr"].tolist(), ops["text"].tolist(), strict=True))
 
 
 # A whole report opens on this many steady iterations from the middle of its steady
@@ -521,7 +641,8 @@ def _origin_and_view(trace: Trace, analysis: Analysis, starts: np.ndarray,
 
 
 def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None,
-                   range_name: str | None = None) -> Timeline:
+                   range_name: str | None = None,
+                   max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
     """Lanes, events and finding markers of one report, times relative to its origin.
 
     *range_name* (default: the analysis's scope) sets the origin (t=0 at the range's
@@ -530,16 +651,34 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     what comes before is folded (``Timeline.fold``); a report with no start-up worth
     folding opens on its GPU span (the span of its metrics), t=0 at its first GPU
     activity. Events before t=0 get negative times.
+
+    A report of more than *max_events* events draws at most that many: short events
+    merged into spans on each lane (gpugap.render.decimate; ``Timeline.merged``,
+    ``Timeline.decimation``), the findings' evidence and, where they fit, the initial
+    view's events kept as they are.
     """
     range_name = range_name if range_name is not None else analysis.scope
     gpu_lanes, gpu_index = _gpu_lanes(trace)
     host_lanes, nvtx_lane, api_lane = _host_lanes(trace, len(gpu_lanes))
     lanes = gpu_lanes + host_lanes
+    frames = [(kind, f) for kind, f in _frames(trace) if len(f)]
+    firsts = np.array([int(f["start"].min()) for _, f in frames], dtype=np.int64)
+    origin, view_abs, fold = _origin_and_view(trace, analysis, firsts, range_name)
+    lanes_of = _lane_finder(gpu_index, nvtx_lane, api_lane)
+    decimation = None
+    if sum(len(f) for _, f in frames) > max_events:
+        chosen, decimation = _decimated(frames, lanes_of, len(lanes), max_events,
+                                        _evidence_corr(analysis.findings), view_abs)
+    else:
+        chosen = [(kind, f, None, None) for kind, f in frames]
     parts = _Parts()
-    _collect(trace, gpu_index, nvtx_lane, api_lane, parts)
+    _collect(chosen, lanes_of, trace, parts)
+    del chosen
     a = parts.arrays()
+    span = a["merged"] > 1              # a span stands for several: no id, no bytes
+    a["corr"][span] = -1
+    a["bytes"][span] = 0
 
-    origin, view_abs, fold = _origin_and_view(trace, analysis, a["start"], range_name)
     order = np.lexsort((a["end"], a["start"], a["lane"]))
     a = {k: v[order] for k, v in a.items()}
     a["end"] = np.maximum(a["end"], a["start"])
@@ -567,7 +706,8 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
                   dur=a["end"] - a["start"], cat=a["cat"], name=codes[:n].astype(np.int32),
                   info=codes[n:].astype(np.int32), corr=a["corr"], nbytes=a["bytes"],
                   strings=strings, findings=list(analysis.findings), markers=[],
-                  track_rows=[], ranges=[], view=view, extent=extent, scope=range_name)
+                  track_rows=[], ranges=[], view=view, extent=extent, scope=range_name,
+                  merged=a["merged"] if decimation else None, decimation=decimation)
     tl.labels, tl.order = finding_labels(tl.findings, analysis.scope)
     if fold is not None:
         tl.fold = {"s": extent[0], "e": view[0], "lines": fold,
@@ -748,9 +888,10 @@ class Written:
 
 
 def build_panels(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
-                 trace: Trace | None = None, *, range_name: str | None = None
-                 ) -> list[Timeline]:
-    return [build_timeline(p.trace, p.analysis, label=p.label, range_name=range_name)
+                 trace: Trace | None = None, *, range_name: str | None = None,
+                 max_events: int = DEFAULT_MAX_EVENTS) -> list[Timeline]:
+    return [build_timeline(p.trace, p.analysis, label=p.label, range_name=range_name,
+                           max_events=max_events)
             for p in as_panels(source, trace)]
 
 

@@ -27,6 +27,7 @@ from gpugap.files import write_atomic
 from gpugap.render.timeline import (
     CATEGORIES,
     CATEGORY_INDEX,
+    DEFAULT_MAX_EVENTS,
     KERNEL_PALETTE,
     PAGEABLE,
     SEVERITY_COLORS,
@@ -560,6 +561,10 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     merged = (f"; {stats['merged']:,} events narrower than a pixel merged into "
               f"{stats['spans']:,} spans" if stats["merged"] else "")
     sub_text = " · ".join(s for s in sub if s) + f" · {stats['visible']:,} events{merged}"
+    cut = [tl.decimation for tl in panels if tl.decimation]
+    if cut:                 # a report larger than a timeline draws (gpugap.render.decimate)
+        sub_text += (f" · {sum(d['merged'] for d in cut):,} short events of the report "
+                     f"merged into {sum(d['spans'] for d in cut):,} spans before drawing")
     if stats["lanes_left_out"]:
         sub_text += (f" · {stats['lanes_left_out']} lanes with nothing in this window left "
                      "out")
@@ -581,11 +586,11 @@ def write_svg(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
               trace: Trace | str | os.PathLike | None = None,
               path: str | os.PathLike | None = None, *,
               title: str | None = None, range_name: str | None = None,
-              width: int = 1400) -> Written:
+              width: int = 1400, max_events: int = DEFAULT_MAX_EVENTS) -> Written:
     """Write the static SVG timeline; *source* as for :func:`gpugap.render.html.write_html`.
     The window is *range_name*'s (default: the analysis's scope), else the GPU span."""
     trace, out = output_args(source, trace, path)
-    panels = build_panels(source, trace, range_name=range_name)
+    panels = build_panels(source, trace, range_name=range_name, max_events=max_events)
     text = render_svg(panels, width=width, title=title)
     write_atomic(out, text, force=True)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
@@ -596,10 +601,10 @@ def write_png(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
               trace: Trace | str | os.PathLike | None = None,
               path: str | os.PathLike | None = None, *,
               title: str | None = None, range_name: str | None = None, width: int = 1400,
-              scale: float = 2.0) -> Written:
+              scale: float = 2.0, max_events: int = DEFAULT_MAX_EVENTS) -> Written:
     """The SVG timeline rendered to PNG by headless chromium (UsageError without it)."""
     trace, out = output_args(source, trace, path)
-    panels = build_panels(source, trace, range_name=range_name)
+    panels = build_panels(source, trace, range_name=range_name, max_events=max_events)
     svg_to_png(render_svg(panels, width=width, title=title), out, scale=scale)
     return Written(out, out.stat().st_size, sum(tl.events for tl in panels),
                    sum(len(tl.findings) for tl in panels))

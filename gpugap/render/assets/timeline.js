@@ -28,6 +28,10 @@
       c += d.corr[i]; corr[i] = c;
     }
     for (i = 0; i + 1 < d.bytes.length; i += 2) { bytes[d.bytes[i]] = d.bytes[i + 1]; }
+    // A report larger than the page holds: events merged into spans when it was written
+    // (sparse: event index, events it stands for, ...).
+    var merged = {};
+    for (i = 0; d.merged && i + 1 < d.merged.length; i += 2) { merged[d.merged[i]] = d.merged[i + 1]; }
     var lanes = d.lanes.map(function (l) {
       var rows = []; for (var r = 0; r < l.rows; r++) { rows.push(null); }
       return { kind: l.kind, group: l.group, label: l.label, nrows: l.rows, rows: rows };
@@ -46,7 +50,8 @@
     for (i = 0; i < n; i++) {
       colors[i] = d.cat[i] === KERNEL ? PALETTE[d.name[i] % PALETTE.length] : CATS[d.cat[i]].color;
     }
-    var P = { d: d, index: index, n: n, S: S, D: D, corr: corr, bytes: bytes, colors: colors, lanes: lanes,
+    var P = { d: d, index: index, n: n, S: S, D: D, corr: corr, bytes: bytes, merged: merged,
+      colors: colors, lanes: lanes,
       evLane: evLane, evRow: evRow, findings: d.findings, markers: d.markers,
       trackRows: 0, byFinding: [], drawn: [], marked: [] };
     d.findings.forEach(function () { P.byFinding.push([]); });
@@ -624,6 +629,12 @@
     text += stats.merged ? " · " + stats.merged.toLocaleString() + " events merged into " +
       stats.spans.toLocaleString() + " spans at this zoom (zoom in to separate them)"
       : " · every event drawn on its own";
+    var cut = panels.filter(function (P) { return P.d.decimation; });
+    if (cut.length) {
+      var dec = cut[0].d.decimation;
+      text += " · the page holds " + dec.drawn.toLocaleString() + " of " + dec.events.toLocaleString() +
+        " events: short ones merged into " + dec.spans.toLocaleString() + " spans when written";
+    }
     statusEl.textContent = text;
     var kinds = { gpu: 0, api: 0, nvtx: 0 }, lanes = 0, findings = 0, events = 0;
     panels.forEach(function (P) {
@@ -635,6 +646,7 @@
       visible: stats.visible, merged: stats.merged, spans: stats.spans,
       view: [view.t0, view.t1], frame_ms: Math.round(stats.frame_ms * 100) / 100,
       selected: selected, errors: errors.slice(), folded: X0 !== GUTTER,
+      decimation: panels.map(function (P) { return P.d.decimation || null; }),
       labels: labelsInClient(),
       ticks: panels.map(function (P) { return P.tickTotal; }) };
     window.__gpugap = state;
@@ -737,7 +749,15 @@
 
   function eventHtml(P, i) {
     var d = P.d, cat = CATS[d.cat[i]], lane = P.lanes[P.evLane[i]];
-    var html = '<div class="t">' + esc(d.strings[d.name[i]]) + "</div>";
+    var html = "";
+    if (P.merged[i]) {
+      var q = d.decimation.quantum_ns;
+      html += '<div class="t">' + P.merged[i].toLocaleString() + " events merged into one span</div>" +
+        '<div class="d">' + (q ? "events shorter than " + fmtNs(q) + " and less than that apart merge " : "") +
+        "(this page draws at most " + d.decimation.max_events.toLocaleString() +
+        " events per timeline; those of the initial view, e.g. --range's, kept as they are where they fit) · the first:</div>";
+    }
+    html += '<div class="t">' + esc(d.strings[d.name[i]]) + "</div>";
     html += '<div class="d">' + esc(cat.label) + " · " + esc(lane.group) + " · " + esc(lane.label) + "</div>";
     html += "<div>start " + fmtNs(P.S[i]) + " · duration " + fmtNs(P.D[i]) + "</div>";
     if (d.strings[d.info[i]]) { html += "<div>" + esc(d.strings[d.info[i]]) + "</div>"; }
