@@ -92,6 +92,13 @@ class MetricChange:
             return CHANGED
         return BETTER if (delta > 0) == (self.direction == HIGHER) else WORSE
 
+    @property
+    def moved(self) -> bool:
+        """Beyond the noise floor (better, worse, changed), or present on one side only."""
+        if self.change == "n/a":
+            return (self.before is None) != (self.after is None)
+        return self.change != UNCHANGED
+
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "before": self.before, "after": self.after,
                 "delta": self.delta, "direction": self.direction, "noise": self.noise,

@@ -37,7 +37,7 @@ from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from gpugap.ci.config import Config
-    from gpugap.ci.diff import Diff, FindingChange, MetricChange
+    from gpugap.ci.diff import Diff, FindingChange
     from gpugap.ci.gates import Check
     from gpugap.render.fit import Cell
 
@@ -429,13 +429,6 @@ def diff_command(
     return 0
 
 
-def moved(change: MetricChange) -> bool:
-    """Beyond the noise floor (better, worse, changed), or present on one side only."""
-    if change.change == "n/a":
-        return (change.before is None) != (change.after is None)
-    return change.change != "unchanged"
-
-
 def render_diff(result: Diff, everything: bool = False) -> None:
     """What got better or worse first: a summary, the findings fixed, new and changed
     (worse or better by cost), the metrics that moved beyond their noise floor, the NVTX
@@ -467,7 +460,7 @@ def render_diff(result: Diff, everything: bool = False) -> None:
     # Rules that found nothing on either side add rows, not information.
     metrics = [m for m in main.metrics
                if not (m.metric.count(".") == 2 and not m.before and not m.after)]
-    moving = [m for m in metrics if moved(m)]
+    moving = [m for m in metrics if m.moved]
     by_change = {c: sum(m.change == c for m in moving) for c in ("better", "worse", "changed")}
     summary = result.summary()
     worse = [f for f in result.findings if f.status == "changed" and f.cost_ms_delta > 0]
@@ -524,7 +517,7 @@ def render_diff(result: Diff, everything: bool = False) -> None:
             f"Metrics beyond their noise floor, {where}"))
     ranges = [s for s in result.scopes if s.scope is not None and s is not main
               and (everything or not (s.in_before and s.in_after)
-                   or any(moved(s.get(m)) for _, m in DIFF_RANGE_COLUMNS))]
+                   or any(s.get(m).moved for _, m in DIFF_RANGE_COLUMNS))]
     if ranges:
         def arrow(metric: str, before: float | None, after: float | None, sep: str) -> str:
             if before == after:
