@@ -1,9 +1,11 @@
 """The gpugap command line: thin. Each command parses its options, calls the library,
 renders the result and maps GpugapError to one line and an exit code (cli.app.main).
 
-Exit codes: 0 done, 1 a gate/expectation failed, 2 bad usage or unreadable input,
-3 nsys missing/failing, 4 no CUDA activity in the report, 5 the profiled program failed,
-6 no GPU where one is needed, 7 some reports of a job could not be analyzed.
+Exit codes (gpugap.errors): 0 done, 1 a gate/expectation failed, 2 bad usage or
+unreadable input, 3 nsys missing/failing, 4 no CUDA activity in the report, 5 the
+profiled program failed, 6 no GPU where one is needed, 7 some reports of a job could not
+be analyzed, 8 out of memory, 9 an output the system failed to write, 130/143
+interrupted (SIGINT/SIGTERM), 141 the reader closed stdout.
 
 Importing this package is light: ``main`` installs the SIGINT/SIGTERM handlers first and
 only then imports typer, rich and the commands (half a second, in which Ctrl-C used to be
