@@ -19,13 +19,16 @@ rule, :func:`validate_outputs` before any work and :func:`write_atomic` at the e
 from __future__ import annotations
 
 import errno
+import glob
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gpugap.errors import WRITE_FAILED_ERRNOS, ReportError, UsageError, WriteError, option
+from gpugap.text import short_path
 
 CONFIG_MAX_BYTES = 1 << 20          # 1 MiB: a gpugap.toml / pyproject.toml
 BASELINE_MAX_BYTES = 64 << 20       # 64 MiB: a baseline of many runs and NVTX ranges
@@ -296,6 +299,56 @@ def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> No
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
 
 
-__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "append_text", "check_appendable",
-           "is_input", "kind_of", "open_regular", "pending_outputs", "probe_writable",
-           "read_limited", "read_text", "validate_outputs", "write_atomic"]
+__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "REPORT_SUFFIXES", "append_text",
+           "check_appendable", "expand_reports", "is_input", "kind_of", "natural_order",
+           "open_regular", "pending_outputs", "probe_writable", "read_limited", "read_text",
+           "validate_outputs", "write_atomic"]
+
+
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+
+
+# ---------------------------------------------------------------------------------------
+# Finding the reports a command names (before pandas is imported: the read of the
+# one report starts early, gpugap.report.prefetch)
+
+def natural_order(text: str) -> list:
+    """'rank10' after 'rank9'."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, with a path the system refuses (a name longer than the filesystem
+    allows, a path beyond PATH_MAX) said in one line instead of raised."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise UsageError(f"{exc.strerror}: {short_path(path)}; check the path (a name "
+                         "has at most 255 bytes, a whole path 4,096)") from None
+
+
+def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep) of
+    a directory, the matches of a glob pattern, in natural order ('rank10' after
+    'rank9'). A .nsys-rep whose .sqlite export lies beside it counts once (the export)."""
+    out: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if _is_dir(path):
+            found = [p for p in path.iterdir() if p.suffix in REPORT_SUFFIXES and p.is_file()]
+        elif not path.exists() and glob.has_magic(str(item)):
+            found = [Path(p) for p in glob.glob(str(item)) if Path(p).is_file()]
+            if not found:
+                raise UsageError(f"no report matches '{item}'")
+        else:
+            out.append(path)
+            continue
+        stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
+        found = [p for p in found if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
+        if not found:
+            raise UsageError(f"{item} is a directory without reports in it; pass a "
+                             ".nsys-rep or .sqlite file, or a directory that holds them")
+        out += sorted(found, key=lambda p: natural_order(p.name))
+    return list(dict.fromkeys(out))

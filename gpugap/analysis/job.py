@@ -56,13 +56,9 @@ Waiting for a peer
 
 from __future__ import annotations
 
-import glob
 import os
-import re
-import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -82,9 +78,10 @@ from gpugap.analysis.grouping import (
 )
 from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, check_comm, probe
 from gpugap.errors import GpugapError, UsageError, option
+from gpugap.files import expand_reports, natural_order
 from gpugap.jsonout import Record
 from gpugap.report import Trace, load
-from gpugap.text import one_line, short_path
+from gpugap.text import one_line
 from gpugap.units import fmt_ns
 
 if TYPE_CHECKING:
@@ -93,58 +90,11 @@ if TYPE_CHECKING:
 # The others must wait at least this share of an iteration for a rank to name it the
 # straggler (the verdict's own 5%: gpugap.rules.base.WARN_PCT).
 STRAGGLER_PCT = 5.0
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
 # The job's gateable metrics (gpugap check; directions in gpugap.ci.gates.DIRECTIONS).
 JOB_METRICS = ("job.ranks", "job.failed_reports", "job.iteration_ms", "job.skew_pct",
                "job.wait_ms_per_iteration", "job.wait_pct",
                "job.worst_comm_compute_overlap_pct", "job.worst_exposed_comm_ms",
                "job.worst_gpu_busy_pct")
-
-
-# ---------------------------------------------------------------------------------------
-# Finding the reports
-
-
-def _natural(text: str) -> list:
-    """'rank10' after 'rank9'."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
-
-
-def _is_dir(path: Path) -> bool:
-    """Path.is_dir, with a path the system refuses (a name longer than the filesystem
-    allows, a path beyond PATH_MAX) said in one line instead of raised."""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError as exc:
-        raise UsageError(f"{exc.strerror}: {short_path(path)}; check the path (a name "
-                         "has at most 255 bytes, a whole path 4,096)") from None
-
-
-def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep) of
-    a directory, the matches of a glob pattern, in natural order ('rank10' after
-    'rank9'). A .nsys-rep whose .sqlite export lies beside it counts once (the export)."""
-    out: list[Path] = []
-    for item in items:
-        path = Path(item)
-        if _is_dir(path):
-            found = [p for p in path.iterdir() if p.suffix in REPORT_SUFFIXES and p.is_file()]
-        elif not path.exists() and glob.has_magic(str(item)):
-            found = [Path(p) for p in glob.glob(str(item)) if Path(p).is_file()]
-            if not found:
-                raise UsageError(f"no report matches '{item}'")
-        else:
-            out.append(path)
-            continue
-        stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
-        found = [p for p in found if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
-        if not found:
-            raise UsageError(f"{item} is a directory without reports in it; pass a "
-                             ".nsys-rep or .sqlite file, or a directory that holds them")
-        out += sorted(found, key=lambda p: _natural(p.name))
-    return list(dict.fromkeys(out))
 
 
 # ---------------------------------------------------------------------------------------
@@ -530,7 +480,7 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     # Collectives common to every rank, on the job's clock.
     keys = {s.index: s.collective_keys for s in ok}
     common = sorted(set.intersection(*(set(k) for k in keys.values())),
-                    key=_natural) if len(ok) > 1 else []
+                    key=natural_order) if len(ok) > 1 else []
     starts = np.zeros((len(ok), len(common)), dtype=np.int64)
     for r, s in enumerate(ok):
         where = {k: i for i, k in enumerate(keys[s.index])}

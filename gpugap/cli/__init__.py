@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     """The gpugap command (the console script and ``python -m gpugap``)."""
     with interruptible():
         try:
+            _read_ahead(sys.argv[1:] if argv is None else argv)
             from gpugap.cli import check, run  # noqa: F401  (each registers its commands)
             from gpugap.cli.root import main as run_command
 
@@ -31,6 +32,35 @@ def main(argv: list[str] | None = None) -> int:
         except Interrupted as exc:      # before the command started, or as it returned
             print(interrupted_line(exc.signum), file=sys.stderr)
             return 128 + exc.signum
+
+
+def _read_ahead(args: list[str]) -> None:
+    """Start reading the report's big tables (gpugap.report.prefetch) before typer, rich
+    and pandas are imported and the options parsed (about a second of one core, which
+    the reading threads use on the other cores), when the command is ``analyze`` or
+    ``check`` of exactly one .sqlite export. A guess from the raw arguments: the command
+    itself checks them, and prefetching never changes what it does (a report read ahead
+    and not taken is dropped)."""
+    if not args or args[0] not in ("analyze", "check"):
+        return
+    exports = [a for a in args[1:] if a.endswith(".sqlite") and not a.startswith("-")]
+    if len(exports) != 1:
+        return
+    import os
+
+    # numpy (which the readers need) starts one OpenBLAS thread per core on import, and
+    # gpugap does no linear algebra: one is enough. Only this process's import sees the
+    # setting; programs that gpugap runs get the user's environment unchanged.
+    given = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        from gpugap.report.prefetch import start
+    finally:
+        if given is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = given
+    start(exports[0])
 
 
 def __getattr__(name: str) -> Any:

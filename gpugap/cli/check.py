@@ -188,7 +188,7 @@ def check(
         raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
                          "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
                          "gpugap.toml (see docs/ci.md)")
-    from gpugap.analysis.job import expand_reports
+    from gpugap.files import expand_reports
 
     if scheduler is not None:
         from gpugap.analysis.scheduler import check_address

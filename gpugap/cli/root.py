@@ -274,7 +274,7 @@ def analyze(
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)         # before any report is read
-    from gpugap.analysis.job import expand_reports
+    from gpugap.files import expand_reports
 
     found = expand_reports(reports)
     if len(found) > 1:

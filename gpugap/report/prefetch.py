@@ -17,6 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from gpugap.report import reader
 from gpugap.report.columns import Read, big_reads
 from gpugap.report.database import Database, sniff
@@ -26,6 +28,10 @@ _pending: dict[tuple, _Job] = {}
 # While readers run beside a thread that holds the GIL (imports), a short switch interval
 # lets them take their batches promptly.
 _SWITCH_INTERVAL = 0.0005
+# A big table is read in rowid ranges at once, one per core (SQLite and the reader use
+# one core per connection): the kernels of a kernel-heavy report are most of its reading.
+SPLIT_ROWS = 250_000
+MAX_PARTS = 4
 
 
 class _Job:
@@ -54,7 +60,8 @@ def _start(path: Path) -> None:
     try:
         jobs = []
         for read in big_reads(db):
-            if reader.row_bound(db, read.table) < reader.FAST_MIN_ROWS:
+            rows = reader.row_bound(db, read.table)
+            if rows < reader.FAST_MIN_ROWS:
                 continue
             key = _key(path, _sql(read))
             job = _Job()
@@ -62,7 +69,7 @@ def _start(path: Path) -> None:
                 if key in _pending:
                     continue
                 _pending[key] = job
-            jobs.append((read, job))
+            jobs.append((read, job, _row_parts(db, read.table, rows)))
     finally:
         db.close()
     if not jobs:
@@ -71,14 +78,9 @@ def _start(path: Path) -> None:
     sys.setswitchinterval(min(previous, _SWITCH_INTERVAL))
     remaining = [len(jobs)]
 
-    def work(read, job: _Job) -> None:
+    def work(read, job: _Job, parts: list[str]) -> None:
         try:
-            own = Database(path)          # one connection per thread
-            try:
-                job.result = reader.read_columns(own, read.table, list(read.cols),
-                                                 read.where)
-            finally:
-                own.close()
+            job.result = _read_parts(path, read, parts)
         except Exception:   # noqa: BLE001 - the loader reads again and reports
             job.result = None
         finally:
@@ -88,9 +90,59 @@ def _start(path: Path) -> None:
                 if remaining[0] == 0:
                     sys.setswitchinterval(previous)
 
-    for read, job in jobs:
-        threading.Thread(target=work, args=(read, job), daemon=True,
+    for read, job, parts in jobs:
+        threading.Thread(target=work, args=(read, job, parts), daemon=True,
                          name=f"gpugap-prefetch-{read.table}").start()
+
+
+def _read_parts(path: Path, read: Read, parts: list[str]) -> dict | None:
+    """*read* of the export at *path*, its rowid ranges *parts* read at once, each by its
+    own thread and connection, then put end to end in rowid order (the order of one scan
+    of the table: the arrays equal a single read's, dtypes included, as concatenating
+    narrowed integer arrays takes the widest)."""
+    results: list[dict | None] = [None] * len(parts)
+
+    def one(i: int) -> None:
+        own = Database(path)              # one connection per thread
+        try:
+            where = " AND ".join(f"({w})" for w in (read.where, parts[i]) if w)
+            results[i] = reader.read_columns(own, read.table, list(read.cols), where)
+        finally:
+            own.close()
+
+    helpers = [threading.Thread(target=one, args=(i,), daemon=True,
+                                name=f"gpugap-prefetch-{read.table}-{i}")
+               for i in range(1, len(parts))]
+    for t in helpers:
+        t.start()
+    one(0)
+    for t in helpers:
+        t.join()
+    if any(r is None for r in results):
+        return None
+    if len(results) == 1:
+        return results[0]
+    out = {}
+    for name in list(results[0]):
+        # Column by column, each part's array dropped once joined: the peak is the
+        # parts plus one column, not twice the table.
+        out[name] = np.concatenate([r.pop(name) for r in results])
+    return out
+
+
+def _row_parts(db: Database, table: str, rows: int) -> list[str]:
+    """Rowid ranges splitting *table* into one read per core (at most MAX_PARTS), each
+    of at least SPLIT_ROWS rows; [""] (the whole table) for a small one."""
+    n = min(os.cpu_count() or 1, MAX_PARTS, rows // SPLIT_ROWS)
+    if n < 2:
+        return [""]
+    (lo, hi), = db.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')
+    if not (isinstance(lo, int) and isinstance(hi, int)) or hi - lo < n:
+        return [""]
+    cuts = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
+    cuts[-1] = hi
+    inner = [f"rowid > {cuts[i]} AND rowid <= {cuts[i + 1]}" for i in range(1, n - 1)]
+    return [f"rowid <= {cuts[1]}", *inner, f"rowid > {cuts[n - 1]}"]
 
 
 def _sql(read) -> str:

@@ -99,6 +99,24 @@ class _IdleSm:
         return self._idle[i0:i1], self._own[i0:i1]
 
 
+def _first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's code of its tuple of *keys*, codes numbered in order of first
+    appearance, and each code's first row."""
+    code = np.zeros(keys[0].size, dtype=np.int64)
+    for key in keys:
+        part, seen = pd.factorize(key)
+        code, _ = pd.factorize(code * len(seen) + part)     # dense again: no overflow
+    first = np.unique(code, return_index=True)[1]
+    return code, first
+
+
+def _int_sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of *values* per code (0..n-1)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, code, values)
+    return out
+
+
 def _sums(totals: list[pd.DataFrame], partial: list[pd.DataFrame], n_groups: int
           ) -> dict[str, np.ndarray]:
     """Per-chunk, per-group partial results -> one value per group (global id), each
@@ -144,7 +162,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     # each chunk contributes partial sums per group and per launch configuration, all
     # combined at the end (vectorised: no Python work per kernel name or configuration).
     gid_of: dict[tuple[int, str, str], int] = {}
-    totals, partial, streams, configs = [], [], [], []
+    totals, partial, configs = [], [], []
+    streams: dict[int, set[int]] = {}              # per group: its small kernels' streams
     spans: dict[int, list[tl.Intervals]] = {}      # per group: its small kernels' unions
 
     def add_chunk(i0: int) -> None:
@@ -184,27 +203,38 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         rows = np.flatnonzero(small)
         if not rows.size:
             return
-        data = {"gid": to_global[group[rows]], "name": name_code[part][rows],
-                "blocks": blocks[rows], "threads": cols["threads_per_block"][part][rows],
-                "dur": dur[rows], "sms": sms[rows], "corr": cols["corr"][part][rows],
-                "cost": np.rint(idle_ns[rows]).astype(np.int64), "own": own_ns[rows],
-                "start": start[rows], "end": end[rows], "at": at[rows],
-                "stream": cols["stream"][part][rows], "row": rows + i0}
-        # The batch's arrays go before its small kernels' frame is built.
-        del idle_ns, own_ns, sms, blocks, start, end, launch, at, dur, small, group, rows
-        frame = pd.DataFrame(data)
-        del data
-        partial.append(frame.groupby("gid", sort=False).agg(
-            small_ns=("dur", "sum"), small=("dur", "size"), cost=("cost", "sum"),
-            own=("own", "sum"), start=("start", "min"), end=("end", "max"),
-            at=("at", "min")).reset_index())
-        for g, span in frame.groupby("gid", sort=False)[["start", "end"]]:
-            spans.setdefault(int(g), []).append(tl.union(span["start"].to_numpy(),
-                                                         span["end"].to_numpy()))
-        streams.append(frame[["gid", "stream"]].drop_duplicates())
-        configs.append(frame.groupby(["gid", "name", "blocks", "threads"], sort=False).agg(
-            count=("dur", "size"), time_ns=("dur", "sum"), sms=("sms", "first"),
-            corr=("corr", "first"), row=("row", "first")).reset_index())
+        # The chunk's small kernels grouped by group id (stable: each group's kernels in
+        # their order), every sum, min, max and first one reduceat over each group's run.
+        local = group[rows]
+        order = np.argsort(local, kind="stable")
+        rows, local = rows[order], local[order]
+        cuts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
+        gids = to_global[local[cuts]]
+        start, end, at = start[rows], end[rows], at[rows]
+        small_dur = dur[rows].astype(np.int64)
+        partial.append(pd.DataFrame({
+            "gid": gids, "small_ns": np.add.reduceat(small_dur, cuts),
+            "small": np.diff(np.r_[cuts, rows.size]),
+            "cost": np.add.reduceat(np.rint(idle_ns[rows]).astype(np.int64), cuts),
+            "own": np.add.reduceat(own_ns[rows], cuts),
+            "start": np.minimum.reduceat(start, cuts), "end": np.maximum.reduceat(end, cuts),
+            "at": np.minimum.reduceat(at, cuts)}))
+        stream = cols["stream"][part][rows]
+        for g, lo, hi in zip(gids.tolist(), cuts.tolist(), [*cuts[1:].tolist(), rows.size],
+                             strict=True):
+            spans.setdefault(g, []).append(tl.union(start[lo:hi], end[lo:hi]))
+            streams.setdefault(g, set()).update(np.unique(stream[lo:hi]).tolist())
+        # Launch configurations (group, name, blocks, threads) in order of first launch.
+        blocks, threads = blocks[rows], cols["threads_per_block"][part][rows]
+        launch_config, first = _first_seen_codes(to_global[local], name_code[part][rows], blocks,
+                                          threads)
+        first_row = rows[first]
+        configs.append(pd.DataFrame({
+            "gid": to_global[local[first]], "name": name_code[part][first_row],
+            "blocks": blocks[first], "threads": threads[first],
+            "count": np.bincount(launch_config, minlength=first.size),
+            "time_ns": _int_sums(launch_config, small_dur, first.size), "sms": sms[first_row],
+            "corr": cols["corr"][part][first_row], "row": first_row + i0}))
 
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
@@ -226,8 +256,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     per_config = per_config[per_config.groupby("gid").cumcount()
                             < int(config["max_examples"])]
     top_of = {int(g): c for g, c in per_config.groupby("gid", sort=False)}
-    stream_of = {int(g): sorted(int(x) for x in set(s["stream"].tolist()))
-                 for g, s in pd.concat(streams).groupby("gid", sort=False)}
+    stream_of = {g: sorted(s) for g, s in streams.items()}
     findings = []
     for (dev, phase, label), g in gid_of.items():
         n_small = int(acc["small"][g])
