@@ -402,20 +402,31 @@ class Loader:
                 else np.flatnonzero(node.to_numpy(dtype=np.int64) >= 0))
         if not rows.size:
             return frame
-        nodes = kernels.iloc[rows]
+        # One execution per (pid, corr), numbered in order of first appearance; only the
+        # columns needed, of the graph's kernels (10M kernels: no copy of the table).
+        pid_code, _ = pd.factorize(kernels["pid"].to_numpy()[rows])
+        corr = kernels["corr"].to_numpy()[rows].astype(np.int64)
+        launch, _ = pd.factorize(pid_code * (int(corr.max()) + 1) + corr)
+        del pid_code, corr
+        seen = np.maximum.accumulate(launch)
+        first = np.flatnonzero(np.r_[True, launch[1:] > seen[:-1]])
+        del seen
+        n = first.size
+        start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(start, launch, kernels["start"].to_numpy()[rows])
+        end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(end, launch, kernels["end"].to_numpy()[rows])
+        at = rows[first]
         # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
-        node_id = nodes["graph_node"].to_numpy(dtype=np.int64)
+        node_id = node.to_numpy(dtype=np.int64)[at]
         node_id = np.where((node_id >= 0) & (node_id < 2**62), node_id, 0)
-        per = (pd.DataFrame({"pid": nodes["pid"].to_numpy(), "corr": nodes["corr"].to_numpy(),
-                             "start": nodes["start"].to_numpy(), "end": nodes["end"].to_numpy(),
-                             "device": nodes["device"].to_numpy(),
-                             "stream": nodes["stream"].to_numpy(),
-                             "graph_id": (node_id // 2**32).astype(np.int64)})
-               .groupby(["pid", "corr"], sort=False)
-               .agg(start=("start", "min"), end=("end", "max"), device=("device", "first"),
-                    stream=("stream", "first"), graph_id=("graph_id", "first"),
-                    nodes=("start", "size"))
-               .reset_index().sort_values("start", kind="stable", ignore_index=True))
+        per = pd.DataFrame({
+            "pid": kernels["pid"].to_numpy()[at], "corr": kernels["corr"].to_numpy()[at],
+            "start": start, "end": end, "device": kernels["device"].to_numpy()[at],
+            "stream": kernels["stream"].to_numpy()[at],
+            "graph_id": (node_id // 2**32).astype(np.int64),
+            "nodes": np.bincount(launch, minlength=n)})
+        per = per.sort_values("start", kind="stable", ignore_index=True)
         per["context"] = 0
         per["graph_exec_id"] = 0
         return per[list(GRAPH_COLUMNS) + ["context"]]

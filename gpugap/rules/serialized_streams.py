@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
-from gpugap.accounting.occupancy import capacity as kernel_capacity
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
@@ -191,7 +190,7 @@ def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
     return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
 
 
-def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
+def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
                  between: _Between) -> dict[str, np.ndarray]:
     """One entry per kernel B = i + 1 (after the first): its predecessor A (``a``) and
     the cause code of the pair (_SAME for same-stream, _NONE for overlapping). The idle
@@ -216,10 +215,13 @@ def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
         reached, last = int(reach[-1]), int(arg[-1])
         a_all[lo_i:hi_i] = a = arg
         b = np.arange(lo_i + 1, hi_i + 1)
-        dur_a, dur_b = end[a] - start[a], end[b] - start[b]
-        tolerance = tolerance_share * np.minimum(dur_a, dur_b)
+        tolerance = tolerance_share * np.minimum(end[a] - start[a], end[b] - start[b])
         serial = start[b] >= reach - tolerance
-        cross = stream[a] != stream[b]
+        c = np.where(serial, np.int8(_SAME), np.int8(_NONE))
+        # Only serialized pairs on two streams have a cause: the rest (most pairs, on
+        # one stream or overlapping) need none of the lookups below.
+        pair = np.flatnonzero(serial & (stream[a] != stream[b]))
+        a, b = a[pair], b[pair]
         late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
@@ -228,12 +230,11 @@ def _transitions(k: _Kernels, cap: np.ndarray, config: Mapping[str, float],
         implicit = blocking_pair & (np.isin(ka, between.legacy_keys)
                                     | np.isin(kb, between.legacy_keys) | (n_legacy > 0))
         saturated = k.blocks[a].astype(np.int64) >= cap[a]
-        c = np.select(
-            [~serial, ~cross, late & (n_sync > 0), late, implicit, n_sync > 0, saturated],
-            [_SAME, _SAME, _CODE["explicit-sync"], _CODE["host-launch-bound"],
+        c[pair] = np.select(
+            [late & (n_sync > 0), late, implicit, n_sync > 0, saturated],
+            [_CODE["explicit-sync"], _CODE["host-launch-bound"],
              _CODE["legacy-default-stream"], _CODE["explicit-sync"],
-             _CODE["resource-saturation"]], default=_CODE["unknown"]).astype(np.int8)
-        c[~serial] = _NONE
+             _CODE["resource-saturation"]], default=_CODE["unknown"])
         code[lo_i:hi_i] = c
     return {"a": a_all, "code": code}
 
@@ -264,48 +265,50 @@ def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _capacity(trace: Trace) -> np.ndarray:
-    """occupancy.capacity of every kernel, computed once per distinct launch
-    configuration (device, block size, registers, shared memory) and spread back, a
-    batch of kernels at a time (int32: half the room per kernel, int64 if it must)."""
-    k = trace.kernels
-    cols = ["device", "threads_per_block", "registers", "shared_static", "shared_dynamic"]
-    values = [k[c].to_numpy() for c in cols]
-    out = np.empty(len(k), dtype=np.int32)
-    known: dict[tuple, int] = {}                  # configuration -> capacity
-    for i0 in range(0, len(k), _CHUNK):
-        part = [v[i0:i0 + _CHUNK] for v in values]
-        key = np.zeros(part[0].size, dtype=np.int64)
-        width = 1
-        for v in part:
-            codes, uniq = pd.factorize(v)
-            if width * (len(uniq) + 1) >= 2**62:        # pragma: no cover (absurd variety)
-                return kernel_capacity(trace)
-            key = key * (len(uniq) + 1) + codes
-            width *= len(uniq) + 1
-        codes, _ = pd.factorize(key)
-        del key
-        first = np.zeros(int(codes.max(initial=-1)) + 1, dtype=np.int64)
-        first[codes[::-1]] = np.arange(codes.size)[::-1]   # a row of each configuration
-        found = list(zip(*(v[first].tolist() for v in part), strict=True))
-        new = [c for c in dict.fromkeys(found) if c not in known]
+class _Capacity:
+    """occupancy.capacity of kernels (device, block size, registers, shared memory), on
+    demand for the rows asked (``capacity[rows]``, rows of the kernel table, or of
+    *positions* when given): computed once per distinct launch configuration. Only the
+    predecessors of serialized cross-stream pairs need it, a few of all kernels."""
+
+    COLUMNS = ("device", "threads_per_block", "registers", "shared_static",
+               "shared_dynamic")
+
+    def __init__(self, trace: Trace, positions: np.ndarray | None = None,
+                 known: dict[tuple, int] | None = None) -> None:
+        self.trace, self.positions = trace, positions
+        self.values = [trace.kernels[c].to_numpy() for c in self.COLUMNS]
+        self.known = {} if known is None else known     # configuration -> capacity
+
+    def at(self, positions: np.ndarray | None) -> _Capacity:
+        """The same capacities, indexed by *positions* (one device's kernels)."""
+        return _Capacity(self.trace, positions, self.known)
+
+    def __getitem__(self, i) -> np.ndarray:
+        rows = np.atleast_1d(np.asarray(i) if self.positions is None else self.positions[i])
+        # Each row's configuration as a code (dense after every column: no overflow).
+        code = np.zeros(rows.size, dtype=np.int64)
+        for v in self.values:
+            part, seen = pd.factorize(v[rows])
+            code, _ = pd.factorize(code * (len(seen) + 1) + part)
+        first = np.zeros(int(code.max(initial=-1)) + 1, dtype=np.int64)
+        first[code[::-1]] = np.arange(code.size)[::-1]       # a row of each configuration
+        found = list(zip(*(v[rows[first]].tolist() for v in self.values), strict=True))
+        new = [c for c in found if c not in self.known]
         if new:
-            configs = pd.DataFrame(new, columns=cols)
-            cap = (sm_counts(configs, trace.devices)
-                   * resident_blocks_per_sm(configs, trace.devices))
-            known.update(zip(new, cap.tolist(), strict=True))
-        cap = np.array([known[c] for c in found], dtype=np.int64)
-        if cap.size and int(cap.max()) >= 2**31 and out.dtype == np.int32:
-            out = out.astype(np.int64)
-        out[i0:i0 + codes.size] = cap[codes]
-    return out
+            configs = pd.DataFrame(new, columns=list(self.COLUMNS))
+            cap = (sm_counts(configs, self.trace.devices)
+                   * resident_blocks_per_sm(configs, self.trace.devices))
+            self.known.update(zip(new, cap.tolist(), strict=True))
+        out = np.array([self.known[c] for c in found], dtype=np.int64)[code]
+        return out if np.ndim(i) else out[0]
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     kernels = trace.kernels
     if len(kernels) < 3:
         return []
-    cap_all = _capacity(trace)
+    cap_all = _Capacity(trace)
     between = _Between(trace)
     findings: list[Finding] = []
     device_of = kernels["device"].to_numpy()
@@ -321,7 +324,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         order = _device_order(start, end)
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
-        cap = cap_all if positions is None else cap_all[positions]
+        cap = cap_all.at(positions)
         t = _transitions(k, cap, config, between)
         t["new_range"] = _range_changes(trace, context, int(device), k)
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
@@ -431,7 +434,7 @@ def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | Non
     return Claim(device, tl.union(k.start[member[off]], k.end[member[off]]), ("compute",))
 
 
-def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: np.ndarray,
+def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
                       t: dict[str, np.ndarray], config: Mapping[str, float],
                       context: Context, between: _Between) -> list[Finding]:
     keep, bounds, carried = _runs(t, config)
@@ -550,7 +553,7 @@ def _op_ref(k: _Kernels, i: int) -> dict:
             "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])]}
 
 
-def _examples(trace: Trace, k: _Kernels, cap: np.ndarray, t: pd.DataFrame) -> list[dict]:
+def _examples(trace: Trace, k: _Kernels, cap: _Capacity, t: pd.DataFrame) -> list[dict]:
     out = []
     for r in t.itertuples():
         a, b = int(r.a), int(r.b)
@@ -583,7 +586,7 @@ def _marks(k: _Kernels, shown: pd.DataFrame, examples: list[dict]) -> list[Mark]
     return marks
 
 
-def _cause_numbers(cause: str, k: _Kernels, cap: np.ndarray, members: np.ndarray,
+def _cause_numbers(cause: str, k: _Kernels, cap: _Capacity, members: np.ndarray,
                    examples: list[dict]) -> dict:
     """What the message of *cause* quotes beside the run's counts (see message)."""
     if cause == "legacy-default-stream":

@@ -155,8 +155,13 @@ def _settle_device(dev, claims: list[_Claiming]) -> None:
                 taken.setdefault(k, []).append((c.finding.id, region))
                 claimed[k] = tl.merge(before, region) if before[0].size else region
                 if c.iterations is not None and got:
+                    # Only the iterations that meet this block (the windows follow one
+                    # another): a report has as many blocks as it has iterations.
                     ilo, ihi = c.iterations
-                    c.per_iteration += tl.total_between(fresh, ilo, ihi)
+                    i0 = int(np.searchsorted(ihi, blo, side="right"))
+                    i1 = int(np.searchsorted(ilo, bhi, side="left"))
+                    c.per_iteration[i0:i1] += tl.total_between(fresh, ilo[i0:i1],
+                                                               ihi[i0:i1])
 
 
 def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
