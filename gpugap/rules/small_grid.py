@@ -100,13 +100,23 @@ class _IdleSm:
 
 
 def _first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's code of its tuple of *keys*, codes numbered in order of first
-    appearance, and each code's first row."""
+    """Each row's code of its tuple of *keys* (integers), codes numbered in
+    order of first appearance, and each code's first row."""
     code = np.zeros(keys[0].size, dtype=np.int64)
+    width = 1
     for key in keys:
-        part, seen = pd.factorize(key)
-        code, _ = pd.factorize(code * len(seen) + part)     # dense again: no overflow
-    first = np.unique(code, return_index=True)[1]
+        lo = int(key.min(initial=0))
+        top = int(key.max(initial=0)) - lo + 1
+        if width * top >= 2**62:                 # dense again before it could overflow
+            code, _ = pd.factorize(code)
+            width = int(code.max(initial=0)) + 1
+        code = code * top + (key.astype(np.int64) - lo)
+        width *= top
+    code, _ = pd.factorize(code)
+    # In first-appearance order, a row is its code's first when its code exceeds every
+    # code before it.
+    seen = np.maximum.accumulate(code)
+    first = np.flatnonzero(np.r_[True, code[1:] > seen[:-1]])
     return code, first
 
 
