@@ -78,10 +78,14 @@ class DeviceOps:
                        else dtype)
         if dtype.kind == "f":
             out[:] = np.nan
-        for k, part in enumerate(parts):
-            sel = source == k
-            if part is not None and sel.any():
-                out[sel] = part[row[sel]]
+        only = int(source[0]) if source.size else -1
+        if source.size and parts[only] is not None and not (source != only).any():
+            out[:] = parts[only][row]            # one kind of op (most slices): one take
+        else:
+            for k, part in enumerate(parts):
+                sel = source == k
+                if part is not None and sel.any():
+                    out[sel] = part[row[sel]]
         if launch:
             out[out == NO_CALL] = np.nan
         return out
