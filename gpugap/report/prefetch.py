@@ -136,7 +136,10 @@ def _row_parts(db: Database, table: str, rows: int) -> list[str]:
     n = min(os.cpu_count() or 1, MAX_PARTS, rows // SPLIT_ROWS)
     if n < 2:
         return [""]
-    (lo, hi), = db.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')
+    # Two queries: SQLite answers a lone min() or max() of the rowid from the B-tree,
+    # both in one query by scanning the table.
+    (lo,), = db.rows(f'SELECT min(rowid) FROM "{table}"')
+    (hi,), = db.rows(f'SELECT max(rowid) FROM "{table}"')
     if not (isinstance(lo, int) and isinstance(hi, int)) or hi - lo < n:
         return [""]
     cuts = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
