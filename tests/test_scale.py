@@ -639,6 +639,34 @@ def test_prefetched_cli_run_equals_a_plain_one(capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out) == prefetched
 
 
+@pytest.mark.parametrize("parts", [2, 3])
+def test_reading_in_rowid_parts_equals_one_read(monkeypatch, parts):
+    """prefetch reads a big table in rowid ranges at once (one per core): the arrays put
+    end to end equal one read of the table, dtypes (narrowed integers) included."""
+    from gpugap.report import prefetch, reader
+    from gpugap.report.columns import big_reads
+    from gpugap.report.database import Database
+
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)            # the ADBC path
+    monkeypatch.setattr(prefetch, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(prefetch, "MAX_PARTS", parts)
+    monkeypatch.setattr(prefetch.os, "cpu_count", lambda: parts)
+    path = report_path("moe-experts-bad")
+    db = Database(path)
+    try:
+        for read in big_reads(db):
+            ranges = prefetch._row_parts(db, read.table, reader.row_bound(db, read.table))
+            assert len(ranges) == parts
+            whole = read.run(db)
+            split = prefetch._read_parts(path, read, ranges)
+            assert list(split) == list(whole)
+            for name, values in whole.items():
+                assert split[name].dtype == values.dtype, (read.table, name)
+                assert np.array_equal(split[name], values), (read.table, name)
+    finally:
+        db.close()
+
+
 def test_narrow_types_keep_values():
     trace = load_report("grid-sweep-bad")
     k = trace.kernels
