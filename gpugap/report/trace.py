@@ -173,7 +173,8 @@ class Trace:
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
     osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
     # The row of ``api`` that launched each memcpy (-1: none), as the loader joined them
-    # (attach_launches); None: not joined (copy_calls joins them).
+    # (attach_launches), for what needs the call of a copy; None: not joined (a trace
+    # not made by the loader; a copy of a trace with other memcpys passes None).
     memcpy_calls: np.ndarray | None = field(default=None, repr=False, compare=False)
     # The derived indexes of the layers above (see Derived), one per kind, built on first
     # use. Not an argument: a copy (dataclasses.replace) starts with none.
