@@ -142,3 +142,27 @@ def test_function_local_imports_only_in_cli_commands():
              for name, path in MODULES.items() if not name.startswith("gpugap.cli")
              for is_local, line, _ in imports(name, path) if is_local]
     assert not local, local
+
+
+def test_no_module_above_report_reaches_into_another_objects_attributes():
+    """Derived state is declared (docs/architecture.md, "Derived state"): no module
+    outside report/ reads or writes another object's ``__dict__`` or sets its
+    attributes by name (``setattr``), the way caches were once stashed on a Trace;
+    an object may do so to itself (``self``)."""
+    wrong = []
+    for name, path in MODULES.items():
+        if name == "gpugap.report" or name.startswith("gpugap.report."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            target = None
+            if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+                target = node.value
+            elif (isinstance(node, ast.Call) and node.args
+                  and ((isinstance(node.func, ast.Name) and node.func.id == "setattr")
+                       or (isinstance(node.func, ast.Attribute)
+                           and node.func.attr == "__setattr__"))):
+                target = node.args[0]
+            if target is not None and not (isinstance(target, ast.Name)
+                                           and target.id == "self"):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not wrong, "\n".join(wrong)

@@ -10,12 +10,13 @@ steady state, tail) and every nanosecond of it in exactly one bucket.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpugap import intervals as tl
 from gpugap.accounting.attribution import DeviceAccount, Settings, account_device
 from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
 from gpugap.accounting.host import ThreadWaits
+from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import detect as detect_phases
 from gpugap.accounting.work import device_work
@@ -29,6 +30,9 @@ class Accounting:
     devices: dict[int, DeviceAccount]
     settings: Settings
     program: Program | None = None       # the program model the devices were read from
+    # What the accounting derived from the trace (categories of calls, buckets of ops...),
+    # for the rules and the verdict to read rather than compute again.
+    index: AccountingIndex | None = field(default=None, repr=False)
 
 
 def account(trace: Trace, settings: Settings | None = None, *,
@@ -43,17 +47,17 @@ def account(trace: Trace, settings: Settings | None = None, *,
     interpreted = program.framework in INTERPRETED
     spans = program.compile_spans
     compiling = tl.union(spans.start, spans.end)
+    index = AccountingIndex.of(trace)
     devices = {}
     for device, seen in program.devices.items():
-        work = device_work(trace, device, seen.ops)
+        work = device_work(trace, device, seen.ops, index.op_buckets)
         phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
         devices[device] = account_device(trace, work, phases, settings, waits,
                                          compiling, lambda seen=seen: seen.driver,
-                                         interpreted)
+                                         interpreted, index)
     _cross_device_waits(devices, program)
-    trace.__dict__.pop("_thread_calls", None)     # large, and needed only above
     give_back()                                   # the batches' memory, to the system
-    return Accounting(devices, settings, program)
+    return Accounting(devices, settings, program, index)
 
 
 # Frameworks that launch from Python (a gap is host work only well beyond their pace).
@@ -72,5 +76,5 @@ def _cross_device_waits(devices: dict[int, DeviceAccount], program: Program) -> 
         dst.relabel("queued-wait", "cross-device-wait", tl.union(s, e))
 
 
-__all__ = ["BUCKETS", "BUSY_IDS", "IDLE_IDS", "IDS", "PHASES", "Accounting", "DeviceAccount",
-           "Phases", "Settings", "account"]
+__all__ = ["BUCKETS", "BUSY_IDS", "IDLE_IDS", "IDS", "PHASES", "Accounting",
+           "AccountingIndex", "DeviceAccount", "Phases", "Settings", "account"]

@@ -53,6 +53,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting import host
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
+from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.phases import Phases
 from gpugap.accounting.work import DeviceWork
 from gpugap.report.trace import Trace
@@ -70,7 +71,6 @@ class Settings:
 
 
 CHUNK_GAPS = 1 << 15      # gaps handled at a time (a module setting: tests make it small)
-LOOKBACK_NS = 10_000_000  # calls longer than this are looked up apart (see _Calls)
 HOST_BUCKET = np.array([CODE["module-load"], CODE["synchronization"], CODE["allocation"],
                         CODE["blocking-copy"]], dtype=np.int8)
 _H2D = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
@@ -665,62 +665,27 @@ def _jit_rows(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
     return out
 
 
-class _Calls:
-    """The CUDA API calls as arrays (views of the trace's frame), for time slices, and
-    the launching threads' waits on other threads (*waits*, None: not looked at)."""
+class _ThreadTime:
+    """What the idle attribution asks of a thread's host time on one device: its calls
+    (the accounting's index: host.ApiCalls), library handle creations and waits on other
+    threads (*waits*, None: not looked at) as one partition of a window, and the gap
+    length from which a gap is host work (*long_gap_ns*)."""
 
-    def __init__(self, trace: Trace, waits: host.ThreadWaits | None = None,
+    def __init__(self, index: AccountingIndex, waits: host.ThreadWaits | None = None,
                  long_gap_ns: float = 100e3) -> None:
+        self.index = index
         self.waits = waits
         self.long_gap_ns = long_gap_ns      # gaps at least this long are host work
-        api = trace.api
-        self.start = api["start"].to_numpy(dtype=np.int64)
-        self.end = api["end"].to_numpy(dtype=np.int64)
-        self.gtid = api["gtid"].to_numpy()
-        self.category = host.api_categories(trace)
-        self.trace = trace
-        self.inits: dict[int, tl.Intervals] = {}      # library_inits of each thread
-        ordered = tl.is_sorted(self.start)
-        self.order = None if ordered else np.argsort(self.start, kind="stable")
-        if self.order is not None:
-            self.start, self.end = self.start[self.order], self.end[self.order]
-            self.gtid, self.category = self.gtid[self.order], self.category[self.order]
-        # A call covering a time started at most LOOKBACK_NS before it, unless it is one
-        # of the few longer calls, listed apart (found in batches: no full-size copy).
-        step = 1 << 22
-        self.long = np.concatenate(
-            [i + np.flatnonzero(self.end[i:i + step] - self.start[i:i + step] > LOOKBACK_NS)
-             for i in range(0, self.start.size, step)] or [np.zeros(0, np.int64)])
 
     def of_thread(self, gtid: int, lo: int, hi: int, compiling: tl.Intervals = tl.EMPTY):
-        """The thread's calls that can overlap [lo, hi), its library handle creations
-        and waits there, and the times it compiled (*compiling*, which override all
-        else), as an exclusive labelled partition (host.exclusive)."""
-        a = np.searchsorted(self.start, lo - LOOKBACK_NS, side="left")
-        b = np.searchsorted(self.start, hi, side="left")
-        rows = a + np.flatnonzero(self.gtid[a:b] == gtid)
-        longer = self.long[(self.start[self.long] < lo - LOOKBACK_NS)
-                           & (self.gtid[self.long] == gtid)]
-        rows = np.r_[longer, rows]
-        rows = rows[self.end[rows] > lo]
-        if gtid not in self.inits:
-            self.inits[gtid] = host.library_inits(self.trace, gtid)
-        init_s, init_e = self.inits[gtid]
-        keep = (init_e > lo) & (init_s < hi)
-        wait_s, wait_e = tl.clip(self.waits.idle(gtid), lo, hi) if self.waits is not None \
-            else tl.EMPTY
-        comp_s, comp_e = compiling
-        start = np.r_[self.start[rows], init_s[keep], wait_s, comp_s]
-        end = np.maximum(np.r_[self.end[rows], init_e[keep], wait_e, comp_e], start)
-        cats = np.r_[self.category[rows], np.full(int(keep.sum()), host.MODULE,
-                                                  dtype=np.int8),
-                     np.full(wait_s.size, host.WAIT, dtype=np.int8),
-                     np.full(comp_s.size, host.COMPILE, dtype=np.int8)]
-        return host.exclusive(start, end, cats,
-                              [host.COMPILE, *range(len(host.CATEGORIES)), host.WAIT])
+        """host.ApiCalls.partition of the thread's time in [lo, hi)."""
+        waits = self.waits.idle(gtid) if self.waits is not None else tl.EMPTY
+        index = self.index
+        return index.calls.partition(gtid, lo, hi, index.api_categories,
+                                     index.library_inits(gtid), waits, compiling)
 
 
-def _idle_pieces(calls: _Calls, gaps: Gaps, idx_range: slice, settings: Settings,
+def _idle_pieces(calls: _ThreadTime, gaps: Gaps, idx_range: slice, settings: Settings,
                  api_end: np.ndarray, gtid: np.ndarray, is_input: np.ndarray,
                  is_jit: np.ndarray, is_results: np.ndarray, compile_end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -858,14 +823,16 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    waits: host.ThreadWaits | None = None,
                    compiling: tl.Intervals = tl.EMPTY,
                    driver: Callable[[], int] | None = None,
-                   interpreted: bool = False) -> DeviceAccount:
+                   interpreted: bool = False,
+                   index: AccountingIndex | None = None) -> DeviceAccount:
     """The partition of *work*'s device (module doc); *waits*: the launching threads
     of each process whose waits on other threads tell waiting for work apart
     (host.ThreadWaits; no waits are looked at without them); *compiling*: when
     the program compiled (a union; the program model's compile spans), extended to the
     launches of the thread that drives the device (compile_windows; *driver* says which,
     asked only when there was compiling);
-    *interpreted*: it launches from a Python framework (host_work_gap_ns)."""
+    *interpreted*: it launches from a Python framework (host_work_gap_ns); *index*:
+    the trace's AccountingIndex (by default, AccountingIndex.of(trace))."""
     settings = settings or Settings()
     window = phases.window
     it = phases.iterations
@@ -880,7 +847,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     if compiling[0].size:
         driving = driver() if driver is not None else -1
         compiling = compile_windows(work, driving if driving >= 0 else main_gtid, compiling)
-    calls = _Calls(trace, waits, long_gap_ns)
+    calls = _ThreadTime(index or AccountingIndex.of(trace), waits, long_gap_ns)
     lengths: list[np.ndarray] = []
     codes: list[np.ndarray] = []
     block_start, block_first = [], [0]

@@ -81,10 +81,10 @@ def copy_categories(kind: np.ndarray, src: np.ndarray, dst: np.ndarray,
 
 
 def api_categories(trace: Trace) -> np.ndarray:
-    """The category code of every row of trace.api (cached on the trace)."""
-    cached = trace.__dict__.get("_host_categories")
-    if cached is not None:
-        return cached
+    """The category code of every row of trace.api (computed each call: the accounting's
+    index keeps it, gpugap.accounting.index.AccountingIndex.api_categories). A copy
+    takes the category of what it copied: the loader's join of copies to their calls
+    (Trace.memcpy_calls) says which call made each."""
     api = trace.api
     names = api["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
@@ -94,9 +94,10 @@ def api_categories(trace: Trace) -> np.ndarray:
     out = lut[names.cat.codes.to_numpy()]
     m = trace.memcpys
     if len(m) and len(api):
-
-        rows = match_rows(m["pid"].to_numpy(), m["corr"].to_numpy(), api["pid"].to_numpy(),
-                          api["corr"].to_numpy())
+        rows = trace.memcpy_calls
+        if rows is None or rows.size != len(m):   # not from the loader: join them here
+            rows = match_rows(m["pid"].to_numpy(), m["corr"].to_numpy(),
+                              api["pid"].to_numpy(), api["corr"].to_numpy())
         hit = rows >= 0
         if hit.any():
             api_name = m["api_name"].astype(str).to_numpy()[hit]
@@ -106,7 +107,6 @@ def api_categories(trace: Trace) -> np.ndarray:
                                    m["dst_kind"].astype(str).to_numpy()[hit], is_async)
             out = out.copy()
             out[rows[hit]] = cats
-    trace.__dict__["_host_categories"] = out
     return out
 
 
@@ -234,31 +234,79 @@ class ThreadWaits:
             self._idle[g] = (together[0][long], together[1][long])
 
 
-class ThreadCalls:
-    """One thread's CUDA calls (and library handle creations) as a labelled partition of
-    the time it spent in them."""
-
-    def __init__(self, trace: Trace, gtid: int) -> None:
-        api = trace.api
-        mine = np.flatnonzero(api["gtid"].to_numpy() == gtid)
-        self.gtid = gtid
-        self.rows = mine
-        init_s, init_e = library_inits(trace, gtid)
-        start = np.r_[api["start"].to_numpy(dtype=np.int64)[mine], init_s]
-        end = np.maximum(np.r_[api["end"].to_numpy(dtype=np.int64)[mine], init_e], start)
-        cats = np.r_[api_categories(trace)[mine],
-                     np.full(init_s.size, MODULE, dtype=np.int8)]
-        self.start, self.end, self.category, self.covered = exclusive(
-            start, end, cats, range(len(CATEGORIES)))
+# A call that overlaps a time started at most this long before it, unless it is one of
+# the few longer calls (ApiCalls.long): a window's calls are a search away.
+LOOKBACK_NS = 10_000_000
 
 
-def threads_of(trace: Trace, gtids) -> dict[int, ThreadCalls]:
-    """ThreadCalls of each thread, built once per trace."""
-    cache = trace.__dict__.setdefault("_thread_calls", {})
-    out = {}
-    for g in gtids:
-        g = int(g)
-        if g not in cache:
-            cache[g] = ThreadCalls(trace, g)
-        out[g] = cache[g]
-    return out
+class ApiCalls:
+    """The CUDA API calls (rows of trace.api) in start order, as arrays: the one structure
+    of a thread's calls, for the calls of one thread in a window of time (the idle
+    attribution's partition of a gap, the rules' evidence). Views of the frame's columns
+    when the frame is in start order, as the loader leaves it (no copies); ``order``:
+    the frame's row of each call otherwise (None: the same). Built once per trace by
+    the accounting's index (gpugap.accounting.index.AccountingIndex.calls)."""
+
+    def __init__(self, api: pd.DataFrame) -> None:
+        start = api["start"].to_numpy(dtype=np.int64)
+        end = api["end"].to_numpy(dtype=np.int64)
+        gtid = api["gtid"].to_numpy()
+        self.order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
+        if self.order is not None:
+            start, end, gtid = start[self.order], end[self.order], gtid[self.order]
+        self.start, self.end, self.gtid = start, end, gtid
+        # The calls longer than LOOKBACK_NS, listed apart (found in batches: no array of
+        # every duration).
+        step = 1 << 22
+        self.long = np.concatenate(
+            [i + np.flatnonzero(end[i:i + step] - start[i:i + step] > LOOKBACK_NS)
+             for i in range(0, start.size, step)] or [np.zeros(0, np.int64)])
+        self._names = api["name"]
+
+    def rows(self, i: np.ndarray) -> np.ndarray:
+        """The frame's rows of the calls at positions *i* (in start order)."""
+        return i if self.order is None else self.order[i]
+
+    def overlapping(self, gtid: int, lo: int, hi: int) -> np.ndarray:
+        """Positions (in start order) of *gtid*'s calls that overlap [lo, hi): end after
+        lo, start before hi (the longer calls first)."""
+        a = np.searchsorted(self.start, lo - LOOKBACK_NS, side="left")
+        b = np.searchsorted(self.start, hi, side="left")
+        rows = a + np.flatnonzero(self.gtid[a:b] == gtid)
+        longer = self.long[(self.start[self.long] < lo - LOOKBACK_NS)
+                           & (self.gtid[self.long] == gtid)]
+        rows = np.r_[longer, rows]
+        return rows[self.end[rows] > lo]
+
+    def starting(self, gtid: int, lo: int, hi: int) -> np.ndarray:
+        """Positions (in start order) of *gtid*'s calls that start in [lo, hi]."""
+        a = int(np.searchsorted(self.start, lo, side="left"))
+        b = int(np.searchsorted(self.start, hi, side="right"))
+        return a + np.flatnonzero(self.gtid[a:b] == gtid)
+
+    def names(self, i: np.ndarray) -> list[str]:
+        """The names of the calls at positions *i*."""
+        if not len(i):
+            return []
+        return self._names.iloc[self.rows(i)].astype(str).tolist()
+
+    def partition(self, gtid: int, lo: int, hi: int, categories: np.ndarray,
+                  inits: tl.Intervals, waits: tl.Intervals,
+                  compiling: tl.Intervals = tl.EMPTY):
+        """The thread's calls that can overlap [lo, hi) (labelled by *categories*: of
+        every row of the frame, api_categories), its library handle creations (*inits*:
+        library_inits) and waits (*waits*: ThreadWaits.idle) there, and the times it
+        compiled (*compiling*, which override all else), as an exclusive labelled
+        partition (exclusive)."""
+        rows = self.overlapping(gtid, lo, hi)
+        init_s, init_e = inits
+        keep = (init_e > lo) & (init_s < hi)
+        wait_s, wait_e = tl.clip(waits, lo, hi)
+        comp_s, comp_e = compiling
+        start = np.r_[self.start[rows], init_s[keep], wait_s, comp_s]
+        end = np.maximum(np.r_[self.end[rows], init_e[keep], wait_e, comp_e], start)
+        cats = np.r_[categories[self.rows(rows)],
+                     np.full(int(keep.sum()), MODULE, dtype=np.int8),
+                     np.full(wait_s.size, WAIT, dtype=np.int8),
+                     np.full(comp_s.size, COMPILE, dtype=np.int8)]
+        return exclusive(start, end, cats, [COMPILE, *range(len(CATEGORIES)), WAIT])

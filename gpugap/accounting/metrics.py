@@ -33,8 +33,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
-from gpugap.accounting.host import name_mask
-from gpugap.accounting.work import COMMUNICATION
+from gpugap.accounting.index import AccountingIndex
 from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 
@@ -364,15 +363,8 @@ def _arrays(frame: pd.DataFrame, device: int, only_device: bool, stream: bool = 
 
 
 def kernel_flags(trace: Trace) -> np.ndarray:
-    """COMPUTE or COMM for each kernel (cached on the trace)."""
-    cached = trace.__dict__.get("_kernel_flags")
-    if cached is None:
-
-        k = trace.kernels
-        cached = (name_mask(k["name"], COMMUNICATION).astype(np.int8) if len(k)
-                  else np.zeros(0, np.int8))
-        trace.__dict__["_kernel_flags"] = cached
-    return cached
+    """COMPUTE or COMM for each kernel (the accounting's index keeps them)."""
+    return AccountingIndex.of(trace).kernel_flags
 
 
 def _kernel_like(trace: Trace, device: int, one: bool) -> tuple[dict, dict | None]:

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
+from gpugap.accounting.index import AccountingIndex
 from gpugap.errors import UsageError, option
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
-from gpugap.report.trace import NO_CALL, Trace
+from gpugap.report.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -50,44 +51,12 @@ def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.nda
     return out
 
 
-def _launches_by_thread(trace: Trace) -> dict[int, list[tuple[np.ndarray, np.ndarray]]]:
-    """Per launching thread (gtid), per kind of op: the launch times of its GPU ops
-    (sorted) and their ends in that order. Built once per trace; when one thread launched
-    every kernel in time order (the common case) these are views of the kernel columns,
-    not copies."""
-    cached = trace.__dict__.get("_launches_by_thread")
-    if cached is not None:
-        return cached
-    out: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for f in (trace.kernels, trace.memcpys, trace.memsets):
-        if not len(f):
-            continue
-        launch = f["api_start"].to_numpy(dtype=np.int64)
-        gtid = f["gtid"].to_numpy(dtype=np.int64)
-        end = f["end"].to_numpy(dtype=np.int64)
-        known = launch != NO_CALL
-        first = gtid[0]
-        if (bool(known.all()) and bool((gtid == first).all())
-                and bool((launch[1:] >= launch[:-1]).all())):
-            out.setdefault(int(first), []).append((launch, end))
-            continue
-        for g in pd.unique(gtid[known]).tolist():
-            mine = np.flatnonzero(known & (gtid == g))
-            t, e = launch[mine].astype(np.int64), end[mine]
-            if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
-                order = np.argsort(t, kind="stable")
-                t, e = t[order], e[order]
-            out.setdefault(int(g), []).append((t, e))
-    trace.__dict__["_launches_by_thread"] = out
-    return out
-
-
 def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
     """For each range: max(its end, end of the GPU work its thread launched inside it)."""
     ends = ranges["end"].to_numpy(dtype=np.int64).copy()
     if ranges.empty or not trace.has_gpu_activity:
         return ends
-    launches = _launches_by_thread(trace)
+    launches = AccountingIndex.of(trace).launches_by_thread
     starts = ranges["start"].to_numpy(dtype=np.int64)
     for gtid, idx in ranges.groupby("gtid").indices.items():
         own_ends = ends[idx].copy()

@@ -61,21 +61,17 @@ def copy_buckets(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarr
     return out
 
 
-def op_buckets(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bucket codes of the rows of trace.kernels, memcpys, memsets, graphs (cached)."""
-    cached = trace.__dict__.get("_op_buckets")
-    if cached is None:
-        k, m, s = trace.kernels, trace.memcpys, trace.memsets
-        cached = (kernel_buckets(k["name"], k["graph_node"]) if len(k)
-                  else np.zeros(0, np.int8),
-                  copy_buckets(m["kind"].astype(str).to_numpy(),
-                               m["src_kind"].astype(str).to_numpy(),
-                               m["dst_kind"].astype(str).to_numpy()) if len(m)
-                  else np.zeros(0, np.int8),
-                  np.full(len(s), CODE["memset"], dtype=np.int8),
-                  np.full(len(trace.graphs), CODE["graph"], dtype=np.int8))
-        trace.__dict__["_op_buckets"] = cached
-    return cached
+def op_buckets(trace: Trace) -> tuple[np.ndarray, ...]:
+    """Bucket codes of the rows of trace.kernels, memcpys, memsets, graphs (computed each
+    call: the accounting's index keeps them, AccountingIndex.op_buckets)."""
+    k, m, s = trace.kernels, trace.memcpys, trace.memsets
+    return (kernel_buckets(k["name"], k["graph_node"]) if len(k) else np.zeros(0, np.int8),
+            copy_buckets(m["kind"].astype(str).to_numpy(),
+                         m["src_kind"].astype(str).to_numpy(),
+                         m["dst_kind"].astype(str).to_numpy()) if len(m)
+            else np.zeros(0, np.int8),
+            np.full(len(s), CODE["memset"], dtype=np.int8),
+            np.full(len(trace.graphs), CODE["graph"], dtype=np.int8))
 
 
 class DeviceWork(DeviceOps):
@@ -132,13 +128,10 @@ class Ops(NamedTuple):
     bucket: np.ndarray
 
 
-def device_work(trace: Trace, device: int, ops: DeviceOps | None = None) -> DeviceWork:
-    """The ops of *device* with their buckets (cached per trace); *ops*: the program
-    model's ops of the device, when at hand."""
-    cache = trace.__dict__.setdefault("_device_work", {})
-    if device in cache:
-        return cache[device]
-    work = DeviceWork(ops if ops is not None else device_ops(trace, device),
-                      op_buckets(trace))
-    cache[device] = work
-    return work
+def device_work(trace: Trace, device: int, ops: DeviceOps | None = None,
+                buckets: tuple[np.ndarray, ...] | None = None) -> DeviceWork:
+    """The ops of *device* with their buckets; *ops*: the program model's ops of the
+    device, when at hand; *buckets*: op_buckets of the trace, when at hand (the
+    accounting's index keeps them)."""
+    return DeviceWork(ops if ops is not None else device_ops(trace, device),
+                      buckets if buckets is not None else op_buckets(trace))

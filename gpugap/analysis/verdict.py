@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
-from gpugap.accounting import Accounting, DeviceAccount, host
+from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID, UNKNOWN, WORK_IDS
 from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
@@ -134,7 +134,7 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
     if category is not None and len(api):
         start, end = api["start"].to_numpy(), api["end"].to_numpy()
         mine = (np.isin(api["gtid"].to_numpy(), threads) & (end > lo) & (start < hi)
-                & (host.api_categories(trace) == category))
+                & (AccountingIndex.of(trace).api_categories == category))
         rows = api[mine]
         if len(rows):
             inside = (np.minimum(rows["end"], hi) - np.maximum(rows["start"], lo))

@@ -5,11 +5,12 @@ library's) and how instances of one loop are named ('step 12' is an instance of 
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
-from gpugap.report.trace import Trace
+from gpugap.report.trace import Derived, Trace
 
 # Instances of one loop: a name ending in a number ("step 12", "iter_3").
 _NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
@@ -66,10 +67,17 @@ def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
     nv = trace.nvtx
     if nv.empty or all_domains:
         return nv
-    cached = trace.__dict__.get("_library_mask")
-    if cached is None or cached.size != len(nv):
-        cached = trace.__dict__["_library_mask"] = library_mask(nv)
-    return nv[~cached]
+    return nv[~NvtxIndex.of(trace).library_mask]
+
+
+class NvtxIndex(Derived):
+    """The program model's derived state of a trace's NVTX ranges
+    (gpugap.report.trace.Derived): computed on first use, kept with the trace."""
+
+    @cached_property
+    def library_mask(self) -> np.ndarray:
+        """library_mask of trace.nvtx."""
+        return library_mask(self.trace.nvtx)
 
 
 def library_domains(trace: Trace) -> list[str]:
@@ -82,5 +90,5 @@ def library_domains(trace: Trace) -> list[str]:
     return sorted(d for d in pd.unique(nv["domain"].astype(str)[mask]).tolist() if d)
 
 
-__all__ = ["LIBRARY_DOMAINS", "base_name", "library_domains", "library_mask", "shown_name",
-           "user_ranges"]
+__all__ = ["LIBRARY_DOMAINS", "NvtxIndex", "base_name", "library_domains", "library_mask",
+           "shown_name", "user_ranges"]

@@ -892,10 +892,13 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
 
 
 def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
-                    launched: np.ndarray | None = None) -> pd.DataFrame:
+                    launched: np.ndarray | None = None,
+                    calls: np.ndarray | None = None) -> pd.DataFrame:
     """Add the launching API call's start/end/thread/name to GPU ops, joined on
     (process, correlation id): correlation ids are unique per process only. Marks the
-    API rows that launched an op in *launched* (a bool array over api rows), if given."""
+    API rows that launched an op in *launched* (a bool array over api rows), if given;
+    writes the api row of each op (-1: none) into *calls* (an int64 array over the
+    ops), if given."""
     n = len(ops)
     api_start = np.full(n, NO_CALL, dtype=np.int64)
     api_end = np.full(n, NO_CALL, dtype=np.int64)
@@ -919,6 +922,8 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
             codes[i:i + step][hit] = code[rows]
             if launched is not None:
                 launched[rows] = True
+        if calls is not None:
+            calls[:] = row
         del row
     ops["api_start"] = api_start
     ops["api_end"] = api_end
@@ -980,7 +985,9 @@ def load_database(db: Database, shown_path: str) -> Trace:
     api = loader.api()
     launched = np.zeros(len(api), dtype=bool)
     kernels = attach_launches(loader.kernels(), api, launched)
-    memcpys = attach_launches(loader.memcpys(), api, launched)
+    memcpys = loader.memcpys()
+    memcpy_calls = np.full(len(memcpys), -1, dtype=np.int64)
+    memcpys = attach_launches(memcpys, api, launched, memcpy_calls)
     memsets = attach_launches(loader.memsets(), api, launched)
     graphs = attach_launches(loader.graphs(kernels), api, launched)
     syncs = loader.syncs()
@@ -1037,7 +1044,8 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   # (one GPU: no stream can wait for another GPU's event)
                   event_waits=(loader.event_waits() if len(devices) > 1
                                else empty_frame(EVENT_WAIT_COLUMNS)),
-                  osrt_source=OsrtSource(db.path, loader._limit))
+                  osrt_source=OsrtSource(db.path, loader._limit),
+                  memcpy_calls=memcpy_calls)
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
                                "(no META_DATA_EXPORT table)")

@@ -62,9 +62,10 @@ categoricals for the same reason.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Protocol, SupportsInt
+from typing import Any, Literal, Protocol, SupportsInt, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -171,6 +172,14 @@ class Trace:
     event_waits: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_WAIT_COLUMNS))
     osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
     osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
+    # The row of ``api`` that launched each memcpy (-1: none), as the loader joined them
+    # (attach_launches), for what needs the call of a copy; None: not joined (a trace
+    # not made by the loader; a copy of a trace with other memcpys passes None).
+    memcpy_calls: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # The derived indexes of the layers above (see Derived), one per kind, built on first
+    # use. Not an argument: a copy (dataclasses.replace) starts with none.
+    derived: dict[type, Derived] = field(init=False, default_factory=dict, repr=False,
+                                         compare=False)
 
     @property
     def osrt(self) -> pd.DataFrame:
@@ -253,14 +262,15 @@ class Trace:
         match = self.devices[self.devices["device"] == device]
         return None if match.empty else match.iloc[0]
 
+    @cached_property
+    def thread_names(self) -> dict[int, str]:
+        """The first name of each thread (gtid), looked up once."""
+        t = self.threads.drop_duplicates("gtid")
+        return dict(zip(t["gtid"].astype("int64").tolist(), t["name"].tolist(), strict=True))
+
     def thread_name(self, gtid: int) -> str:
-        names = self.__dict__.get("_thread_names")
-        if names is None:             # first name of each thread, looked up once
-            t = self.threads.drop_duplicates("gtid")
-            names = self.__dict__["_thread_names"] = dict(
-                zip(t["gtid"].astype("int64").tolist(), t["name"].tolist(), strict=True))
         tid = int(gtid) & 0xFFFFFF
-        name = names.get(int(gtid))
+        name = self.thread_names.get(int(gtid))
         return f"{name} (tid {tid})" if name is not None else f"tid {tid}"
 
     def span(self) -> tuple[int, int] | None:
@@ -570,3 +580,39 @@ def _as_categorical(values: pd.Series) -> pd.Categorical:
     if isinstance(values.dtype, pd.CategoricalDtype):
         return values.array
     return pd.Categorical(values.astype(object))
+
+
+_Index = TypeVar("_Index", bound="Derived")
+
+
+class Derived:
+    """A layer's derived index of one Trace: what that layer computes from the trace
+    once and reads many times (the accounting's categories of calls and buckets of
+    ops, the rules' NVTX labels...), declared as the fields of one subclass that the
+    layer owns, each computed on first use (``functools.cached_property``: nothing is
+    computed that is not read).
+
+    ``Index.of(trace)`` is the trace's one instance of a subclass, kept in
+    ``trace.derived`` (keyed by the subclass) so that every caller shares it; the
+    report layer declares that slot and knows nothing of what the layers above keep
+    there. Nothing else of a Trace is set from above report/ (a test checks). The index
+    holds its trace weakly: no reference cycle keeps a dropped trace's frames alive."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = weakref.ref(trace)
+
+    @property
+    def trace(self) -> Trace:
+        trace = self._trace()
+        if trace is None:
+            raise ReferenceError(f"{type(self).__name__}: its trace is gone")
+        return trace
+
+    @classmethod
+    def of(cls: type[_Index], trace: Trace) -> _Index:
+        """The index of *trace* (built, empty, on first use)."""
+        index = trace.derived.get(cls)
+        if not isinstance(index, cls):
+            index = cls(trace)
+            trace.derived[cls] = index
+        return index

@@ -1,4 +1,4 @@
-"""Helpers shared by rules: CUDA API name patterns, a thread's calls, NVTX attribution."""
+"""Helpers shared by rules: CUDA API name patterns, NVTX attribution."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from gpugap.accounting.attribution import LOOKBACK_NS
 from gpugap.accounting.host import MODULE_LOAD, name_mask  # noqa: F401 (used by rules)
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
-from gpugap.report.trace import Trace
+from gpugap.report.trace import Derived, Trace
 
 # Calls that block the host until the GPU (or part of it) is done.
 SYNC = re.compile(r"Synchronize$")
@@ -18,50 +17,6 @@ LAUNCH = re.compile(r"Launch")
 MEMCPY = re.compile(r"Memcpy")
 # Copies that are asynchronous by API contract (they may still block, e.g. pageable).
 ASYNC = re.compile(r"Async")
-
-
-class ThreadApi:
-    """One thread's CUDA API calls (rows of trace.api in start order) with what window
-    queries need (``overlapping``): a call that overlaps a time started at most
-    LOOKBACK_NS before it, unless it is one of the few longer calls (``long``). Views of
-    the frame's columns when the thread made every call (no copies); build it where
-    needed and let it go: it is not cached."""
-
-    def __init__(self, trace: Trace, gtid: int) -> None:
-        api = trace.api
-        mine = api["gtid"].to_numpy() == gtid
-        start = api["start"].to_numpy(dtype=np.int64)
-        end = api["end"].to_numpy(dtype=np.int64)
-        if bool(mine.all()):
-            self.rows = None
-        else:
-            index = np.int32 if len(api) < 2**31 else np.int64
-            self.rows = np.flatnonzero(mine).astype(index)
-            start, end = start[self.rows], end[self.rows]
-        del mine
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = np.argsort(start, kind="stable")    # the loader sorts; others may not
-            self.rows = order if self.rows is None else self.rows[order]
-            start, end = start[order], end[order]
-        self.start, self.end = start, end
-        step = 1 << 22                       # found in batches: no array of every duration
-        self.long = np.concatenate(
-            [i + np.flatnonzero(end[i:i + step] - start[i:i + step] > LOOKBACK_NS)
-             for i in range(0, start.size, step)] or [np.zeros(0, np.int64)])
-        self._names = api["name"]
-
-    def overlapping(self, lo: int, hi: int) -> np.ndarray:
-        """Indices (in start order) of the calls that overlap [lo, hi): end after lo,
-        start before hi."""
-        a = int(np.searchsorted(self.start, lo - LOOKBACK_NS, side="left"))
-        b = int(np.searchsorted(self.start, hi, side="left"))
-        i = np.r_[self.long[self.long < a], np.arange(a, max(a, b))].astype(np.int64)
-        return i[self.end[i] > lo]
-
-    def names(self, i: np.ndarray) -> list[str]:
-        if not len(i):
-            return []
-        return self._names.iloc[i if self.rows is None else self.rows[i]].astype(str).tolist()
 
 
 def range_labels(trace: Trace, times, max_depth: int = 1) -> np.ndarray:
@@ -72,23 +27,35 @@ def range_labels(trace: Trace, times, max_depth: int = 1) -> np.ndarray:
     return labels[codes]
 
 
-def _cache(trace: Trace, name: str) -> dict:
-    """A per-trace cache, emptied when the trace's NVTX frame is replaced."""
-    frame, cache = trace.__dict__.get(name, (None, None))
-    if frame is not trace.nvtx:
-        cache = {}
-        trace.__dict__[name] = (trace.nvtx, cache)
-    return cache
+class RangeLabels(Derived):
+    """The rules' derived state of a trace's NVTX ranges (gpugap.report.trace.Derived):
+    per max_depth, the user ranges of each depth in start order (``levels``) and how
+    many levels finding labels keep (``depth``), each decided once per trace so that
+    labelling times costs searches, not a pass over every range or name."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__(trace)
+        self._levels: dict[int, tuple] = {}        # levels, per max_depth
+        self._depth: dict[int, int] = {}           # depth, per max_depth
+
+    def levels(self, max_depth: int):
+        """The user ranges of each depth <= max_depth in start order (starts, ends, name
+        codes), the names (``vocab``) and which are ''."""
+        found = self._levels.get(max_depth)
+        if found is None:
+            found = self._levels[max_depth] = _label_levels(self.trace, max_depth)
+        return found
+
+    def depth(self, max_depth: int) -> int:
+        """label_depth, decided once."""
+        found = self._depth.get(max_depth)
+        if found is None:
+            found = self._depth[max_depth] = _label_depth(self, max_depth)
+        return found
 
 
 def _label_levels(trace: Trace, max_depth: int):
-    """The user ranges of each depth <= max_depth in start order (starts, ends, name
-    codes), the names (``vocab``) and which are '' : built once per trace, so that
-    labelling times costs searches, not a pass over every range or name."""
-    cache = _cache(trace, "_label_levels")
-    if max_depth in cache:
-        return cache[max_depth]
-
+    """RangeLabels.levels, computed."""
     nv = user_ranges(trace)
     code, vocab = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
     vocab = np.asarray(vocab, dtype=object)
@@ -103,8 +70,7 @@ def _label_levels(trace: Trace, max_depth: int):
         rows = rows[np.argsort(start[rows], kind="stable")]
         levels.append((start[rows], end[rows], code[rows]))
     blank = np.array([str(v) == "" for v in vocab], dtype=bool) if vocab.size else vocab
-    cache[max_depth] = (levels, vocab, blank)
-    return cache[max_depth]
+    return levels, vocab, blank
 
 
 def range_label_codes(trace: Trace, times, max_depth: int = 1
@@ -116,7 +82,7 @@ def range_label_codes(trace: Trace, times, max_depth: int = 1
     empty = np.array([""], dtype=object)
     if trace.nvtx.empty or times.size == 0:
         return np.zeros(times.shape, dtype=np.int64), empty
-    levels, vocab, blank = _label_levels(trace, max_depth)
+    levels, vocab, blank = RangeLabels.of(trace).levels(max_depth)
     if not levels:
         return np.zeros(times.shape, dtype=np.int64), empty
     # Per time and depth: 1 + the code of the open range's name, 0 where none; the
@@ -167,12 +133,13 @@ MANY_RANGES = "<many distinct ranges>"
 def label_depth(trace: Trace, max_depth: int = 1) -> int:
     """How many nesting levels (from the outermost) finding labels keep: the levels
     before the first with more than MAX_LABEL_NAMES distinct folded names. Decided once
-    per trace; folds names only until the count is exceeded."""
-    cache = _cache(trace, "_label_depth")
-    if max_depth in cache:
-        return cache[max_depth]
+    per trace (RangeLabels)."""
+    return RangeLabels.of(trace).depth(max_depth)
 
-    levels, vocab, _ = _label_levels(trace, max_depth)
+
+def _label_depth(labels: RangeLabels, max_depth: int) -> int:
+    """label_depth, computed: folds names only until the count is exceeded."""
+    levels, vocab, _ = labels.levels(max_depth)
     keep = len(levels)
     for depth, (_, _, c) in enumerate(levels):
         codes = pd.unique(c)
@@ -186,7 +153,6 @@ def label_depth(trace: Trace, max_depth: int = 1) -> int:
         if len(seen) > MAX_LABEL_NAMES:
             keep = depth
             break
-    cache[max_depth] = keep
     return keep
 
 

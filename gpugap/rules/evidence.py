@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from gpugap.accounting.index import AccountingIndex
 from gpugap.report.trace import Trace
-from gpugap.rules._common import ThreadApi
 
 # Calls that put a non-GPU dependency into a stream: what a queued operation can wait on
 # while the GPU sits idle.
@@ -42,7 +42,6 @@ def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
     """For each window (gtid, lo, hi): the longest CUDA API and OS runtime calls of that
     thread inside [lo, hi), by name with their count and time inside the window. OS
     runtime calls are read once for all windows."""
-    threads: dict[int, ThreadApi] = {}
     per_thread: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for g, lo, hi in windows:
         los, his = per_thread.get(g, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
@@ -55,15 +54,15 @@ def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
         o_code, o_text = _codes_of(osrt["name"])
     if not trace.api.empty:
         api_code, api_text = _codes_of(trace.api["name"])
+        calls = AccountingIndex.of(trace).calls
     out = []
     for g, lo, hi in windows:
         rows = []
         sources = []
         if not trace.api.empty:
-            mine = threads.get(g) or threads.setdefault(g, ThreadApi(trace, g))
-            i = mine.overlapping(lo, hi)
-            sources.append(("cuda", mine.start[i], mine.end[i],
-                            api_code[i if mine.rows is None else mine.rows[i]], api_text))
+            i = calls.overlapping(g, lo, hi)
+            sources.append(("cuda", calls.start[i], calls.end[i], api_code[calls.rows(i)],
+                            api_text))
         if osrt is not None and len(osrt):
             sel = np.flatnonzero((o_gtid == g) & (o_end > lo) & (o_start < hi))
             sources.append(("osrt", o_start[sel], o_end[sel], o_code[sel], o_text))
@@ -80,12 +79,10 @@ def dependency_calls(trace: Trace, windows: list[tuple[int, int, int]]
     """For each window (gtid, lo, hi): the calls of that thread starting in [lo, hi] that
     put a non-GPU dependency into a stream (STREAM_DEPENDENCY), by name."""
     out = []
-    threads: dict[int, ThreadApi] = {}
+    calls = AccountingIndex.of(trace).calls
     for g, lo, hi in windows:
-        mine = threads.get(g) or threads.setdefault(g, ThreadApi(trace, g))
-        i = np.arange(np.searchsorted(mine.start, lo, side="left"),
-                      np.searchsorted(mine.start, hi, side="right"))
-        names = [n for n in mine.names(i) if STREAM_DEPENDENCY.search(n)]
+        names = [n for n in calls.names(calls.starting(g, lo, hi))
+                 if STREAM_DEPENDENCY.search(n)]
         out.append([{"name": name, "calls": names.count(name)}
                     for name in sorted(set(names), key=names.index)])
     return out
