@@ -1,6 +1,6 @@
 """The accounting against a brute-force nanosecond sweep on real captures.
 
-The sweep re-implements the attribution rules (gpugap.accounting.attribution's docstring)
+The sweep re-implements the attribution rules (gpugap.accounting.policy's docstring)
 per nanosecond with plain numpy arrays: every op painted onto the nanoseconds it covers,
 every CUDA call of the responsible thread painted onto its own, no interval algebra
 shared with the code under test. Windows are sampled across each capture (start-up,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpugap import intervals as tl
-from gpugap.accounting import account, attribution
+from gpugap.accounting import account, policy
 from gpugap.accounting import host as hostmod
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 from gpugap.program import understand as acc_program
@@ -63,7 +63,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
                  for p in program.processes}
     waits = hostmod.ThreadWaits(program.waits, launchers)
     spans = program.compile_spans
-    cw_s, cw_e = attribution.compile_windows(work, program.devices[dev.device].driver,
+    cw_s, cw_e = policy.compile_windows(work, program.devices[dev.device].driver,
                                              tl.union(spans.start, spans.end))
     h2d = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
     for ra, rz in zip(run_start.tolist(), run_end.tolist(), strict=True):
@@ -221,9 +221,9 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
 def sample_windows(dev, k: int, rng) -> list[int]:
     lo, hi = dev.window
     starts = [lo, dev.phases.spans["steady"][0]]
-    long_gaps = np.flatnonzero(dev.gaps.end - dev.gaps.start > 20_000)
+    long_gaps = np.flatnonzero(dev.gaps.ends() - dev.gaps.starts() > 20_000)
     for g in rng.choice(long_gaps, size=min(k, long_gaps.size), replace=False).tolist():
-        starts.append(int(dev.gaps.start[g]) - WINDOW_NS // 3)
+        starts.append(int(dev.gaps.starts(g)) - WINDOW_NS // 3)
     starts += rng.integers(lo, max(lo + 1, hi - WINDOW_NS), size=k).tolist()
     return [min(max(s, lo), hi - WINDOW_NS) for s in starts]
 
@@ -236,7 +236,8 @@ def tiles(dev) -> None:
     s, e, _ = dev.pieces(*dev.window)
     assert s[0] == dev.window[0] and e[-1] == dev.window[1]
     assert (s[1:] == e[:-1]).all() and (e > s).all()
-    assert dev.block_start[0] == dev.window[0] and dev.block_start[-1] == dev.window[1]
+    blocks = dev.partition.block_start
+    assert blocks[0] == dev.window[0] and blocks[-1] == dev.window[1]
 
 
 # Corpus captures whose gaps hold the later causes: waiting on another thread (a server
@@ -319,6 +320,6 @@ def test_settling_block_by_block_changes_nothing(path, monkeypatch):
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
     monkeypatch.setattr(work, "CHUNK_OPS", 5)
     sliced = analyze(load(path))
-    assert sliced.accounting.devices[0].block_start.size > 5       # many blocks
+    assert sliced.accounting.devices[0].partition.block_start.size > 5       # many blocks
     assert said(sliced) == said(whole)
     assert sliced.verdict.to_dict() == whole.verdict.to_dict()
