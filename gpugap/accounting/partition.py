@@ -14,7 +14,7 @@ Queries never decode more than the blocks a time range touches.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,6 +35,9 @@ class Partition:
     code: np.ndarray          # int8 bucket code (index into buckets.IDS) of each
     block_start: np.ndarray   # int64: where block k begins (one more: the window's end)
     block_first: np.ndarray   # int64: its first piece (one more: the number of pieces)
+    # Each block's time per bucket (float64, exact: see totals), computed when first
+    # asked: a window's whole blocks are summed from it, not decoded.
+    _block_totals: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def block_count(self) -> int:
@@ -80,30 +83,55 @@ class Partition:
     def totals(self, lo, hi) -> np.ndarray:
         """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
         column per bucket code. All windows in one pass over the blocks they touch: the
-        pieces are cut at every window edge into elementary segments (between
-        consecutive edges), summed per segment and bucket, and each window is the
-        difference of two prefix sums over the segments."""
+        window edges cut time into elementary segments (between consecutive edges); the
+        pieces are summed per segment and bucket (a piece across edges clipped to each
+        segment it spans), and each window is the difference of two prefix sums over
+        the segments."""
         lo = np.atleast_1d(np.asarray(lo, dtype=np.int64))
         hi = np.atleast_1d(np.asarray(hi, dtype=np.int64))
         out = np.zeros((lo.size, len(IDS)), dtype=np.int64)
         real = hi > lo
         if not real.any():
             return out
-        edges = np.unique(np.r_[lo[real], hi[real]])
-        segments = (edges[:-1], edges[1:])
-        per_segment = np.zeros((edges.size - 1) * len(IDS), dtype=np.float64)
-        for _, _, _, s, e, c in self.blocks(int(edges[0]), int(edges[-1])):
-            ps, pe, i, k = tl.pieces_in(s, e, segments)
-            # Float sums of integer lengths are exact below 2**53 ns (104 days).
-            per_segment += np.bincount(k * len(IDS) + c[i], weights=pe - ps,
-                                       minlength=per_segment.size)
-        prefix = np.zeros((edges.size, len(IDS)), dtype=np.int64)
-        np.cumsum(per_segment.reshape(-1, len(IDS)).astype(np.int64), axis=0,
-                  out=prefix[1:])
+        edges = np.sort(np.r_[lo[real], hi[real]])
+        edges = edges[np.r_[True, edges[1:] != edges[:-1]]]       # distinct, in order
+        touched = self.block_range(int(edges[0]), int(edges[-1]))
+        if not len(touched):
+            return out
+        # Columns for the buckets that occur in those blocks only.
+        i0, i1 = int(self.block_first[touched[0]]), int(self.block_first[touched[-1] + 1])
+        present = np.flatnonzero(np.bincount(self.code[i0:i1], minlength=len(IDS)))
+        column = np.zeros(len(IDS), dtype=np.int64)
+        column[present] = np.arange(present.size)
+        per_segment = np.zeros((edges.size - 1, present.size), dtype=np.float64)
+        # A block that lies inside one segment adds its totals there, undecoded.
+        starts = self.block_start[touched[0]:touched[-1] + 2]
+        seg = np.searchsorted(edges, starts[:-1], side="right") - 1
+        within = (seg >= 0) & (seg < edges.size - 1) \
+            & (edges[np.minimum(seg + 1, edges.size - 1)] >= starts[1:])
+        if within.any():
+            whole = np.asarray(touched)[within]
+            np.add.at(per_segment, seg[within],
+                      self.block_totals()[np.ix_(whole, present)])
+        for k in np.asarray(touched)[~within].tolist():
+            s, e, c = self.decode(k, k + 1)
+            _add_per_segment(per_segment, edges, s, e, column[c])
+        # (Float sums of integer lengths are exact below 2**53 ns: 104 days.)
+        prefix = np.zeros((edges.size, present.size), dtype=np.float64)
+        np.cumsum(per_segment, axis=0, out=prefix[1:])
         a = np.searchsorted(edges, lo[real])
         b = np.searchsorted(edges, hi[real])
-        out[real] = prefix[b] - prefix[a]
+        out[np.ix_(np.flatnonzero(real), present)] = prefix[b] - prefix[a]
         return out
+
+    def block_totals(self) -> np.ndarray:
+        """Each block's time per bucket code (float64: a row per block)."""
+        if self._block_totals is None:
+            block = np.repeat(np.arange(self.block_count), np.diff(self.block_first))
+            self._block_totals = np.bincount(
+                block * len(IDS) + self.code, weights=self.length,
+                minlength=self.block_count * len(IDS)).reshape(-1, len(IDS))
+        return self._block_totals
 
     def relabel(self, old: str, new: str, where: tl.Intervals, min_share: float = 0.5
                 ) -> int:
@@ -122,7 +150,38 @@ class Partition:
             if hit.size:
                 self.code[int(self.block_first[k]) + hit] = code_new
                 moved += int((e[hit] - s[hit]).sum())
+                self._block_totals = None
         return moved
+
+
+def _add_per_segment(per_segment: np.ndarray, edges: np.ndarray, s: np.ndarray,
+                     e: np.ndarray, column: np.ndarray) -> None:
+    """Add the time of pieces (s, e) to *per_segment* (a row per segment between
+    consecutive *edges*, a column per bucket: *column* of each piece). Most pieces lie
+    inside one segment; the few across an edge are cut (pieces_in)."""
+    n, width = per_segment.shape
+    if not s.size:
+        return
+    # The pieces tile their block (each ends where the next starts): one search of
+    # their edges gives both the segment of each piece's first ns and of its last.
+    t = np.r_[s, e[-1:]]
+    at = np.searchsorted(edges, t, side="left")             # edges before each edge
+    on_edge = edges[np.minimum(at, n)] == t
+    first = (at + on_edge)[:-1] - 1                         # segment of the first ns
+    last = at[1:] - 1                                       # segment of the last ns
+    k0, k1 = max(int(first[0]), 0), min(int(last[-1]), n - 1) + 1   # segments touched
+    if k1 <= k0:
+        return
+    mine = per_segment[k0:k1].reshape(-1)                  # a view: added to in place
+    whole = (first == last) & (first >= 0) & (first < n)
+    mine += np.bincount((first[whole] - k0) * width + column[whole],
+                        weights=(e - s)[whole], minlength=mine.size)
+    across = np.flatnonzero(first != last)
+    if across.size:
+        ps, pe, i, k = tl.pieces_in(s[across], e[across],
+                                    (edges[k0:k1], edges[k0 + 1:k1 + 1]))
+        mine += np.bincount(k * width + column[across][i], weights=pe - ps,
+                            minlength=mine.size)
 
 
 def idle_runs(s: np.ndarray, e: np.ndarray, c: np.ndarray) -> tl.Intervals:
