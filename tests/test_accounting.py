@@ -323,3 +323,52 @@ def test_settling_block_by_block_changes_nothing(path, monkeypatch):
     assert sliced.accounting.devices[0].partition.block_start.size > 5       # many blocks
     assert said(sliced) == said(whole)
     assert sliced.verdict.to_dict() == whole.verdict.to_dict()
+
+
+def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
+    """Partition.totals cuts time at every window edge and sums whole blocks from their
+    cached totals: on blocks of 7 gaps, for windows of every kind (overlapping, nested,
+    empty, beyond the device's window, whole iterations), each row equals the time of the
+    pieces clipped to its window, bucket by bucket."""
+    from gpugap.accounting import attribution
+
+    monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    dev = account(load(CAPTURES / "decode.sqlite")).devices[0]
+    lo, hi = dev.window
+    rng = np.random.default_rng(3)
+    starts = rng.integers(lo - 10_000, hi, 300)
+    ends = starts + rng.integers(0, (hi - lo) // 3, 300)
+    it_lo, it_hi = dev.phases.iteration_windows()
+    wlo = np.r_[starts, it_lo, lo, hi, lo + 5, lo - 100]
+    whi = np.r_[ends, it_hi, hi, hi + 100, lo + 5, lo]
+    got = dev.partition.totals(wlo, whi)
+    s, e, c = dev.pieces(lo, hi)
+    for row, (a, z) in enumerate(zip(wlo.tolist(), whi.tolist(), strict=True)):
+        inside = np.clip(np.minimum(e, z) - np.maximum(s, a), 0, None)
+        want = np.bincount(c, weights=inside, minlength=len(IDS)).astype(np.int64)
+        assert np.array_equal(got[row], want), (a, z)
+    assert dev.partition.block_count > 5
+
+
+def test_blocked_calls_go_to_the_bucket_their_category_names():
+    """Time inside a blocking call goes to the bucket named as its category (looked up
+    by name, not by the order of host.CATEGORIES); other categories have none."""
+    for category in hostmod.BLOCKING_CATEGORIES:
+        assert IDS[policy.BLOCKED_BUCKET[category]] == hostmod.CATEGORIES[category]
+    for category in (hostmod.LAUNCH, hostmod.OUTSIDE, hostmod.WAIT, hostmod.COMPILE):
+        assert policy.BLOCKED_BUCKET[category] == -1
+
+
+def test_the_accounting_owns_min_gap_us():
+    """launch-gap's min_gap_us is the accounting's threshold, declared once: the rule's
+    default reads it, and a value set for it reaches the accounting's Settings (any
+    value but the default decides alone, without adapting to a framework's pace)."""
+    from gpugap.analysis.core import settings_for
+    from gpugap.rules.launch_gap import RULE
+
+    assert RULE.thresholds["min_gap_us"].default == policy.MIN_GAP_US
+    assert policy.Settings().min_gap_us == policy.MIN_GAP_US
+    assert settings_for(None) == settings_for({"launch-gap": {"min_gap_us": 100}}) \
+        == policy.Settings()
+    assert settings_for({"launch-gap": {"min_gap_us": 50}}) == policy.Settings(
+        min_gap_us=50.0, adaptive_gap=False)
