@@ -327,12 +327,12 @@ def test_settling_block_by_block_changes_nothing(path, monkeypatch):
 
 def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
     """Partition.totals cuts time at every window edge and sums whole blocks from their
-    cached totals: on blocks of 7 gaps, for windows of every kind (overlapping, nested,
+    cached totals: on blocks of 500 gaps, for windows of every kind (overlapping, nested,
     empty, beyond the device's window, whole iterations), each row equals the time of the
     pieces clipped to its window, bucket by bucket."""
     from gpugap.accounting import attribution
 
-    monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
+    monkeypatch.setattr(attribution, "CHUNK_GAPS", 500)
     dev = account(load(CAPTURES / "decode.sqlite")).devices[0]
     lo, hi = dev.window
     rng = np.random.default_rng(3)
