@@ -1,6 +1,6 @@
 """The accounting against a brute-force nanosecond sweep on real captures.
 
-The sweep re-implements the attribution rules (gpugap.accounting.attribution's docstring)
+The sweep re-implements the attribution rules (gpugap.accounting.policy's docstring)
 per nanosecond with plain numpy arrays: every op painted onto the nanoseconds it covers,
 every CUDA call of the responsible thread painted onto its own, no interval algebra
 shared with the code under test. Windows are sampled across each capture (start-up,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from gpugap import intervals as tl
-from gpugap.accounting import account, attribution
+from gpugap.accounting import account, policy
 from gpugap.accounting import host as hostmod
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 from gpugap.program import understand as acc_program
@@ -63,7 +63,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
                  for p in program.processes}
     waits = hostmod.ThreadWaits(program.waits, launchers)
     spans = program.compile_spans
-    cw_s, cw_e = attribution.compile_windows(work, program.devices[dev.device].driver,
+    cw_s, cw_e = policy.compile_windows(work, program.devices[dev.device].driver,
                                              tl.union(spans.start, spans.end))
     h2d = (CODE["copy-h2d-pageable"], CODE["copy-h2d-pinned"])
     for ra, rz in zip(run_start.tolist(), run_end.tolist(), strict=True):
@@ -221,9 +221,9 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
 def sample_windows(dev, k: int, rng) -> list[int]:
     lo, hi = dev.window
     starts = [lo, dev.phases.spans["steady"][0]]
-    long_gaps = np.flatnonzero(dev.gaps.end - dev.gaps.start > 20_000)
+    long_gaps = np.flatnonzero(dev.gaps.ends() - dev.gaps.starts() > 20_000)
     for g in rng.choice(long_gaps, size=min(k, long_gaps.size), replace=False).tolist():
-        starts.append(int(dev.gaps.start[g]) - WINDOW_NS // 3)
+        starts.append(int(dev.gaps.starts(g)) - WINDOW_NS // 3)
     starts += rng.integers(lo, max(lo + 1, hi - WINDOW_NS), size=k).tolist()
     return [min(max(s, lo), hi - WINDOW_NS) for s in starts]
 
@@ -236,7 +236,8 @@ def tiles(dev) -> None:
     s, e, _ = dev.pieces(*dev.window)
     assert s[0] == dev.window[0] and e[-1] == dev.window[1]
     assert (s[1:] == e[:-1]).all() and (e > s).all()
-    assert dev.block_start[0] == dev.window[0] and dev.block_start[-1] == dev.window[1]
+    blocks = dev.partition.block_start
+    assert blocks[0] == dev.window[0] and blocks[-1] == dev.window[1]
 
 
 # Corpus captures whose gaps hold the later causes: waiting on another thread (a server
@@ -319,6 +320,55 @@ def test_settling_block_by_block_changes_nothing(path, monkeypatch):
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 7)
     monkeypatch.setattr(work, "CHUNK_OPS", 5)
     sliced = analyze(load(path))
-    assert sliced.accounting.devices[0].block_start.size > 5       # many blocks
+    assert sliced.accounting.devices[0].partition.block_start.size > 5       # many blocks
     assert said(sliced) == said(whole)
     assert sliced.verdict.to_dict() == whole.verdict.to_dict()
+
+
+def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
+    """Partition.totals cuts time at every window edge and sums whole blocks from their
+    cached totals: on blocks of 500 gaps, for windows of every kind (overlapping, nested,
+    empty, beyond the device's window, whole iterations), each row equals the time of the
+    pieces clipped to its window, bucket by bucket."""
+    from gpugap.accounting import attribution
+
+    monkeypatch.setattr(attribution, "CHUNK_GAPS", 500)
+    dev = account(load(CAPTURES / "decode.sqlite")).devices[0]
+    lo, hi = dev.window
+    rng = np.random.default_rng(3)
+    starts = rng.integers(lo - 10_000, hi, 300)
+    ends = starts + rng.integers(0, (hi - lo) // 3, 300)
+    it_lo, it_hi = dev.phases.iteration_windows()
+    wlo = np.r_[starts, it_lo, lo, hi, lo + 5, lo - 100]
+    whi = np.r_[ends, it_hi, hi, hi + 100, lo + 5, lo]
+    got = dev.partition.totals(wlo, whi)
+    s, e, c = dev.pieces(lo, hi)
+    for row, (a, z) in enumerate(zip(wlo.tolist(), whi.tolist(), strict=True)):
+        inside = np.clip(np.minimum(e, z) - np.maximum(s, a), 0, None)
+        want = np.bincount(c, weights=inside, minlength=len(IDS)).astype(np.int64)
+        assert np.array_equal(got[row], want), (a, z)
+    assert dev.partition.block_count > 5
+
+
+def test_blocked_calls_go_to_the_bucket_their_category_names():
+    """Time inside a blocking call goes to the bucket named as its category (looked up
+    by name, not by the order of host.CATEGORIES); other categories have none."""
+    for category in hostmod.BLOCKING_CATEGORIES:
+        assert IDS[policy.BLOCKED_BUCKET[category]] == hostmod.CATEGORIES[category]
+    for category in (hostmod.LAUNCH, hostmod.OUTSIDE, hostmod.WAIT, hostmod.COMPILE):
+        assert policy.BLOCKED_BUCKET[category] == -1
+
+
+def test_the_accounting_owns_min_gap_us():
+    """launch-gap's min_gap_us is the accounting's threshold, declared once: the rule's
+    default reads it, and a value set for it reaches the accounting's Settings (any
+    value but the default decides alone, without adapting to a framework's pace)."""
+    from gpugap.analysis.core import settings_for
+    from gpugap.rules.launch_gap import RULE
+
+    assert RULE.thresholds["min_gap_us"].default == policy.MIN_GAP_US
+    assert policy.Settings().min_gap_us == policy.MIN_GAP_US
+    assert settings_for(None) == settings_for({"launch-gap": {"min_gap_us": 100}}) \
+        == policy.Settings()
+    assert settings_for({"launch-gap": {"min_gap_us": 50}}) == policy.Settings(
+        min_gap_us=50.0, adaptive_gap=False)

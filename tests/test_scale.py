@@ -446,10 +446,10 @@ def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypat
         gs, ge = tl.gaps(tl.union(work.start, work.end), *dev.window)
         nxt = np.searchsorted(work.start, ge, side="left")
         nxt = np.where(nxt < len(work), nxt, -1)
-        assert np.array_equal(np.asarray(gaps.start), gs)
-        assert np.array_equal(np.asarray(gaps.end), ge)
-        assert np.array_equal(np.asarray(gaps.next_op), nxt)
-        assert np.array_equal(gaps.end[np.arange(3, len(gaps), 5)], ge[3::5])
+        assert np.array_equal(gaps.starts(), gs)
+        assert np.array_equal(gaps.ends(), ge)
+        assert np.array_equal(gaps.next_ops(), nxt)
+        assert np.array_equal(gaps.ends(np.arange(3, len(gaps), 5)), ge[3::5])
         threads = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
         assert gaps.main_gtid == int(threads.index[0])
         t = np.r_[gs, ge, gs - 1, ge - 1, dev.window[0] - 1, dev.window[1]]
@@ -553,13 +553,13 @@ def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
 def test_batch_uploads_equal_the_whole_launch_order(name):
     """The copies that upload a batch, found from each copy's predecessor in its
     thread's launch order (launched_before), equal those of the whole order."""
-    from gpugap.accounting.attribution import _H2D, _batch_uploads
+    from gpugap.accounting.policy import H2D, batch_uploads
     from gpugap.accounting.work import device_work
 
     trace = load(CAPTURES / f"{name}.sqlite")
     for device in trace.op_index.devices:
         work = device_work(trace, device)
-        is_h2d = np.isin(work.bucket, _H2D)
+        is_h2d = np.isin(work.bucket, H2D)
         launched = work.api_start
         known = np.flatnonzero(~np.isnan(launched))
         order = known[np.argsort(launched[known], kind="stable")]
@@ -569,7 +569,7 @@ def test_batch_uploads_equal_the_whole_launch_order(name):
         prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
         first = np.flatnonzero(is_h2d & ~prev_h2d)
         want = first[work.gather("bytes", first) >= 65536]
-        got = _batch_uploads(work, np.flatnonzero(is_h2d), 65536)
+        got = batch_uploads(work, np.flatnonzero(is_h2d), 65536)
         assert np.array_equal(got, want)
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpugap import intervals as tl
-from gpugap.accounting.attribution import DeviceAccount, Settings, account_device
+from gpugap.accounting.attribution import DeviceAccount, account_device
 from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
 from gpugap.accounting.host import ThreadWaits
 from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import detect as detect_phases
+from gpugap.accounting.policy import Settings
 from gpugap.accounting.work import device_work
 from gpugap.memory import give_back
 from gpugap.program import Program, understand

@@ -6,7 +6,7 @@ So ``communication`` is the communication *not hidden* under compute, and a copy
 holds copy time that nothing else overlapped: exposed time, the part that costs.
 
 Idle buckets say why the GPU ran nothing, from what the thread that launched the next
-piece of work was doing meanwhile (see gpugap.accounting.attribution).
+piece of work was doing meanwhile (see gpugap.accounting.policy).
 """
 
 from __future__ import annotations

@@ -186,14 +186,11 @@ def no_cuda_reason(trace: Trace) -> str:
 
 
 def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
-    """The accounting's settings: launch-gap's min_gap_us separates launch overhead from
-    host work (one threshold, one meaning, wherever idle time is explained); set to
-    other than its default, it alone decides (no adaptation to a Python framework's
-    launch pace)."""
-    gap = (thresholds or {}).get("launch-gap", {}).get("min_gap_us")
-    if gap is None or float(gap) == Settings.min_gap_us:
-        return Settings()
-    return Settings(min_gap_us=float(gap), adaptive_gap=False)
+    """The accounting's settings: launch-gap's min_gap_us is the accounting's own
+    threshold (gpugap.accounting.policy.MIN_GAP_US), separating launch overhead from
+    host work wherever idle time is explained; set to other than its default, it alone
+    decides (Settings.with_min_gap)."""
+    return Settings.with_min_gap((thresholds or {}).get("launch-gap", {}).get("min_gap_us"))
 
 
 class Analyzer:

@@ -11,7 +11,7 @@
   synchronously in its loop would show here too: the spans are named "child process".
 
 Kernels a JIT built at run time (Triton's, Inductor's ``triton_*``) are recognised by
-the accounting itself, gap by gap (gpugap.accounting.attribution): a compilation that
+the accounting itself, gap by gap (gpugap.accounting.policy): a compilation that
 left no span here (a warm compile cache, no OS-runtime trace) is still named there.
 """
 
@@ -111,7 +111,7 @@ def _child_runs(os_calls: pd.DataFrame | None
     *os_calls*, gpugap.program.oscalls): each wait paired with the thread's latest start
     before it. (A child the program did not wait on while it went on working is no
     compilation: the accounting keeps only the spans during which the device's work
-    stopped, gpugap.accounting.attribution.compile_windows.)"""
+    stopped, gpugap.accounting.policy.compile_windows.)"""
     calls = oscalls.of(os_calls, re.compile(f"{oscalls.CHILD_START.pattern}|"
                                             f"{oscalls.CHILD_WAIT.pattern}"))
     if calls is None or not len(calls):

@@ -78,8 +78,7 @@ def _claim(context: Context, device: int, g) -> Claim | None:
     if dev is None:
         return None
     api_end = g["api_end"].to_numpy(dtype=np.int64)
-    gap = dev.gap_of(api_end)
-    held_until = np.where(gap >= 0, dev.gaps.end[np.maximum(gap, 0)], api_end)
+    held_until = dev.gaps.end_or(api_end)
     lo = np.r_[g["api_start"].to_numpy(dtype=np.int64), g["start"].to_numpy(np.int64)]
     hi = np.r_[held_until, g["end"].to_numpy(np.int64)]
     return Claim(int(device), tl.union(lo, hi), CLAIMED)

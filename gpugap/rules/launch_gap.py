@@ -49,8 +49,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from gpugap.accounting.attribution import jit_ops
 from gpugap.accounting.buckets import BY_ID
+from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules._common import ranges_of
@@ -395,7 +395,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
     evidence = {"bucket": bucket, "gap_count": int(held.size)}
     if cause == "launch-bound" and held.size:
         # Never prescribe CUDA graphs to work that already runs in one.
-        nxt = dev.gaps.next_after(ends, dev.work)
+        nxt = dev.gaps.next_after(ends)
         in_graph = np.zeros(held.size, dtype=bool)
         in_graph[nxt >= 0] = dev.work.in_graph(nxt[nxt >= 0])
         total = max(float(per_gap.sum()), 1.0)
@@ -416,8 +416,8 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
     top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
     worst, worst_ns = held[top], per_gap[top]
     gaps = dev.gaps
-    at = int(gaps.start[worst[0]]) if worst.size else int(span[0][0])
-    first = max(int(gaps.start[held[0]]), int(span[0][0])) if held.size else at
+    at = int(gaps.starts(worst[0])) if worst.size else int(span[0][0])
+    first = max(int(gaps.starts(held[0])), int(span[0][0])) if held.size else at
     last = min(int(ends[-1]), int(span[1][-1])) if held.size else at
     return Finding(
         rule=RULE.id, cause=cause, severity=Severity.INFO, start_ns=first, end_ns=last,
@@ -436,13 +436,13 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
     for f in findings:
         dev, worst, _, _ = f.pending
         gaps = dev.gaps
-        threads[f.id] = dev.gaps.thread(dev.work, worst)
-        launches = (_launch_windows(dev.work, gaps.next_op[worst].astype(np.int64))
+        threads[f.id] = dev.gaps.thread(worst)
+        launches = (_launch_windows(dev.work, gaps.next_ops(worst).astype(np.int64))
                     if f.cause == "queued-wait" else [])
         for i, (g, gtid) in enumerate(zip(worst.tolist(), threads[f.id].tolist(),
                                           strict=True)):
             if gtid >= 0:
-                windows.append((gtid, int(gaps.start[g]), int(gaps.end[g])))
+                windows.append((gtid, int(gaps.starts(g)), int(gaps.ends(g))))
                 if f.cause == "queued-wait":
                     dep_windows.append((gtid, *launches[i]))
     calls = iter(host_calls(trace, windows))
@@ -455,11 +455,11 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         for g, part, gtid in zip(worst.tolist(), cause_ns.tolist(), threads[f.id].tolist(),
                                  strict=True):
             known = gtid >= 0
-            item = {"start_ns": int(gaps.start[g]), "end_ns": int(gaps.end[g]),
-                    "gap_ns": int(gaps.end[g] - gaps.start[g]), "cause_ns": int(part),
+            item = {"start_ns": int(gaps.starts(g)), "end_ns": int(gaps.ends(g)),
+                    "gap_ns": int(gaps.ends(g) - gaps.starts(g)), "cause_ns": int(part),
                     "thread": trace.thread_name(gtid) if known else None,
                     "host_calls": next(calls) if known else []}
-            nxt = int(gaps.next_op[g])
+            nxt = int(gaps.next_ops(g))
             if nxt >= 0:
                 launched = work.gather("api_start", [nxt])[0]
                 op = work.take([nxt])
@@ -542,9 +542,11 @@ RULE = Rule(
     id="launch-gap",
     title="GPU idle, by cause",
     thresholds={
-        "min_gap_us": Threshold(100, "us", "idle gaps shorter than this, spent launching "
-                                "and between launches, are launch-bound; longer ones are "
-                                "host work (10x a launch's latency)"),
+        # The accounting's own threshold (policy.MIN_GAP_US): a value set here reaches it
+        # through policy.Settings.with_min_gap.
+        "min_gap_us": Threshold(MIN_GAP_US, "us", "idle gaps shorter than this, spent "
+                                "launching and between launches, are launch-bound; longer "
+                                "ones are host work (10x a launch's latency)"),
         "min_share_pct": Threshold(2, "%", "report a cause holding at least this share of "
                                    "its scope: the steady state, the --range, or for "
                                    "one-time costs the whole timeline"),

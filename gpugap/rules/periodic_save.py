@@ -112,8 +112,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # From the burst's first copy to the end of the idle stretch after its last.
         first = hit["first"].to_numpy(np.int64)
         last = hit["last"].to_numpy(np.int64)
-        gap = dev.gap_of(last)
-        until = np.where(gap >= 0, dev.gaps.end[np.maximum(gap, 0)], last)
+        until = dev.gaps.end_or(last)
         until = np.maximum(np.minimum(until, hi[saves]), last)
         windows = tl.union(first, until)
         if context.scope is not None:
