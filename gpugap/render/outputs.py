@@ -128,7 +128,7 @@ def formats(subjects: Iterable[str]) -> list[Format]:
 
 
 register(Format(
-    "json", "print one JSON document to stdout", STDOUT, metavar="",
+    "json", "print one JSON document to stdout", STDOUT,
     renders={ANALYSIS: "gpugap.render.documents:analysis_json",
              JOB: "gpugap.render.documents:jobs_json",
              CHECK: "gpugap.render.documents:check_json",
