@@ -125,6 +125,7 @@ def check(
     from gpugap.ci.baseline import load as load_baseline
     from gpugap.ci.check import evaluate
     from gpugap.ci.gates import Check, parse_gate
+
     cfg = project_config(config, no_config, range_name=range_, set_=set_,
                          min_severity=min_severity)
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
@@ -187,7 +188,6 @@ def check(
     result = Check(checked, config=None if cfg.path is None else str(cfg.path),
                    baseline=None if baseline_file is None else str(baseline_file))
 
-    # GitHub's workflow commands work on either stream: with --json, on stderr.
     outputs.write(CHECK, result, View(), inputs=inputs, terminal=lambda: render_check(result),
                   console=stdout, errors=stderr)
     if not result.passed:

@@ -114,8 +114,9 @@ class Outputs:
               drawing: AbstractContextManager[Any] | None = None) -> None:
         """Every format asked for: the files (checked before with :meth:`check`; under
         *drawing*, last when *files_last*), then the document on standard output or else
-        *terminal* (the terminal view), then annotation lines (to *errors* when standard
-        output holds a document)."""
+        *terminal* (the terminal view), then annotation lines (GitHub's workflow commands
+        work on either stream: to *errors* when standard output holds a document, so
+        that it stays parseable)."""
         if not files_last:
             self._write_files(subject, result, view, inputs, errors, drawing)
         document = self.document(subject)
