@@ -7,16 +7,15 @@ gpugap.ci.gates / gpugap.ci.baseline / gpugap.ci.diff, the output gpugap.render.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
+from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
 from gpugap.cli.root import (
     ConfigOpt,
-    JsonOpt,
     NoConfigOpt,
     NsysOpt,
     RangeOpt,
@@ -33,6 +32,7 @@ from gpugap.cli.root import (
     stdout,
 )
 from gpugap.errors import UsageError
+from gpugap.render.outputs import CHECK, DIFF, View
 from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
@@ -41,11 +41,8 @@ if TYPE_CHECKING:                   # the library is imported inside commands (s
     from gpugap.ci.gates import Check
     from gpugap.render.fit import Cell
 
-ForceOpt = Annotated[bool, typer.Option(
-    "--force", help="replace existing output files (never an input)")]
-MarkdownOpt = Annotated[Path | None, typer.Option(
-    "--markdown", help="write a Markdown summary here (default under GitHub Actions: "
-                       "append it to $GITHUB_STEP_SUMMARY)", metavar="FILE")]
+FORCE_HELP = "replace existing output files (never an input)"
+ForceOpt = Annotated[bool, typer.Option("--force", help=FORCE_HELP)]
 SeverityOpt = Annotated[str | None, typer.Option(
     "--min-severity", help="findings.* metrics count findings of this severity and up: "
                            "info (default), warning, error", metavar="SEVERITY")]
@@ -81,41 +78,8 @@ def project_config(config: Path | None, no_config: bool, *, range_name: str | No
                           thresholds=cfg.merged_thresholds(parse_thresholds(set_)))
 
 
-def write_output(path: Path, text: str, *, force: bool = False) -> None:
-    """Write a file the user named (checked up front with validate_outputs)."""
-    from gpugap.files import write_atomic
-
-    write_atomic(path, text, force=force)
-    stderr.print(f"wrote {safe_text(path, MESSAGE_LIMIT)}", markup=False, highlight=False,
-                 soft_wrap=True)
-
-
-def markdown_out(markdown: Path | None, text: str, *, force: bool = False,
-                 inputs: Sequence[Path | None] = ()) -> None:
-    """To --markdown, else appended to the GitHub job summary when there is one."""
-    from gpugap.files import append_text
-    from gpugap.render.github import step_summary
-
-    if markdown is not None:
-        write_output(markdown, text, force=force)
-    elif (summary := step_summary()) is not None:
-        append_text(summary, text + "\n", inputs)
-
-
-def check_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[Path | None],
-                  force: bool, *, job_summary: bool = False) -> None:
-    """Every output option against the inputs, before any work (gpugap.files); with
-    *job_summary*, GitHub's job summary too, when --markdown does not replace it."""
-    from gpugap.files import check_appendable, validate_outputs
-    from gpugap.render.github import step_summary
-
-    validate_outputs(outputs, inputs, force=force)
-    summary = step_summary() if job_summary and not dict(outputs).get("--markdown") else None
-    if summary is not None:
-        check_appendable(summary, inputs)
-
-
 @app.command(short_help="The CI gate: exit 1 when a report breaks a gate.")
+@output_options(CHECK, force_help=FORCE_HELP)
 def check(
     reports: Annotated[list[Path], typer.Argument(
         help="reports (.nsys-rep or .sqlite) to check; every gate applies to each",
@@ -143,17 +107,12 @@ def check(
         "--allow-lost-gpu-data", help="check a report that lost GPU data (kernel launches "
                                       "without their kernels, an nsys older than the "
                                       "CUDA it traced) instead of failing it")] = False,
-    junit: Annotated[Path | None, typer.Option(
-        "--junit", help="write JUnit XML here (one test case per gate)",
-        metavar="FILE")] = None,
-    markdown: MarkdownOpt = None,
-    json_: JsonOpt = False,
+    outputs: Outputs = OUTPUT_OPTIONS,
     min_severity: SeverityOpt = None,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
     nsys: NsysOpt = None,
-    force: ForceOpt = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     scheduler_timeout: SchedulerTimeoutOpt = 10.0,
@@ -166,10 +125,6 @@ def check(
     from gpugap.ci.baseline import load as load_baseline
     from gpugap.ci.check import evaluate
     from gpugap.ci.gates import Check, parse_gate
-    from gpugap.jsonout import dumps
-    from gpugap.render.github import check_annotations, in_github_actions
-    from gpugap.render.junit import check_junit
-    from gpugap.render.markdown import check_markdown
 
     cfg = project_config(config, no_config, range_name=range_, set_=set_,
                          min_severity=min_severity)
@@ -196,8 +151,7 @@ def check(
         check_address(scheduler)
     reports = expand_reports(reports)
     inputs = [*reports, cfg.path, baseline_file]
-    check_outputs([("--junit", junit), ("--markdown", markdown)], inputs, force,
-                  job_summary=True)
+    outputs.check(CHECK, inputs)
     known = load_baseline(baseline_file) if baseline_file is not None else None
     policy = cfg.policy()
     job_gates = [g for g in gates if g.metric.startswith("job.")]
@@ -234,17 +188,8 @@ def check(
     result = Check(checked, config=None if cfg.path is None else str(cfg.path),
                    baseline=None if baseline_file is None else str(baseline_file))
 
-    if junit is not None:
-        write_output(junit, check_junit(result), force=force)
-    markdown_out(markdown, check_markdown(result), force=force, inputs=inputs)
-    if json_:
-        stdout.out(dumps(result.to_dict()), highlight=False)
-    else:
-        render_check(result)
-    if in_github_actions():
-        # Workflow commands work on either stream; keep a --json stdout parseable.
-        for line in check_annotations(result):
-            (stderr if json_ else stdout).out(line, highlight=False)
+    outputs.write(CHECK, result, View(), inputs=inputs, terminal=lambda: render_check(result),
+                  console=stdout, errors=stderr)
     if not result.passed:
         return 1
     from gpugap.errors import EXIT_PARTIAL
@@ -341,6 +286,7 @@ def baseline_save(
     from gpugap.analysis.job import analyze_job, expand_reports
     from gpugap.ci import baseline as baselines
     from gpugap.ci.measure import job_measurements, measure, reported_range_names
+    from gpugap.files import validate_outputs
     from gpugap.render.fit import print_labelled
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
@@ -353,7 +299,7 @@ def baseline_save(
 
         check_address(scheduler)
     reports = expand_reports(reports)
-    check_outputs([("-o", output)], [*reports, cfg.path], force)
+    validate_outputs([("-o", output)], [*reports, cfg.path], force=force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
     runs = []
     if job:
@@ -390,20 +336,19 @@ def baseline_save(
 
 
 @app.command("diff", short_help="Compare two reports: metrics and findings.")
+@output_options(DIFF, force_help=FORCE_HELP)
 def diff_command(
     before: Annotated[Path, typer.Argument(help="the report before the change",
                                            metavar="BEFORE")],
     after: Annotated[Path, typer.Argument(help="the report after the change",
                                           metavar="AFTER")],
-    json_: JsonOpt = False,
-    markdown: MarkdownOpt = None,
+    outputs: Outputs = OUTPUT_OPTIONS,
     range_: RangeOpt = None,
     min_severity: SeverityOpt = None,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
     set_: SetOpt = None,
     nsys: NsysOpt = None,
-    force: ForceOpt = False,
     all_: Annotated[bool, typer.Option(
         "--all", help="list every metric, NVTX range and finding, those within the "
                       "noise too (default: only what moved)")] = False,
@@ -411,21 +356,17 @@ def diff_command(
     """Compare two reports: what got better or worse first (findings fixed, new,
     changed; metrics that moved beyond their noise floor), per NVTX range too."""
     from gpugap.ci.diff import diff
-    from gpugap.jsonout import dumps
-    from gpugap.render.markdown import diff_markdown
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
     inputs = [before, after, cfg.path]
-    check_outputs([("--markdown", markdown)], inputs, force, job_summary=True)
+    outputs.check(DIFF, inputs)
     traces = [load_trace(before, nsys), load_trace(after, nsys)]
     with status("Comparing"):
         result = diff(*traces, range_name=range_, thresholds=cfg.thresholds,
                       min_severity=cfg.min_severity, directions=cfg.directions)
-    markdown_out(markdown, diff_markdown(result), force=force, inputs=inputs)
-    if json_:
-        stdout.out(dumps(result.to_dict()), highlight=False)
-    else:
-        render_diff(result, everything=all_)
+    outputs.write(DIFF, result, View(), inputs=inputs,
+                  terminal=lambda: render_diff(result, everything=all_),
+                  console=stdout, errors=stderr)
     return 0
 
 

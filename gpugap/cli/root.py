@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,7 +19,9 @@ import typer
 from rich.console import Console
 
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
+from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
 from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
+from gpugap.render.outputs import ANALYSIS, FORMATS, JOB, View
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from gpugap.analysis.job import Progress, RankSummary
@@ -43,7 +45,7 @@ stderr = Console(stderr=True, highlight=False)
 NsysOpt = Annotated[str | None, typer.Option("--nsys", help="nsys executable to use "
                                              "(default: $GPUGAP_NSYS, PATH, install dirs)",
                                              metavar="PATH")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document to stdout")]
+JsonOpt = Annotated[bool, typer.Option("--json", help=FORMATS["json"].help)]
 RuleOpt = Annotated[list[str] | None, typer.Option("--rule", help="run only this rule "
                                                    "(repeatable); see gpugap rules",
                                                    metavar="RULE")]
@@ -186,41 +188,25 @@ def job_progress(count: int) -> Iterator[Progress | None]:
         yield arrived
 
 
-def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | None,
+def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[str] | None,
                         thresholds: dict[str, dict[str, float]], iteration: str | None,
                         nsys: str | None, workers: int | None, scheduler: str | None,
-                        scheduler_timeout: float, severity: str) -> int:
+                        scheduler_timeout: float, severity: Severity) -> int:
     """`gpugap analyze R1 R2 ...`: each report analyzed, grouped into jobs by what it
     records (gpugap.analysis.job.group_summaries), each job combined."""
-    from gpugap import __version__
     from gpugap.analysis.job import group_summaries, summarize_all
     from gpugap.errors import EXIT_PARTIAL, ReportError
-    from gpugap.jsonout import dumps
     from gpugap.render.job import render_jobs
 
     with job_progress(len(reports)) as progress:
         summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
                                   scheduler_timeout=scheduler_timeout, progress=progress,
-                                  nsys=nsys, rules=rules,
-                                  thresholds=thresholds, iteration=iteration, details=json_)
+                                  nsys=nsys, rules=rules, thresholds=thresholds,
+                                  iteration=iteration,
+                                  details=outputs.document(JOB) is not None)
     jobs = group_summaries(summaries)
-    if json_:
-        from gpugap.rules.model import Severity
-
-        floor = Severity(severity)
-        documents = []
-        for s in summaries:
-            if s.analysis is None:
-                documents.append({"report": s.report, "status": s.status, "error": s.error})
-                continue
-            s.analysis["findings"] = [f for f in s.analysis["findings"]
-                                      if Severity(f["severity"]) >= floor]
-            documents.append(s.analysis)
-        sys.stdout.write(dumps({"gpugap_version": __version__, "reports": documents}
-                               | jobs.to_dict()) + "\n")
-        sys.stdout.flush()
-    else:
-        render_jobs(jobs, stdout)
+    outputs.write(JOB, jobs, View(min_severity=severity), inputs=reports,
+                  terminal=lambda: render_jobs(jobs, stdout), console=stdout, errors=stderr)
     failed = jobs.failed
     if len(failed) == len(summaries):
         raise ReportError(f"none of the {len(reports)} reports could be analyzed: "
@@ -229,11 +215,12 @@ def analyze_job_reports(reports: list[Path], *, json_: bool, rules: list[str] | 
 
 
 @app.command(short_help="Diagnose a report, or the ranks of one job.")
+@output_options(ANALYSIS, JOB)
 def analyze(
     reports: Annotated[list[Path], typer.Argument(
         help="a .nsys-rep or its .sqlite export; several (or a directory, or a glob): "
              "grouped into jobs by what each records", metavar="REPORT")],
-    json_: JsonOpt = False,
+    outputs: Outputs = OUTPUT_OPTIONS,
     rule: RuleOpt = None,
     range_: RangeOpt = None,
     min_gap_us: Annotated[float | None, typer.Option(
@@ -244,16 +231,6 @@ def analyze(
     max_findings: Annotated[int, typer.Option(
         min=0, help="findings shown in the terminal (0: only how many there are)",
         metavar="N")] = 20,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="write a self-contained HTML timeline with the findings drawn on it",
-        metavar="FILE")] = None,
-    svg: Annotated[Path | None, typer.Option(
-        "--svg", help="write a static SVG of the timeline (the --range window, else a "
-                      "few steady iterations)", metavar="FILE")] = None,
-    png: Annotated[Path | None, typer.Option(
-        "--png", help="write that SVG as PNG (needs chromium)", metavar="FILE")] = None,
-    force: Annotated[bool, typer.Option(
-        "--force", help="overwrite existing --html/--svg/--png files")] = False,
     config: ConfigOpt = None,
     no_config: NoConfigOpt = False,
     iteration: IterationOpt = None,
@@ -278,10 +255,9 @@ def analyze(
 
     found = expand_reports(reports)
     if len(found) > 1:
-        for name, value in (("--html", html), ("--svg", svg), ("--png", png),
-                            ("--range", range_)):
-            if value:
-                raise UsageError(f"{name} takes one report, not the {len(found)} of a job")
+        outputs.refuse(JOB, f"takes one report, not the {len(found)} of a job")
+        if range_:
+            raise UsageError(f"--range takes one report, not the {len(found)} of a job")
         from gpugap.ci.config import load_config
 
         if config is not None and no_config:
@@ -289,7 +265,7 @@ def analyze(
         cfg = load_config(config, discover=not no_config)
         severity = checked_severity(min_severity, cfg.min_severity)
         return analyze_job_reports(
-            found, json_=json_, rules=rule, iteration=iteration, nsys=nsys, workers=workers,
+            found, outputs=outputs, rules=rule, iteration=iteration, nsys=nsys, workers=workers,
             thresholds=cfg.merged_thresholds(parse_thresholds(set_, min_gap_us)),
             scheduler=scheduler, scheduler_timeout=scheduler_timeout, severity=severity)
     report = found[0]
@@ -299,10 +275,7 @@ def analyze(
     from gpugap.analysis import analyze as run_analysis
     from gpugap.ci.config import load_config
     from gpugap.errors import NoCudaActivity
-    from gpugap.jsonout import dumps
-    from gpugap.render.outputs import timeline_outputs
     from gpugap.render.terminal import render
-    from gpugap.rules.model import Severity
 
     if config is not None and no_config:
         raise UsageError("--config and --no-config contradict each other; give one")
@@ -310,25 +283,18 @@ def analyze(
     cfg = load_config(config, discover=not no_config)
     severity = checked_severity(min_severity, cfg.min_severity)
     thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
-    outputs = timeline_outputs(html, svg, png, force=force, range_name=range_,
-                               inputs=[report, cfg.path])
+    outputs.check(ANALYSIS, [report, cfg.path])
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
                               require_gpu=False, iteration=iteration,
                               all_domains=all_domains)
-    if json_:
-        # Plain text: rich would re-scan a large document for nothing.
-        document = result.to_dict()
-        document["findings"] = [f for f in document["findings"]
-                                if Severity(f["severity"]) >= severity]
-        sys.stdout.write(dumps(document) + "\n")
-        sys.stdout.flush()
-    else:
-        render(result, stdout, max_findings=max_findings, min_severity=severity)
-    with status("Drawing the timeline") if outputs.wanted else nullcontext():
-        outputs.write(result, trace, report=lambda line: stderr.print(line, markup=False,
-                                                             soft_wrap=True))
+    outputs.write(ANALYSIS, result, View(trace=trace, range_name=range_,
+                                         min_severity=severity),
+                  inputs=[report, cfg.path], console=stdout, errors=stderr,
+                  terminal=lambda: render(result, stdout, max_findings=max_findings,
+                                          min_severity=severity),
+                  files_last=True, drawing=status("Drawing the timeline"))
     if result.status == "no-cuda-activity":
         raise NoCudaActivity(result.error or "no CUDA activity")
     return 0
@@ -339,7 +305,6 @@ def list_rules(json_: JsonOpt = False,
                markdown: Annotated[bool, typer.Option(
                    "--markdown", help="print docs/rules.md")] = False) -> int:
     """List the rules with their causes, thresholds (defaults) and fixes."""
-    from gpugap.jsonout import dumps
     from gpugap.rules import registry
 
     if markdown:
@@ -349,13 +314,10 @@ def list_rules(json_: JsonOpt = False,
         return 0
     reg = registry()
     if json_:
-        stdout.out(dumps([{"id": r.id, "title": r.title, "rationale": r.rationale,
-                           "fix": r.fix,
-                           "causes": {c.id: c.meaning for c in r.causes.values()},
-                           "thresholds": {k: {"default": t.default, "unit": t.unit,
-                                              "help": t.help}
-                                          for k, t in r.thresholds.items()}}
-                          for r in reg.values()]))
+        from gpugap.jsonout import dumps
+        from gpugap.render.documents import rules_document
+
+        stdout.out(dumps(rules_document(reg.values())))
         return 0
     from gpugap.render.rules_doc import render_rules
 

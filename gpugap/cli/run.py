@@ -49,17 +49,13 @@ def progress() -> Iterator[Callable[[str], None]]:
 def list_scenarios(json_: JsonOpt = False) -> int:
     """List the canned scenarios: seed puzzle, variants, what to look for."""
     from gpugap import scenarios
-    from gpugap.jsonout import dumps
 
     suite = scenarios.all_scenarios()
     if json_:
-        stdout.out(dumps([{
-            "name": s.name, "module": s.module, "seed": s.seed, "title": s.title,
-            "look_for": s.look_for, "requires": list(s.requires), "params": s.params,
-            "variants": {v.name: {"summary": v.summary,
-                                  "expect": [e.describe() for e in v.expect],
-                                  "bounds": [b.describe() for b in v.bounds]}
-                         for v in s.variants.values()}} for s in suite]))
+        from gpugap.jsonout import dumps
+        from gpugap.render.documents import scenarios_document
+
+        stdout.out(dumps(scenarios_document(suite)))
         return 0
     from rich.table import Table
 
@@ -198,8 +194,9 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
         "cuda_graph_trace": {"mode": graph_trace, "why": GRAPH_TRACE_MODES[graph_trace]}}
     write_json(target / "manifest.json", manifest)
     if json_:
-        stdout.out(dumps({"run": run.to_dict(), "out": str(target),
-                          "analysis": run.analysis.to_dict() if run.analysis else None}))
+        from gpugap.render.documents import profile_document
+
+        stdout.out(dumps(profile_document(run, str(target))))
     elif run.analysis is not None:
         render(run.analysis, stdout)
     written = (f"report {run.report}, its export, analysis and log beside it"
@@ -248,9 +245,9 @@ def _run_scenarios(suite: list[Any], variant: str, out: Path | None, nsys_path: 
             results.append((scenario, target, runs))
     passed = all(r.passed for _, _, runs in results for r in runs.values())
     if json_:
-        stdout.out(dumps({"passed": passed, "scenarios": [
-            {"name": s.name, "out": str(t), "variants": {v: r.to_dict() for v, r in runs.items()}}
-            for s, t, runs in results]}))
+        from gpugap.render.documents import scenario_runs_document
+
+        stdout.out(dumps(scenario_runs_document(passed, results)))
     else:
         from gpugap.render.scenarios import render_runs
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpugap.ci.gates import Check
 from gpugap.text import MESSAGE_LIMIT, safe_text
+
+if TYPE_CHECKING:
+    from gpugap.render.outputs import View
 
 
 def in_github_actions(env: Mapping[str, str] | None = None) -> bool:
@@ -38,7 +42,7 @@ def command(kind: str, message: str, **properties: str) -> str:
     return f"::{kind}{' ' + props if props else ''}::{escape_data(message)}"
 
 
-def check_annotations(check: Check) -> list[str]:
+def check_annotations(check: Check, view: View | None = None) -> list[str]:
     # Report-derived text made safe first (no escape sequences in the log), then escaped.
     lines = [command("error", safe_text(r.message, MESSAGE_LIMIT),
                      title=f"gpugap check failed: {safe_text(r.name)}")

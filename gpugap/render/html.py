@@ -40,6 +40,7 @@ import numpy as np
 from gpugap import __version__
 from gpugap.analysis import Analysis
 from gpugap.files import write_atomic
+from gpugap.render.outputs import View
 from gpugap.render.timeline import (
     CATEGORIES,
     DEFAULT_MAX_EVENTS,
@@ -54,6 +55,7 @@ from gpugap.render.timeline import (
     output_args,
     range_label,
     rule_color,
+    view_panels,
 )
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Finding
@@ -392,6 +394,12 @@ do not.</p></noscript></header>
 <script>{_asset("timeline.js")}</script>
 </body></html>
 """
+
+
+def analysis_html(analysis: Analysis, view: View) -> str:
+    """The --html format (gpugap.render.outputs): the timeline of *analysis*."""
+    panels = view_panels(analysis, view)
+    return render_html(panels, title=f"gpugap: {panels[0].label}")
 
 
 def write_html(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],

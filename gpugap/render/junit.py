@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from gpugap.ci.gates import FAIL, SKIP, Check, fmt_value
 from gpugap.text import MESSAGE_LIMIT, safe_text
 
+if TYPE_CHECKING:
+    from gpugap.render.outputs import View
 
-def check_junit(check: Check) -> str:
+
+def check_junit(check: Check, view: View | None = None) -> str:
     # Report-derived text goes through safe_text: XML 1.0 cannot hold most control
     # characters, and a name may carry any (gpugap.text).
     counts = check.counts()

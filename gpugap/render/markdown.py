@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from gpugap.ci.diff import FIXED, NEW, Diff, ScopeDiff
 from gpugap.ci.gates import (
@@ -17,6 +18,9 @@ from gpugap.ci.gates import (
     is_pct,
 )
 from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text
+
+if TYPE_CHECKING:
+    from gpugap.render.outputs import View
 
 ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
 CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "unchanged": "unchanged",
@@ -96,7 +100,7 @@ def limit_text(result: GateResult) -> str:
     return f"{'≥' if at_least else '≤'} {shown}"
 
 
-def check_markdown(check: Check) -> str:
+def check_markdown(check: Check, view: View | None = None) -> str:
     counts = check.counts()
     if check.passed:
         head = f"### gpugap check: ✅ passed ({counts['gates']} gates)"
@@ -134,7 +138,7 @@ def arrow(metric: str, before, after) -> str:
     return f"{fmt_value(metric, before)} → {fmt_value(metric, after)}"
 
 
-def diff_markdown(diff: Diff) -> str:
+def diff_markdown(diff: Diff, view: View | None = None) -> str:
     """The findings first (what the change fixed or broke), then the metrics of the
     scope, then the NVTX ranges: a PR comment is read from the top."""
     summary = diff.summary()

@@ -26,6 +26,7 @@ from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
 from gpugap.render import decimate
 from gpugap.render.numbering import finding_labels
+from gpugap.render.outputs import View
 from gpugap.report.trace import Trace, graph_label
 from gpugap.rules import registry
 from gpugap.rules.base import Finding
@@ -893,6 +894,14 @@ def build_panels(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]
     return [build_timeline(p.trace, p.analysis, label=p.label, range_name=range_name,
                            max_events=max_events)
             for p in as_panels(source, trace)]
+
+
+def view_panels(analysis: Analysis, view: View) -> list[Timeline]:
+    """The timeline of *analysis* as the output formats draw it (--html, --svg, --png):
+    built once per view, for all of them."""
+    return view.once("panels", lambda: build_panels(
+        analysis, view.trace, range_name=view.range_name,
+        max_events=DEFAULT_MAX_EVENTS if view.max_events is None else view.max_events))
 
 
 def output_args(source, trace, path) -> tuple[Trace | None, Path]:

@@ -24,6 +24,7 @@ import numpy as np
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError, option
 from gpugap.files import write_atomic
+from gpugap.render.outputs import View
 from gpugap.render.timeline import (
     CATEGORIES,
     CATEGORY_INDEX,
@@ -37,6 +38,7 @@ from gpugap.render.timeline import (
     build_panels,
     output_args,
     rule_color,
+    view_panels,
 )
 from gpugap.report.trace import Trace
 from gpugap.text import safe_text
@@ -640,12 +642,29 @@ def chromium_flags(profile: str) -> list[str]:
     return flags
 
 
+def analysis_svg(analysis: Analysis, view: View) -> str:
+    """The --svg format (gpugap.render.outputs): the timeline of *analysis*, drawn once
+    for --svg and --png."""
+    return view.once("svg", lambda: render_svg(view_panels(analysis, view)))
+
+
+def analysis_png(analysis: Analysis, view: View) -> bytes:
+    """The --png format: --svg's picture, rendered by chromium."""
+    return png_bytes(analysis_svg(analysis, view))
+
+
 def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
                timeout: float = 120.0, force: bool = True) -> Path:
     """Render SVG text to a PNG file with headless chromium (``--screenshot``); an
     existing *path* is replaced unless not *force* (see gpugap.files.write_atomic)."""
-    exe = find_chromium()
     out = Path(path)
+    write_atomic(out, png_bytes(svg, scale=scale, timeout=timeout), force=force)
+    return out
+
+
+def png_bytes(svg: str, *, scale: float = 2.0, timeout: float = 120.0) -> bytes:
+    """SVG text rendered to PNG by headless chromium (``--screenshot``)."""
+    exe = find_chromium()
     head = svg[:400]
     try:
         width = int(head.split('width="', 1)[1].split('"', 1)[0])
@@ -671,5 +690,4 @@ def svg_to_png(svg: str, path: str | os.PathLike, *, scale: float = 2.0,
             last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"])
             raise UsageError(f"chromium ({exe}) failed to render the PNG (exit "
                              f"{proc.returncode}): {last[-1][:200]}; write {option('svg')} instead")
-        write_atomic(out, shot.read_bytes(), force=force)
-    return out
+        return shot.read_bytes()
