@@ -1,6 +1,6 @@
 """blocking-memcpy: copies that held their CPU thread. Fires on pageable
 cudaMemcpyAsync (h2d-copy-bad, eval-pageable) and synchronous copies (default-stream);
-silent on pinned copies, which never block."""
+silent on pinned copies, which never block (h2d-copy-good, prefetch-pipeline)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ SILENT = [
     Silent("h2d-copy-good", range_name="measured"),
     Silent("prefetch-pipeline-bad", range_name="measured"),
     Silent("prefetch-pipeline-good", range_name="measured"),
-    # The pinned twin of eval-pageable: nothing worth a warning.
-    Silent("captures/eval-pinned", severity="warning"),
 ]
 
 
