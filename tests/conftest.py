@@ -16,8 +16,12 @@ SCENARIO_DATA = DATA / "scenarios"
 
 
 def report_path(name: str) -> Path:
-    """tests/data/scenarios/<name>.sqlite, e.g. report_path('h2d-copy-bad')."""
-    path = SCENARIO_DATA / f"{name}.sqlite"
+    """A committed capture by name: 'h2d-copy-bad' is tests/data/scenarios/<name>.sqlite,
+    'captures/ddp-manual' (a name with a folder) tests/data/<name>.sqlite, and
+    'corpus:pt-checkpoint' a capture of the corpus (see corpus_capture)."""
+    if name.startswith("corpus:"):
+        return corpus_capture(name.removeprefix("corpus:"))
+    path = (DATA if "/" in name else SCENARIO_DATA) / f"{name}.sqlite"
     assert path.is_file(), f"missing test report {path}"
     return path
 
@@ -38,16 +42,20 @@ def corpus_capture(name: str) -> Path:
 
 @cache
 def load_report(name: str):
+    """The capture *name* (see report_path), loaded once per session."""
     from gpugap.report import load
 
     return load(report_path(name))
 
 
 @cache
-def analyze_report(name: str):
+def analyze_report(name: str, range_name: str | None = None):
+    """The analysis of the capture *name* (of its NVTX range *range_name*; None: the
+    whole report), made once per session and shared by every test that reads it (the
+    expensive part of most tests): a test must not change it."""
     from gpugap.analysis import analyze
 
-    return analyze(load_report(name))
+    return analyze(load_report(name), range_name=range_name)
 
 
 def code_strings(source: str) -> list[str]:

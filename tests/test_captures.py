@@ -9,7 +9,6 @@ findings in any scope never add up to more than the scope's wall time.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,15 @@ import pytest
 from gpugap.analysis import Analysis, analyze
 from gpugap.cli import main
 from gpugap.report import load
+from tests.conftest import analyze_report
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
-SCENARIOS = Path(__file__).parent / "data" / "scenarios"
 
 
-@cache
 def analysis(name: str, range_name: str | None = None) -> Analysis:
-    return analyze(load(CAPTURES / f"{name}.sqlite"), range_name=range_name)
+    """tests/data/captures/<name>.sqlite analyzed, once per session (shared with the
+    rules' tests, tests/rules)."""
+    return analyze_report(f"captures/{name}", range_name)
 
 
 # capture -> (rule, cause) of the verdict, and the least share of each iteration it holds
@@ -119,7 +119,7 @@ def test_costs_never_exceed_their_scope(name):
                                       "cublas-warmup", "moe-experts", "prefetch-pipeline"])
 @pytest.mark.parametrize("variant", ["bad", "good"])
 def test_scenario_costs_never_exceed_the_measured_range(scenario, variant):
-    a = analyze(load(SCENARIOS / f"{scenario}-{variant}.sqlite"), range_name="measured")
+    a = analyze_report(f"{scenario}-{variant}", "measured")
     assert sum(f.cost_ns for f in a.findings) <= a.metrics.span_ns
     assert sum(f.share_pct or 0 for f in a.findings) <= 100.0 + 1e-6
 

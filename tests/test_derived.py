@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from gpugap.accounting import AccountingIndex, host
+from gpugap.accounting.labels import RangeLabels
 from gpugap.analysis import analyze
 from gpugap.program.nvtx import NvtxIndex, user_ranges
 from gpugap.report import load
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Derived, Trace
-from gpugap.rules._common import RangeLabels
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 

@@ -1,5 +1,5 @@
 """The NVTX range table (gpugap.accounting.ranges.reported_ranges) and the labels findings carry
-(gpugap.rules._common): nesting by path, library domains, numbered instances, limits.
+(gpugap.accounting.labels): nesting by path, library domains, numbered instances, limits.
 
 Real reports (tests/data/scenarios, tests/data/captures) are checked against figures
 read here straight from their SQLite (independently of gpugap's loader); a few tests
@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpugap.accounting import labels as nvtx_labels
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import analyze
 from gpugap.cli import main
 from gpugap.program import nvtx as program_nvtx
 from gpugap.program import understand
 from gpugap.report import load
-from gpugap.rules import _common
 from tests.conftest import load_report, report_path
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
@@ -363,23 +363,23 @@ def test_rows_are_capped_largest_first_with_their_parents(trace_of):
 def test_finding_labels_leave_out_levels_of_one_off_names(trace_of):
     trace = trace_of("moe-experts-bad")
     times = trace.kernels["start"].to_numpy()
-    many = _common.MAX_LABEL_NAMES + 10
+    many = nvtx_labels.MAX_LABEL_NAMES + 10
     # Distinct names under 'run': findings are placed in 'run'.
     t = dataclasses.replace(trace, nvtx=hand_built(
         trace, [f"blk{i:04d}/fwd" for i in range(many)], depth1=True))
-    codes, labels = _common.folded_label_codes(t, times)
+    codes, labels = nvtx_labels.folded_label_codes(t, times)
     assert set(labels[codes].tolist()) <= {"run", ""}
-    raw = set(_common.range_labels(t, times).tolist())
+    raw = set(nvtx_labels.range_labels(t, times).tolist())
     assert len([s for s in raw if s.startswith("run > blk")]) > 50    # raw labels keep them
     # Distinct names at the top: one placeholder.
     t = dataclasses.replace(trace, nvtx=hand_built(
         trace, [f"blk{i:04d}/fwd" for i in range(many)], depth1=False))
-    codes, labels = _common.folded_label_codes(t, times)
-    assert set(labels[codes].tolist()) <= {_common.MANY_RANGES, ""}
+    codes, labels = nvtx_labels.folded_label_codes(t, times)
+    assert set(labels[codes].tolist()) <= {nvtx_labels.MANY_RANGES, ""}
     # Numbered names fold first, so a loop of many steps is one level like any other.
     t = dataclasses.replace(trace, nvtx=hand_built(
         trace, [f"step {i}" for i in range(many)], depth1=True))
-    codes, labels = _common.folded_label_codes(t, times)
+    codes, labels = nvtx_labels.folded_label_codes(t, times)
     assert set(labels[codes].tolist()) <= {"run > step N", "run", ""}
     assert "run > step N" in set(labels[codes].tolist())
     # Findings on the distinct-name trace stay few.

@@ -5,7 +5,7 @@ memory, overlapping streams, a grid covering half the SMs, an NCCL kernel...).
 
 These traces are hand-built, not captured: they prove where each rule draws its lines.
 That each verdict is right on real programs is proven on the real captures
-(tests/test_rules.py, tests/test_causes.py, tests/test_captures.py).
+(tests/rules/test_<rule>.py, tests/test_captures.py).
 
 Times are in microseconds from the builder's origin. Each case is analyzed twice: with
 ``iteration="none"`` (no iterations: the steady state is everything from the first GPU

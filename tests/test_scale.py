@@ -574,7 +574,7 @@ def test_batch_uploads_equal_the_whole_launch_order(name):
 
 
 def test_range_labels_equal_the_per_time_strings():
-    from gpugap.rules._common import range_labels
+    from gpugap.accounting.labels import range_labels
 
     trace = load_report("grid-sweep-bad")
     times = np.sort(np.r_[trace.kernels["start"].to_numpy(), trace.nvtx["start"].to_numpy()])

@@ -22,8 +22,8 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
+from gpugap.accounting.labels import ranges_of
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_bytes, fmt_ns

@@ -30,9 +30,9 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import CODE
+from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace
-from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns

@@ -50,10 +50,10 @@ import numpy as np
 import pandas as pd
 
 from gpugap.accounting.buckets import BY_ID
+from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
 from gpugap.report.trace import Trace, demangled_name
-from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.evidence import dependency_calls, host_calls
 from gpugap.rules.model import Band, Cause, EventRef, Link, Mark, Outline, Severity

@@ -22,9 +22,9 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
+from gpugap.accounting.labels import ranges_of
 from gpugap.program import oscalls
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import ranges_of
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, Severity
 from gpugap.units import fmt_bytes, fmt_ns

@@ -34,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
+from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules._common import SYNC, name_mask, range_label_codes, ranges_of
+from gpugap.rules._common import SYNC, name_mask
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns

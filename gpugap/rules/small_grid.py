@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
+from gpugap.accounting.labels import folded_label_codes, split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules._common import folded_label_codes, split_label
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns

@@ -28,15 +28,9 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDLE_IDS
+from gpugap.accounting.labels import range_labels, ranges_of
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import (
-    LAUNCH,
-    MODULE_LOAD,
-    SYNC,
-    name_mask,
-    range_labels,
-    ranges_of,
-)
+from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC, name_mask
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, Mark, Severity, Span
 from gpugap.units import fmt_ns

@@ -1,0 +1,114 @@
+"""serialized-streams: work on different streams that did not overlap. Fires on the
+legacy default stream (default-stream-bad), a host launching too slowly for 8 streams
+(moe-experts-bad), a host synchronizing after each launch (causes-streams' range
+explicit-sync) and, as info, grids that fill the GPU (grid-sweep-good); silent on
+streams that overlap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import analyze_report, load_report
+from tests.rules.kit import (
+    Fires,
+    Silent,
+    check_fires,
+    check_marks_of,
+    check_silent,
+    check_snapshot,
+)
+
+RULE = "serialized-streams"
+CAUSES = "causes/causes-streams"
+# causes-streams' ranges of independent streams, launched in several orders: they overlap.
+OVERLAPPING = ("no-sync", "depth-first", "record-after-each", "breadth-first")
+
+FIRES = [
+    Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error"),
+    Fires("moe-experts-bad", "host-launch-bound", "measured", severity="error"),
+    Fires("grid-sweep-good", "resource-saturation", "measured"),
+    Fires(CAUSES, "explicit-sync", "explicit-sync"),
+]
+
+SILENT = [
+    Silent("default-stream-good", range_name="measured"),
+    Silent("moe-experts-good", range_name="measured"),
+    # Undersized grids overlap: never 'serialized' (small-grid's, see its file).
+    Silent("grid-sweep-bad", range_name="measured"),
+    *(Silent(CAUSES, range_name=name) for name in OVERLAPPING),
+]
+
+
+@pytest.mark.parametrize("case", FIRES, ids=str)
+def test_fires(case: Fires) -> None:
+    check_fires(RULE, case)
+
+
+@pytest.mark.parametrize("case", SILENT, ids=str)
+def test_stays_silent(case: Silent) -> None:
+    check_silent(RULE, case)
+
+
+def test_messages_match_the_snapshot() -> None:
+    check_snapshot(RULE, FIRES)
+
+
+def test_findings_are_marked() -> None:
+    check_marks_of(RULE, FIRES)
+
+
+def test_saturated_grids_are_serialized_by_saturation_as_info() -> None:
+    good = analyze_report("grid-sweep-good", "measured")
+    saturated = good.findings_of(RULE, "resource-saturation")
+    assert saturated and all(f.severity == "info" and f.cost_ns == 0 for f in saturated)
+    assert "neither possible nor needed" in saturated[0].message
+    # Only saturation explains it.
+    assert {f.cause for f in good.findings_of(RULE)} == {"resource-saturation"}
+
+
+def test_legacy_default_stream_evidence() -> None:
+    a = analyze_report("default-stream-bad", "measured")
+    found = a.findings_of(RULE, "legacy-default-stream")
+    legacy = sorted(s for _, s in load_report("default-stream-bad").legacy_streams())
+    assert legacy == [7]
+    # 3 rounds x 5 streams of add_one, each followed by a bump on the NULL stream, in
+    # the measured range (one scope: its warm-up round included): one finding, one run.
+    assert [f.phase for f in found] == ["range"]
+    assert found[0].evidence["kernels"] == 3 * 5 * 2 and found[0].evidence["runs"] == 1
+    for f in found:
+        assert set(f.streams) == {7, 13, 14, 15, 16, 17}
+        first = f.evidence["transitions"][0]
+        assert 7 in (first["first"]["stream"], first["then"]["stream"])
+    # >1 ms of lost overlap in a 2 ms region, and never more than the region.
+    assert 1_000_000 < sum(f.cost_ns for f in found) <= a.metrics.span_ns
+
+
+def test_host_launch_bound_evidence() -> None:
+    a = analyze_report("moe-experts-bad", "measured")
+    (f,) = a.findings_of(RULE, "host-launch-bound")
+    assert len(f.streams) == 8 and f.phase == "range"
+    assert f.evidence["runs"] == 20              # one run per measured forward
+    # Per iteration, over the whole report's steady state.
+    (steady,) = [g for g in analyze_report("moe-experts-bad").findings_of(
+        RULE, "host-launch-bound") if g.phase == "steady"]
+    assert steady.evidence["runs"] == 19
+    assert steady.per_iteration["iterations"] == 19 and steady.per_iteration["with_cost"] == 19
+    # The GPU waited on the host for most of the measured region: the verdict.
+    assert f.cost_ns > 0.5 * a.metrics.span_ns
+    assert a.verdict.finding == f.id
+
+
+def test_host_sync_after_each_launch_is_explicit_sync() -> None:
+    a = analyze_report(CAUSES, "explicit-sync")
+    (run,) = a.findings_of(RULE)
+    assert run.cause == "explicit-sync"
+    assert run.evidence["serialized_transitions"] >= 11          # 12 kernels, 2 streams
+    assert all(tr["sync_calls_between"] >= 1 for tr in run.evidence["transitions"])
+    assert a.metrics.kernel_overlap_pct == 0.0
+
+
+@pytest.mark.parametrize("range_name", OVERLAPPING)
+def test_the_silent_streams_do_overlap(range_name: str) -> None:
+    """The controls of SILENT: the same kernels with one sync at the end (no-sync), or
+    launched in any order, overlap."""
+    assert analyze_report(CAUSES, range_name).metrics.kernel_overlap_pct > 90
