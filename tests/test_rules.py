@@ -193,3 +193,35 @@ def test_settle_and_verdict_name_no_rule_or_cause():
         words = {w for text in code_strings(path.read_text())
                  for w in re.findall(r"[A-Za-z0-9_-]+", text)}
         assert words and sorted(words & ids) == [], path.name
+
+
+def test_rule_kit_groups_in_batches_equal_one_batch():
+    """rules.groups.Groups: the ids of (device, phase, NVTX range) groups hold across
+    batches: numbering a report's kernels in three batches names every kernel's group as
+    numbering them at once does."""
+    import numpy as np
+
+    from gpugap.report.trace import NO_CALL
+    from gpugap.rules.base import Context
+    from gpugap.rules.groups import Groups
+
+    result = analyze_report("causes/causes-streams")
+    trace = load_report("causes/causes-streams")
+    k = trace.kernels
+    device, start = k["device"].to_numpy(), k["start"].to_numpy()
+    launch = k["api_start"].to_numpy()
+    at = np.where(launch == NO_CALL, start, launch)
+
+    def keys_of(batches):
+        groups = Groups(trace, Context(result.accounting))
+        ids = np.concatenate([to_id[local] for local, to_id in
+                              (groups.of_batch(device[b], start[b], at[b]) for b in batches)])
+        names = {gid: key for key, gid in groups.keys()}
+        return [names[i] for i in ids.tolist()], len(groups)
+
+    whole, n = keys_of([slice(None)])
+    cut = len(k) // 3
+    batched, m = keys_of([slice(0, cut), slice(cut, 2 * cut), slice(2 * cut, None)])
+    assert batched == whole and n == m
+    assert n > 1 and {phase for _, phase, _ in whole} >= {"steady"}
+    assert any(label for _, _, label in whole)              # NVTX ranges name groups

@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
-from gpugap.accounting.labels import folded_label_codes, split_label
+from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.groups import Groups
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -171,7 +172,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
     # each chunk contributes partial sums per group and per launch configuration, all
     # combined at the end (vectorised: no Python work per kernel name or configuration).
-    gid_of: dict[tuple[int, str, str], int] = {}
+    groups = Groups(trace, context)
     totals, partial, configs = [], [], []
     streams: dict[int, set[int]] = {}              # per group: its small kernels' streams
     spans: dict[int, list[tl.Intervals]] = {}      # per group: its small kernels' unions
@@ -194,21 +195,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         device = cols["device"][part]
         # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
         # instances folded), so a setup phase does not dilute a measured range.
-        # Numbered as integers (codes of device, phase, range), in order of appearance.
-        range_code, range_names = folded_label_codes(trace, at)
-        phase_code = context.phase_codes_of(device, start)
-        device_code, device_ids = pd.factorize(device)
-        n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
-        group, group_keys = pd.factorize(
-            (device_code.astype(np.int64) * n_phases + phase_code) * n_ranges + range_code)
-        del range_code, phase_code, device_code
-        to_global = np.empty(len(group_keys), dtype=np.int64)
-        for g, key in enumerate(group_keys.tolist()):
-            dev, rest = divmod(int(key), n_phases * n_ranges)
-            phase, range_ = divmod(rest, n_ranges)
-            to_global[g] = gid_of.setdefault((int(device_ids[dev]), FINDING_PHASES[phase],
-                                              str(range_names[range_])), len(gid_of))
-        total = np.bincount(group, weights=dur, minlength=len(group_keys))
+        group, to_global = groups.of_batch(device, start, at)
+        total = np.bincount(group, weights=dur, minlength=to_global.size)
         totals.append(pd.DataFrame({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
@@ -252,7 +240,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         add_chunk(i0)
     if not partial:
         return []
-    acc = _sums(totals, partial, len(gid_of))
+    acc = _sums(totals, partial, len(groups))
     # A configuration's count and time sum over chunks; its SM count and example are
     # those of its first launch, and configurations keep the order they appeared in.
     per_config = (pd.concat(configs, ignore_index=True).sort_values("row", kind="stable")
@@ -268,7 +256,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     top_of = {int(g): c for g, c in per_config.groupby("gid", sort=False)}
     stream_of = {g: sorted(s) for g, s in streams.items()}
     findings = []
-    for (dev, phase, label), g in gid_of.items():
+    for (dev, phase, label), g in groups.keys():
         n_small = int(acc["small"][g])
         if n_small == 0:
             continue

@@ -1,0 +1,63 @@
+"""The rule kit's grouping: events by (device, phase, NVTX range), the unit a finding
+speaks of, numbered once for a whole report however many batches its events come in.
+
+A rule that weighs events per place in the program (small-grid: kernel time per range,
+so a setup phase does not dilute a measured loop) groups them by the device they ran
+on, the phase of their GPU time (gpugap.accounting.phases, FINDING_PHASES) and the user
+NVTX range they were launched in (numbered instances folded: 'batch 7' -> 'batch N',
+gpugap.accounting.labels). ``Groups.of_batch`` numbers a batch's events with integer
+codes only (no Python work per event or per range name) and maps them to ids that hold
+across batches, in order of first appearance; ``keys()`` names every id.
+
+    groups = Groups(trace, context)
+    for batch in batches:
+        local, to_id = groups.of_batch(device, start, launched)
+        per_group = np.bincount(local, weights=dur, minlength=to_id.size)  # then to_id
+    for (device, phase, label), gid in groups.keys():
+        ...
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from gpugap.accounting.labels import folded_label_codes
+from gpugap.report.trace import Trace
+from gpugap.rules.base import FINDING_PHASES, Context
+
+GroupKey = tuple[int, str, str]          # device, phase, NVTX label ('' for none)
+
+
+class Groups:
+    """Ids of (device, phase, NVTX range) groups, kept across batches (module doc)."""
+
+    def __init__(self, trace: Trace, context: Context) -> None:
+        self.trace, self.context = trace, context
+        self._ids: dict[GroupKey, int] = {}
+
+    def of_batch(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """For events on *device* whose GPU time began at *start*, launched at
+        *launched*: each one's group numbered within the batch (0..k-1, in order of
+        appearance), and each batch group's id (``to_id[local]`` is the event's id)."""
+        range_code, range_names = folded_label_codes(self.trace, launched)
+        phase_code = self.context.phase_codes_of(device, start)
+        device_code, device_ids = pd.factorize(device)
+        n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
+        local, keys = pd.factorize(
+            (device_code.astype(np.int64) * n_phases + phase_code) * n_ranges + range_code)
+        to_id = np.empty(len(keys), dtype=np.int64)
+        for g, key in enumerate(keys.tolist()):            # one step per group, not event
+            dev, rest = divmod(int(key), n_phases * n_ranges)
+            phase, range_ = divmod(rest, n_ranges)
+            to_id[g] = self._ids.setdefault((int(device_ids[dev]), FINDING_PHASES[phase],
+                                             str(range_names[range_])), len(self._ids))
+        return local, to_id
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def keys(self):
+        """((device, phase, label), id) of every group, in order of first appearance."""
+        return self._ids.items()
