@@ -25,9 +25,10 @@ from gpugap.errors import ReportError
 from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
+from gpugap.report import schema as S
 from gpugap.report import validate as V
 from gpugap.report.cache import resolve_sqlite
-from gpugap.report.columns import ID_FILL, TIME_FILL, int_sql, text_flags_sql, text_sql
+from gpugap.report.columns import ID_FILL, int_sql, text_flags_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
@@ -36,6 +37,7 @@ from gpugap.report.trace import (
     EVENT_WAIT_COLUMNS,
     NO_CALL,
     NO_GRAPH_NODE,
+    OSRT_COLUMNS,
     PROCESS_COLUMNS,
     ReportInfo,
     Trace,
@@ -58,58 +60,26 @@ _NO_EVENT = 0xFFFFFFFF      # a sync's eventId where it waited on no event (CUPT
 MIN_LAUNCHES = 8            # launch calls needed before missing kernels mean lost data
 LOST_SHARE = 0.5            # ... and the share of them without a kernel that does
 
-KERNEL_COLUMNS = {
-    "start": "int64", "end": "int64", "device": "int64", "context": "int64",
-    "stream": "int64", "corr": "int64", "pid": "int64", "name": "str", "demangled": "str",
-    "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
-    "block_x": "int64", "block_y": "int64", "block_z": "int64",
-    "registers": "int64", "shared_static": "int64", "shared_dynamic": "int64",
-    "graph_node": "int64", "blocks": "int64", "threads_per_block": "int64",
-}
-# The CUDA call that launched a GPU op; -1 (NO_CALL) where none matched.
-LAUNCH_COLUMNS = {"api_start": "int64", "api_end": "int64", "gtid": "int64",
-                  "api_name": "str"}
-MEMCPY_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                  "corr": "int64", "pid": "int64", "bytes": "int64", "kind": "str",
-                  "src_kind": "str", "dst_kind": "str", "src_device": "int64",
-                  "dst_device": "int64"}
-MEMSET_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                  "corr": "int64", "pid": "int64", "bytes": "int64", "mem_kind": "str"}
-GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                 "corr": "int64", "pid": "int64", "graph_id": "int64",
-                 "graph_exec_id": "int64", "nodes": "int64"}
-API_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "pid": "int64",
-               "tid": "int64", "corr": "int64", "name": "str", "driver": "bool",
-               "per_thread": "bool"}
-SYNC_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                "corr": "int64", "pid": "int64", "sync_type": "str", "event": "int64"}
-NVTX_COLUMNS = {"start": "int64", "end": "int64", "name": "str", "domain": "str",
-                "gtid": "int64", "pid": "int64", "tid": "int64", "depth": "int64",
-                "library": "bool", "kind": "str"}
-STREAM_COLUMNS = {"pid": "int64", "stream": "int64", "context": "int64", "flag": "str",
-                  "priority": "int64", "legacy_default": "bool"}
-THREAD_COLUMNS = {"gtid": "int64", "pid": "int64", "tid": "int64", "name": "str"}
-OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
+# The frames' columns and dtypes (an empty frame's), declared in gpugap.report.schema.
+KERNEL_COLUMNS = S.frame_columns(S.KERNEL)
+LAUNCH_COLUMNS = S.LAUNCH_COLUMNS
+MEMCPY_COLUMNS = S.frame_columns(S.MEMCPY)
+MEMSET_COLUMNS = S.frame_columns(S.MEMSET)
+GRAPH_COLUMNS = S.frame_columns(S.GRAPH)
+API_COLUMNS = S.frame_columns(S.RUNTIME)
+SYNC_COLUMNS = S.frame_columns(S.SYNC)
+NVTX_COLUMNS = S.frame_columns(S.NVTX)
+STREAM_COLUMNS = S.frame_columns(S.STREAMS)
+THREAD_COLUMNS = S.frame_columns(S.THREADS)
 
-# Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value).
-DEVICE_LIMITS = {
-    "sm_count": (("smCount",), 132, 4096),
-    "max_warps_per_sm": (("maxWarpsPerSm",), 64, 4096),
-    "warp_size": (("threadsPerWarp",), 32, 1024),
-    "max_blocks_per_sm": (("maxBlocksPerSm",), 32, 4096),
-    "max_regs_per_sm": (("maxRegistersPerSm",), 65536, 2**31 - 1),
-    "max_regs_per_block": (("maxRegistersPerBlock",), 65536, 2**31 - 1),
-    "max_shmem_per_sm": (("maxShmemPerSm",), 233472, 2**40),
-    "max_shmem_per_block": (("maxShmemPerBlockOptin", "maxShmemPerBlock"), 232448, 2**40),
-}
-DEVICE_INFO = {"cc_major": ("computeMajor", "smMajor"), "cc_minor": ("computeMinor", "smMinor"),
-               "memory_bytes": ("totalMemory",), "clock_hz": ("clockRate",)}
-DEVICE_TEXT = {"name": ("name",), "bus": ("busLocation",), "uuid": ("uuid",),
-               "chip": ("chipName",)}
+# Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value);
+# the other numbers and the text of TARGET_INFO_GPU: column -> candidates.
+DEVICE_LIMITS = {c.name: (c.candidates, c.default, c.bounds[1]) for c in S.GPUS.columns
+                 if c.invalid == "default" and c.bounds is not None}
+DEVICE_INFO = {c.name: c.candidates for c in S.GPUS.columns
+               if c.kind == "int" and c.name not in DEVICE_LIMITS and not c.required}
+DEVICE_TEXT = {c.name: c.candidates for c in S.GPUS.columns if c.kind == "text"}
 
-WHAT = {reads.KERNELS: "kernels", reads.MEMCPYS: "memory copies",
-        reads.MEMSETS: "memsets", reads.SYNCS: "synchronizations",
-        reads.GRAPHS: "CUDA graph executions"}
 
 
 class Loader:
@@ -280,42 +250,60 @@ class Loader:
         early = prefetch.take(self.db.path, read)
         return early if early is not None else read.run(self.db)
 
-    def gpu_frame(self, read: reads.Read | None, columns: dict[str, str]) -> pd.DataFrame:
-        """GPU activity rows (see columns.gpu_read): start, end, device, context, stream,
-        corr, pid, then the read's extra columns; an empty frame without the table.
-        Rows without valid times or on an impossible device are dropped; invalid
-        stream, context and correlation ids become 0."""
+    def _fix_ids(self, data: dict[str, np.ndarray], table: S.Table
+                 ) -> dict[str, np.ndarray]:
+        """Ids outside their declared bounds set to 0 (unknown), counted."""
+        for c in table.read():
+            if c.invalid == "zero" and c.bounds is not None and c.read_as in data:
+                data[c.read_as] = V.fix_ids(data[c.read_as], c.bounds[1], table.what,
+                                            c.label or c.name, self.problems)
+        return data
+
+    def gpu_frame(self, read: reads.Read | None, table: S.Table) -> pd.DataFrame:
+        """GPU activity rows (see columns.gpu_read) as *table* declares them: start,
+        end, device, context, stream, corr, pid, then its own columns; an empty frame
+        without the table. Rows without valid times or with a value its declaration
+        drops (an impossible device) are dropped; invalid ids become 0; names and enum
+        labels are looked up, other values clamped to their bounds."""
         if read is None:
-            return empty_frame(columns | LAUNCH_COLUMNS)
-        what = WHAT[read.table]
+            return empty_frame(S.frame_columns(table) | LAUNCH_COLUMNS)
+        what = table.what
         data = self.run(read)
         n = data["start"].size
         mask = V.time_mask(data["start"], data["end"], self.limit(data["start"]), what,
                            self.problems)
-        device = data["device"]
-        if not V.in_range(device, 0, V.MAX_DEVICE - 1):
-            bad = (device < 0) | (device >= V.MAX_DEVICE)
-            self.problems.add(f"{what}:device",
-                              np.count_nonzero(bad if mask is None else bad & mask),
-                              f"{what} on an invalid device id (NULL, not an integer, "
-                              f"negative or >= {V.MAX_DEVICE}): dropped")
-            mask = ~bad if mask is None else mask & ~bad
+        for c in table.read():
+            if c.invalid != "drop" or c.bounds is None:
+                continue
+            values, (lo, hi) = data[c.read_as], c.bounds
+            if not V.in_range(values, lo, hi):
+                bad = (values < lo) | (values > hi)
+                self.problems.add(f"{what}:{c.name}",
+                                  np.count_nonzero(bad if mask is None else bad & mask),
+                                  f"{what} on an invalid {c.label or c.name} id (NULL, not "
+                                  f"an integer, negative or >= {hi + 1}): dropped")
+                mask = ~bad if mask is None else mask & ~bad
         data = V.take(data, mask)
         if n and not data["start"].size:
             self.emptied.append(read.table)
-        for c in ("stream", "context", "corr"):
-            data[c] = V.fix_ids(data[c], V.MAX_ID, what, c, self.problems)
-        return pd.DataFrame(data, copy=False)
+        frame = pd.DataFrame(self._fix_ids(data, table), copy=False)
+        counted = False
+        for c in table.read():
+            if c.kind == "name":      # the first name's missing ones are counted
+                frame[c.name] = self.names(frame.pop(c.read_as).to_numpy(),
+                                           what=None if counted else what)
+                counted = True
+            elif c.kind == "enum":
+                frame[c.name] = self.enum_labels(c.enum, frame.pop(c.read_as))
+        for c in table.read():
+            if c.invalid == "clamp" and c.bounds is not None:
+                frame[c.name] = V.clamp(frame[c.name].to_numpy(), *c.bounds, what,
+                                        c.label or c.name, self.problems)
+        hidden = [c.name for c in table.read() if not c.frame]
+        return frame.drop(columns=hidden) if hidden else frame
 
     def kernels(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.kernel_read(self.db), KERNEL_COLUMNS)
-        if "name_id" in frame:
-            frame["name"] = self.names(frame.pop("name_id").to_numpy(), what="kernels")
-        if "demangled_id" in frame:
-            frame["demangled"] = self.names(frame.pop("demangled_id").to_numpy())
-        for c, (lo, hi) in V.KERNEL_LIMITS.items():
-            if c in frame:
-                frame[c] = V.clamp(frame[c].to_numpy(), lo, hi, "kernels", c, self.problems)
+        frame = self.gpu_frame(reads.kernel_read(self.db), S.KERNEL)
         graph = frame["graph_node"].to_numpy(dtype=np.int64)      # -1: not from a graph
         if graph.size and int(np.count_nonzero(graph >= 0)) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
@@ -335,29 +323,15 @@ class Loader:
         frame["threads_per_block"] = product("int64", "block_x", "block_y", "block_z")
         return frame
 
-    def _bytes(self, frame: pd.DataFrame, what: str) -> None:
-        if "bytes" in frame:
-            frame["bytes"] = V.clamp(frame["bytes"].to_numpy(), 0, V.MAX_BYTES, what,
-                                     "bytes", self.problems)
-
     def memcpys(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.memcpy_read(self.db), MEMCPY_COLUMNS)
-        if "kind_id" in frame:
-            self._bytes(frame, "memory copies")
-            frame["kind"] = self.enum_labels("ENUM_CUDA_MEMCPY_OPER", frame.pop("kind_id"))
-            frame["src_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("src_id"))
-            frame["dst_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("dst_id"))
-            if not self.db.has("ENUM_CUDA_MEM_KIND"):
-                self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
-                                     "unknown, pageable copies cannot be recognised")
-        return frame
+        read = reads.memcpy_read(self.db)
+        if read is not None and not self.db.has("ENUM_CUDA_MEM_KIND"):
+            self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
+                                 "unknown, pageable copies cannot be recognised")
+        return self.gpu_frame(read, S.MEMCPY)
 
     def memsets(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.memset_read(self.db), MEMSET_COLUMNS)
-        if "mem_id" in frame:
-            self._bytes(frame, "memsets")
-            frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
-        return frame
+        return self.gpu_frame(reads.memset_read(self.db), S.MEMSET)
 
     def event_waits(self) -> pd.DataFrame:
         """Stream waits on an event recorded on another device: (start, end, pid,
@@ -368,9 +342,9 @@ class Loader:
             return empty_frame(EVENT_WAIT_COLUMNS)
         rec = pd.DataFrame(records.run(self.db))
         wait = pd.DataFrame(waits.run(self.db))
-        stream_wait = self.db.enum_id("ENUM_CUPTI_SYNC_TYPE",
-                                      "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", 2)
-        wait = wait[wait["type_id"] == stream_wait]
+        stream_wait = reads.enum_id(self.db, "ENUM_CUPTI_SYNC_TYPE",
+                                    "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT")
+        wait = wait[wait["sync_type_id"] == stream_wait]
         if rec.empty or wait.empty:
             return empty_frame(EVENT_WAIT_COLUMNS)
         # A sync row's deviceId is not always its stream's: its context says which device.
@@ -390,11 +364,8 @@ class Loader:
         else, when kernels carry graph node ids (node-level tracing), one execution per
         cudaGraphLaunch (its correlation id, in its process) from its first node's start
         to its last node's end, with its node count."""
-        frame = self.gpu_frame(reads.graph_read(self.db), GRAPH_COLUMNS)
+        frame = self.gpu_frame(reads.graph_read(self.db), S.GRAPH)
         if len(frame):
-            for c in ("graph_id", "graph_exec_id"):
-                frame[c] = V.fix_ids(frame[c].to_numpy(), V.MAX_ID, "CUDA graph executions",
-                                     c, self.problems)
             frame["nodes"] = np.zeros(len(frame), dtype=np.int32)
             return frame
         node = kernels["graph_node"]
@@ -418,7 +389,7 @@ class Loader:
                .reset_index().sort_values("start", kind="stable", ignore_index=True))
         per["context"] = 0
         per["graph_exec_id"] = 0
-        return per[list(GRAPH_COLUMNS) + ["context"]]
+        return per[list(GRAPH_COLUMNS)]
 
     def api(self) -> pd.DataFrame:
         parts = [self.run(read) for read in reads.api_reads(self.db)]
@@ -431,9 +402,8 @@ class Loader:
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
             order = np.argsort(start, kind="stable")
             data = {k: v[order] for k, v in data.items()}
-        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "CUDA API calls", "thread",
-                         self.problems)
-        corr = V.fix_ids(data["corr"], V.MAX_ID, "CUDA API calls", "corr", self.problems)
+        data = self._fix_ids(data, S.RUNTIME)
+        gtid, corr = data["gtid"], data["corr"]
         raw, name = self._name_codes(data.pop("name_id"), [None, normalize_api_name],
                                      "CUDA API calls")
         per_thread = np.array([bool(_PER_THREAD.search(c)) for c in raw.categories]
@@ -445,13 +415,12 @@ class Loader:
             "per_thread": per_thread[raw.codes]}, copy=False)
 
     def syncs(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.sync_read(self.db), SYNC_COLUMNS)
-        if "type_id" in frame:
-            frame["sync_type"] = self.enum_labels("ENUM_CUPTI_SYNC_TYPE", frame.pop("type_id"))
+        read = reads.sync_read(self.db)
+        frame = self.gpu_frame(read, S.SYNC)
+        if read is not None:
             # -1 for no event: NULL, or CUPTI's "not applicable" (0xFFFFFFFF).
             event = frame["event"].to_numpy(dtype=np.int64)
             frame["event"] = np.where(event == _NO_EVENT, -1, event)
-            frame = frame.drop(columns=[c for c in ("context",) if c in frame])
         return frame
 
     def nvtx(self, end_of_time: int) -> pd.DataFrame:
@@ -459,27 +428,17 @@ class Loader:
         if not reads.usable(self.db, t):
             return empty_frame(NVTX_COLUMNS)
         ev = "ENUM_NSYS_EVENT_TYPE"
-        kinds = {}
-        for name, fallback, label in (("NvtxPushPopRange", 59, "push/pop"),
-                                      ("NvtxStartEndRange", 60, "start/end"),
-                                      ("NvtxtPushPopRange", 70, "push/pop"),
-                                      ("NvtxtStartEndRange", 71, "start/end")):
-            kinds[self.db.enum_id(ev, name, fallback)] = label
-        domain_create = self.db.enum_id(ev, "NvtxDomainCreate", 75)
-        text = self.column(t, "text")
-        sql = (f'SELECT {int_sql(quote_id("start"), TIME_FILL)}, '
-               f'{self.int_column(t, "end", fill=TIME_FILL)}, "eventType", '
-               f"{text_sql(text)}, {text_flags_sql(text)}, "
-               f'{self.int_column(t, "textId", fill=-1)}, '
-               f'{self.int_column(t, "domainId", fill=ID_FILL, default="0")}, '
-               f'{self.int_column(t, "globalTid", fill=ID_FILL, default="0")} FROM "{t}" '
-               f'WHERE "eventType" IN ({", ".join(str(k) for k in kinds)}, {domain_create})')
-        raw = self.db.frame(sql, ["start", "end", "type", "text", "flag", "text_id",
-                                  "domain_id", "gtid"])
+        kinds = {reads.enum_id(self.db, ev, name): label
+                 for name, label in S.NVTX_KINDS.items()}
+        domain_create = reads.enum_id(self.db, ev, S.NVTX_DOMAIN_CREATE)
+        sql, names = reads.select_sql(
+            self.db, S.NVTX, where=f'"eventType" IN ({", ".join(str(k) for k in kinds)}, '
+                                   f"{domain_create})")
+        raw = self.db.frame(sql, names)
         if raw.empty:
             return empty_frame(NVTX_COLUMNS)
-        what = "NVTX ranges"
-        flags = raw["flag"].to_numpy(dtype=np.int64)
+        what = S.NVTX.what
+        flags = raw["text_flag"].to_numpy(dtype=np.int64)
         self.problems.add("NVTX:text", np.count_nonzero(flags == 1),
                           f"{what} whose text is not text (a BLOB or a number): ignored")
         self.problems.add("NVTX:long", np.count_nonzero(flags == 2),
@@ -528,30 +487,19 @@ class Loader:
     def streams(self) -> pd.DataFrame:
         parts = []
         flag_names = self.db.enum("ENUM_CUPTI_STREAM_TYPE")
-        null_flag = self.db.enum_id("ENUM_CUPTI_STREAM_TYPE",
-                                    "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL", 3)
-        t = "TARGET_INFO_CUDA_STREAM"
-        if self.db.has(t, "processId", "streamId"):
-            s = self.db.frame(
-                f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
-                f'{int_sql(quote_id("streamId"), ID_FILL)}, '
-                f'{self.int_column(t, "contextId", fill=ID_FILL, default="0")}, '
-                f'{self.int_column(t, "flag", fill=-1)}, '
-                f'{self.int_column(t, "priority", fill=0)} FROM "{t}"',
-                ["pid", "stream", "context", "flag_id", "priority"])
+        null_flag = reads.enum_id(self.db, "ENUM_CUPTI_STREAM_TYPE",
+                                  "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL")
+        required = tuple(c.nsys for c in S.STREAMS.columns if c.required)
+        if self.db.has(S.STREAMS.name, *required):
+            s = self.db.frame(*reads.select_sql(self.db, S.STREAMS))
             flag = s["flag_id"].to_numpy(dtype=np.int64)
             s["legacy_default"] = flag == null_flag
             s["flag"] = [flag_names.get(v, "Unknown") for v in flag.tolist()]
             parts.append(s.drop(columns="flag_id"))
         # The NULL stream id per context, from whichever table this version writes.
-        for table, col in (("TARGET_INFO_CUDA_CONTEXT_INFO", "nullStreamId"),
-                           ("TARGET_INFO_CUDA_NULL_STREAM", "streamId")):
-            if self.db.has(table, col, "processId"):
-                n = self.db.frame(
-                    f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
-                    f'{int_sql(quote_id(col), ID_FILL)}, '
-                    f'{self.int_column(table, "contextId", fill=ID_FILL, default="0")} '
-                    f'FROM "{table}"', ["pid", "stream", "context"])
+        for table in (S.CONTEXTS, S.NULL_STREAMS):
+            if self.db.has(table.name, *(c.nsys for c in table.columns if c.required)):
+                n = self.db.frame(*reads.select_sql(self.db, table))
                 n["flag"], n["priority"], n["legacy_default"] = "Null stream", 0, True
                 parts.append(n)
         if not parts:
@@ -657,9 +605,7 @@ class Loader:
         t = "ThreadNames"
         if not reads.usable(self.db, t):
             return empty_frame(THREAD_COLUMNS)
-        frame = self.db.frame(f'SELECT {int_sql(quote_id("globalTid"), ID_FILL)}, '
-                              f'{int_sql(quote_id("nameId"), -1)} FROM "{t}"',
-                              ["gtid", "name_id"])
+        frame = self.db.frame(*reads.select_sql(self.db, S.THREADS, ("gtid", "name")))
         frame = frame.loc[frame["gtid"].to_numpy(dtype=np.int64) >= 0]
         frame["gtid"] = frame["gtid"].astype(np.int64)
         frame["pid"] = self.pid_of(frame["gtid"])
@@ -681,9 +627,7 @@ class Loader:
         return frame.drop_duplicates("pid", ignore_index=True)
 
     def _osrt_cols(self, t: str) -> list[Col]:
-        return [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
-                Col("gtid", self.column(t, "globalTid", default="0"), fill=ID_FILL),
-                Col("name_id", '"nameId"', fill=-1, dtype="int32")]
+        return list(reads.table_read(self.db, S.OSRT).cols)
 
     def osrt(self) -> pd.DataFrame:
         t = "OSRT_API"
