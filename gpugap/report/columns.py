@@ -122,18 +122,21 @@ def int_expr(db: Database, table: S.Table, c: S.Column) -> str:
 
 
 def select_sql(db: Database, table: S.Table, names: tuple[str, ...] | None = None,
-               where: str = "") -> tuple[str, list[str]]:
+               where: str = "", flags: bool = True) -> tuple[str, list[str]]:
     """A SELECT of *table*'s declared columns (those called *names*, in that order;
     default all it reads) for sqlite3, and the names of its result columns: integers
-    as int_expr, text cut (text_sql) with its flags (``<name>_flag``, text_flags_sql)
-    after it."""
+    as int_expr, text cut (text_sql), with its flags (``<name>_flag``, text_flags_sql)
+    after it when *flags*."""
     cols = table.read() if names is None else tuple(table.column(n) for n in names)
     exprs, out = [], []
     for c in cols:
         if c.kind == "text":
             found = column(db, table.name, *c.candidates)
-            exprs += [text_sql(found), text_flags_sql(found)]
-            out += [c.name, f"{c.name}_flag"]
+            exprs.append(text_sql(found))
+            out.append(c.name)
+            if flags:
+                exprs.append(text_flags_sql(found))
+                out.append(f"{c.name}_flag")
         else:
             exprs.append(int_expr(db, table, c))
             out.append(c.read_as)

@@ -1,4 +1,4 @@
-"""SQL -> typed frames. The only module that knows nsys's table and column names.
+"""SQL -> typed frames, as gpugap.report.schema declares nsys's tables and columns.
 
 Every table and column is optional: a missing table gives an empty frame, a missing
 optional column a column of NaN (or a documented fallback), and what was missing is
@@ -28,7 +28,7 @@ from gpugap.report import prefetch
 from gpugap.report import schema as S
 from gpugap.report import validate as V
 from gpugap.report.cache import resolve_sqlite
-from gpugap.report.columns import ID_FILL, int_sql, text_flags_sql, text_sql
+from gpugap.report.columns import ID_FILL, int_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
@@ -104,9 +104,11 @@ class Loader:
 
     def read_capture(self) -> None:
         """ANALYSIS_DETAILS's capture window, when valid (0 <= start < stop)."""
-        if not reads.usable(self.db, "ANALYSIS_DETAILS"):
+        t = S.CAPTURE
+        if not reads.usable(self.db, t.name):
             return
-        row = self.db.rows('SELECT "startTime", "stopTime" FROM ANALYSIS_DETAILS LIMIT 1')
+        row = self.db.rows(f'SELECT {", ".join(quote_id(c.nsys) for c in t.columns)} '
+                           f"FROM {quote_id(t.name)} LIMIT 1")
         if not row:
             return
         lo, hi = (as_int(v, 0, V.MAX_TIME_NS - 1) for v in row[0])
@@ -122,13 +124,10 @@ class Loader:
         wins), values str or None (NULL, BLOB or a number: shown as '<id>')."""
         if self._strings is None:
             ids, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
-            if reads.usable(self.db, "StringIds"):
-                raw = self.db.frame(f'SELECT {int_sql(quote_id("id"), -1)}, '
-                                    f'{text_sql(quote_id("value"))}, '
-                                    f'{text_flags_sql(quote_id("value"))} '
-                                    "FROM StringIds", ["id", "value", "flag"])
+            if reads.usable(self.db, S.STRINGS.name):
+                raw = self.db.frame(*reads.select_sql(self.db, S.STRINGS))
                 ids = raw["id"].to_numpy(dtype=np.int64)
-                flags = raw["flag"].to_numpy(dtype=np.int64)
+                flags = raw["value_flag"].to_numpy(dtype=np.int64)
                 self.problems.add("StringIds:id", np.count_nonzero(ids < 0),
                                   "strings in StringIds without a valid id: ignored")
                 self.problems.add("StringIds:value", np.count_nonzero(flags == 1),
@@ -424,7 +423,7 @@ class Loader:
         return frame
 
     def nvtx(self, end_of_time: int) -> pd.DataFrame:
-        t = "NVTX_EVENTS"
+        t = S.NVTX.name
         if not reads.usable(self.db, t):
             return empty_frame(NVTX_COLUMNS)
         ev = "ENUM_NSYS_EVENT_TYPE"
@@ -520,15 +519,16 @@ class Loader:
         return frame.drop_duplicates(["pid", "stream"], ignore_index=True)
 
     def devices(self) -> pd.DataFrame:
-        t = "TARGET_INFO_GPU"
+        t = S.GPUS.name
         cols = ["device", "name", *DEVICE_LIMITS, "cc_major", "cc_minor", "memory_bytes",
                 "clock_hz", "bus", "uuid", "chip"]
-        if t not in self.db.tables or "id" not in self.db.columns(t):
+        device_id = S.GPUS.column("device").nsys
+        if t not in self.db.tables or device_id not in self.db.columns(t):
             if reads.KERNELS in self.db.tables:
                 self.warnings.append("no TARGET_INFO_GPU table: device limits unknown, "
                                      "occupancy estimates assume a 132-SM Hopper GPU")
             return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
-        select = {"device": int_sql('"id"', ID_FILL)}
+        select = {"device": int_sql(quote_id(device_id), ID_FILL)}
         select |= {c: self.int_column(t, *cands, fill=-1)
                    for c, (cands, _, _) in DEVICE_LIMITS.items()}
         select |= {c: self.int_column(t, *cands, fill=-1) for c, cands in DEVICE_INFO.items()}
@@ -602,7 +602,7 @@ class Loader:
         return out
 
     def threads(self) -> pd.DataFrame:
-        t = "ThreadNames"
+        t = S.THREADS.name
         if not reads.usable(self.db, t):
             return empty_frame(THREAD_COLUMNS)
         frame = self.db.frame(*reads.select_sql(self.db, S.THREADS, ("gtid", "name")))
@@ -616,11 +616,10 @@ class Loader:
     def processes(self) -> pd.DataFrame:
         """The processes nsys saw (pid, name: the executable as started, e.g. 'python3',
         '/usr/bin/ptxas'), one row per pid."""
-        t = "PROCESSES"
-        if not (t in self.db.tables and self.db.has(t, "pid", "name")):
+        t = S.PROCESSES
+        if not self.db.has(t.name, *(c.nsys for c in t.columns if c.required)):
             return empty_frame(PROCESS_COLUMNS)
-        frame = self.db.frame(f'SELECT {int_sql(quote_id("pid"), ID_FILL)}, '
-                              f'{text_sql(quote_id("name"))} FROM "{t}"', ["pid", "name"])
+        frame = self.db.frame(*reads.select_sql(self.db, t, flags=False))
         frame = frame.loc[frame["pid"].to_numpy(dtype=np.int64) >= 0]
         frame["pid"] = frame["pid"].astype(np.int64)
         frame["name"] = frame["name"].astype(object).where(frame["name"].notna(), "")
@@ -629,8 +628,13 @@ class Loader:
     def _osrt_cols(self, t: str) -> list[Col]:
         return list(reads.table_read(self.db, S.OSRT).cols)
 
+    def _osrt_gtid(self) -> str:
+        """SQL: OSRT_API's thread column (0 where the table has none)."""
+        c = S.OSRT.column("gtid")
+        return self.column(S.OSRT.name, *c.candidates, default=str(c.default))
+
     def osrt(self) -> pd.DataFrame:
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t):
             return empty_frame(OSRT_COLUMNS)
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t)))
@@ -639,10 +643,10 @@ class Loader:
                          ) -> pd.DataFrame:
         """OS runtime calls of each thread that overlap one of its windows [lo, hi):
         one scan of OSRT_API, the test done by SQLite (see _window_test)."""
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t) or not windows:
             return empty_frame(OSRT_COLUMNS)
-        gtid = self.column(t, "globalTid", default="0")
+        gtid = self._osrt_gtid()
         cases = " ".join(f"WHEN {int(g)} THEN {_window_test(lo, hi)}"
                          for g, (lo, hi) in sorted(windows.items()) if len(lo))
         if not cases:
@@ -658,7 +662,7 @@ class Loader:
         """OS runtime calls whose name matches *pattern* (a waitpid, a write), of the
         threads *gtids* and processes *pids* only if given: the names are looked up in
         StringIds first, so SQLite hands over only their rows."""
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t) or gtids == [] or pids == []:
             return empty_frame(OSRT_COLUMNS)
         ids, values = self.strings
@@ -666,8 +670,8 @@ class Loader:
                if v is not None and pattern.search(v)]
         if not hit:
             return empty_frame(OSRT_COLUMNS)
-        where = f'"nameId" IN ({", ".join(map(str, hit))})'
-        gtid = self.column(t, "globalTid", default="0")
+        where = f'{quote_id(S.OSRT.column("name").nsys)} IN ({", ".join(map(str, hit))})'
+        gtid = self._osrt_gtid()
         if gtids is not None:
             where += f" AND {gtid} IN ({', '.join(str(int(g)) for g in gtids)})"
         if pids is not None:
@@ -676,10 +680,8 @@ class Loader:
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
     def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
-        data = self._checked("OSRT_API", data, "OS runtime calls")
-        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "OS runtime calls", "thread",
-                         self.problems)
-        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": gtid,
+        data = self._fix_ids(self._checked(S.OSRT.name, data, S.OSRT.what), S.OSRT)
+        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
                               "name": self.names(data["name_id"])}, copy=False)
         start = data["start"]
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):

@@ -279,8 +279,8 @@ OSRT = Table("OSRT_API", (
     Column("nameId", "name", "name", dtype="int32", required=True),
     ), what="OS runtime calls")
 
-STRINGS = Table("StringIds", (Column("id", required=True),
-                              Column("value", kind="text", required=True)))
+STRINGS = Table("StringIds", (Column("id", "id", required=True),
+                              Column("value", "value", "text", required=True)))
 THREADS = Table("ThreadNames", (Column("nameId", "name", "name", required=True),
                                 Column("globalTid", "gtid", required=True)),
                 derived=(("pid", "int64"), ("tid", "int64")),

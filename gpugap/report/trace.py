@@ -5,7 +5,10 @@ Times are int64 nanoseconds on the report's session clock. ``pid``/``tid`` are t
 process and thread ids decoded from nsys's serialized ``globalTid``; ``gtid`` keeps the
 serialized value (unique across hosts/VMs) for joins.
 
-Frames and their columns (all present even when the report lacks the table, then empty):
+Frames and their columns (all present even when the report lacks the table, then empty).
+The columns read from nsys, with their nsys names, dtypes, defaults and bounds, are
+declared in gpugap.report.schema, where a new one is one line (``frame_columns`` gives
+each frame's full list); the main ones, and those the loader derives:
 
 - ``kernels``: start, end, device, context, stream, corr, pid, name (the short name,
   e.g. "gemm_kernel"), demangled (the full demangled signature, e.g. "void

@@ -3,9 +3,10 @@
 A report can be damaged (a copy cut short, bits flipped), edited, written by a buggy or
 much older or newer nsys, or planted. Nothing in it is trusted: every column gpugap reads
 (declared in gpugap.report.schema, with its bounds) is checked for presence and declared
-type once, when the report is opened, and every value as it is read. What the analysis then sees has only
-possible values; what was dropped or repaired is counted, one warning line per kind of
-problem (``ReportInfo.warnings``), and the counts are in ``ReportInfo.problems``.
+type once, when the report is opened, and every value as it is read. What the analysis
+then sees has only possible values; what was dropped or repaired is counted, one
+warning line per kind of problem (``ReportInfo.warnings``), and the counts are in
+``ReportInfo.problems``.
 
 Rules (all vectorised; a valid report costs a min/max per column):
 
