@@ -75,7 +75,7 @@ def _built_columns(tmp_path: Path) -> dict[str, list[str]]:
                          ids=[t.name for t, *_ in GPU_TABLES])
 def test_every_declared_gpu_column_reaches_every_consumer(table, capture, frame_name,
                                                           tmp_path):
-    declared = [c for c in table.columns if c.name is not None]
+    declared = [c for c in table.columns if c.name]
     # Read by the loader: each column under its name, from nsys's column.
     db = Database(report_path(capture))
     try:

@@ -46,7 +46,7 @@ class Column:
     nsys: nsys's name; ``alt``: the names it has in other versions (or a column that
     stands in for it), tried in order when ``nsys`` is absent.
     name: gpugap's name: the frame column, or the read's column (``name + "_id"`` for
-    ``name``/``enum`` kinds, which the loader turns into strings); None: not read.
+    ``name``/``enum`` kinds, which the loader turns into strings); "": not read.
     frame: whether the column stays in the frame (False: the loader uses it and drops
     it, or only a query reads it).
     dtype: the narrowest integer type the reader stores it in (gpugap.report.reader).
@@ -60,7 +60,7 @@ class Column:
     """
 
     nsys: str
-    name: str | None = None
+    name: str = ""
     kind: str = "int"
     alt: tuple[str, ...] = ()
     frame: bool = True
@@ -70,15 +70,15 @@ class Column:
     bounds: tuple[int, int] | None = None
     invalid: str = "clamp"
     required: bool = False
-    enum: str | None = None
-    label: str | None = None        # how a problem line names it (default: name)
+    enum: str = ""
+    label: str = ""                 # how a problem line names it (default: name)
     versions: str = ""
 
     @property
-    def read_as(self) -> str | None:
-        """The name of the column in what the reader returns."""
-        if self.name is None:
-            return None
+    def read_as(self) -> str:
+        """The name of the column in what the reader returns ("": not read)."""
+        if not self.name:
+            return ""
         return self.name + "_id" if self.kind in ("name", "enum") else self.name
 
     @property
@@ -121,7 +121,7 @@ class Table:
 
     def read(self) -> tuple[Column, ...]:
         """The columns gpugap reads by its own name (those with a ``name``)."""
-        return tuple(c for c in self.columns if c.name is not None)
+        return tuple(c for c in self.columns if c.name)
 
 
 def _gpu(*extra: Column, context: bool = True) -> tuple[Column, ...]:
@@ -380,7 +380,7 @@ FALLBACKS: dict[str, dict[str, str]] = {
 def frame_columns(table: Table) -> dict[str, str]:
     """The frame the loader makes of *table*: column -> dtype ("int64", "str", "bool"),
     in the frame's order (a derived column's dtype wins over the read one's)."""
-    cols = {c.name: c.frame_dtype for c in table.columns if c.name is not None and c.frame}
+    cols = {c.name: c.frame_dtype for c in table.columns if c.name and c.frame}
     cols |= dict(table.derived)
     return {c: cols[c] for c in table.order} if table.order else cols
 

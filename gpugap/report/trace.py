@@ -280,8 +280,8 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
                          for c, t in columns.items()})
 
 
-OSRT_COLUMNS = schema.frame_columns(schema.OSRT)
-GRAPH_COLUMNS = schema.frame_columns(schema.GRAPH) | schema.LAUNCH_COLUMNS
+OSRT_COLUMNS: dict[str, str] = schema.frame_columns(schema.OSRT)
+GRAPH_COLUMNS: dict[str, str] = schema.frame_columns(schema.GRAPH) | schema.LAUNCH_COLUMNS
 # What a launch column (api_start, api_end, gtid) of a GPU op holds when no CUDA call
 # matched it, and graph_node for a kernel not launched from a graph: impossible values
 # (times are > 0, ids >= 0), so that the columns stay int64.
