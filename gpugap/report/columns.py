@@ -185,8 +185,7 @@ def event_link_reads(db: Database) -> tuple[Read | None, Read | None]:
     waited for another's event: small tables, read whole (None where a table or a
     needed column is missing)."""
     records = waits = None
-    needed = tuple(c.nsys for c in S.EVENT.columns if c.required)
-    if EVENTS in db.tables and db.has(EVENTS, *needed):
+    if db.has(EVENTS, *S.EVENT.required):
         records = table_read(db, S.EVENT, ("pid", "device", "context", "event", "sync"))
     if usable(db, SYNCS) and db.has(SYNCS, "eventId", "eventSyncId", "contextId"):
         waits = table_read(db, S.SYNC, ("start", "end", "pid", "context", "sync_type",

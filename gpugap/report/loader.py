@@ -430,8 +430,9 @@ class Loader:
         kinds = {reads.enum_id(self.db, ev, name): label
                  for name, label in S.NVTX_KINDS.items()}
         domain_create = reads.enum_id(self.db, ev, S.NVTX_DOMAIN_CREATE)
+        event_type = quote_id(S.NVTX.column("type").nsys)
         sql, names = reads.select_sql(
-            self.db, S.NVTX, where=f'"eventType" IN ({", ".join(str(k) for k in kinds)}, '
+            self.db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
                                    f"{domain_create})")
         raw = self.db.frame(sql, names)
         if raw.empty:
@@ -488,8 +489,7 @@ class Loader:
         flag_names = self.db.enum("ENUM_CUPTI_STREAM_TYPE")
         null_flag = reads.enum_id(self.db, "ENUM_CUPTI_STREAM_TYPE",
                                   "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL")
-        required = tuple(c.nsys for c in S.STREAMS.columns if c.required)
-        if self.db.has(S.STREAMS.name, *required):
+        if self.db.has(S.STREAMS.name, *S.STREAMS.required):
             s = self.db.frame(*reads.select_sql(self.db, S.STREAMS))
             flag = s["flag_id"].to_numpy(dtype=np.int64)
             s["legacy_default"] = flag == null_flag
@@ -497,7 +497,7 @@ class Loader:
             parts.append(s.drop(columns="flag_id"))
         # The NULL stream id per context, from whichever table this version writes.
         for table in (S.CONTEXTS, S.NULL_STREAMS):
-            if self.db.has(table.name, *(c.nsys for c in table.columns if c.required)):
+            if self.db.has(table.name, *table.required):
                 n = self.db.frame(*reads.select_sql(self.db, table))
                 n["flag"], n["priority"], n["legacy_default"] = "Null stream", 0, True
                 parts.append(n)
@@ -617,7 +617,7 @@ class Loader:
         """The processes nsys saw (pid, name: the executable as started, e.g. 'python3',
         '/usr/bin/ptxas'), one row per pid."""
         t = S.PROCESSES
-        if not self.db.has(t.name, *(c.nsys for c in t.columns if c.required)):
+        if not self.db.has(t.name, *t.required):
             return empty_frame(PROCESS_COLUMNS)
         frame = self.db.frame(*reads.select_sql(self.db, t, flags=False))
         frame = frame.loc[frame["pid"].to_numpy(dtype=np.int64) >= 0]

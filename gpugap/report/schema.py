@@ -119,6 +119,11 @@ class Table:
                 return c
         raise KeyError(f"{self.name} declares no column {name!r}")
 
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The nsys names of the columns it cannot be read without."""
+        return tuple(c.nsys for c in self.columns if c.required)
+
     def read(self) -> tuple[Column, ...]:
         """The columns gpugap reads by its own name (those with a ``name``)."""
         return tuple(c for c in self.columns if c.name)
@@ -367,9 +372,8 @@ def _schema(table: Table) -> dict[str, str]:
 # warning, and every value is validated as it is read (see gpugap.report.validate).
 SCHEMA: dict[str, dict[str, str]] = {t.name: _schema(t) for t in TABLES}
 # Without these a table is skipped (as if absent), with a warning.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    t.name: tuple(c.nsys for c in t.columns if c.required)
-    for t in TABLES if t.checked and any(c.required for c in t.columns)}
+REQUIRED: dict[str, tuple[str, ...]] = {t.name: t.required for t in TABLES
+                                         if t.checked and t.required}
 # Names read only when the column they stand in for is absent: table -> {alt: primary}.
 FALLBACKS: dict[str, dict[str, str]] = {
     t.name: {a: c.nsys for c in t.columns for a in c.alt
