@@ -22,8 +22,6 @@ column") and a test. Free of pandas: reading starts before pandas is imported
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpugap.report.validate import MAX_BYTES, MAX_DEVICE, MAX_GTID, MAX_ID
 
 TIME_FILL = -1      # what a NULL or non-integer time reads as: invalid (times are > 0)
@@ -39,7 +37,6 @@ ID_FILL = -1        # ... an id: invalid (ids are >= 0), repaired or dropped
 KINDS = ("time", "int", "pid", "name", "enum", "text")
 
 
-@dataclass(frozen=True)
 class Column:
     """One column of an nsys table, as gpugap reads it.
 
@@ -56,23 +53,30 @@ class Column:
     them: "clamp" to the bounds, "zero" (an id: 0, unknown), "drop" the row,
     "default" (the column's ``default``).
     required: without it the table is skipped, as if absent (with a warning).
-    versions: which exports have it, where it is not every one gpugap knows.
+    enum: the ENUM_* table of an ``enum`` column; label: how a problem line names it
+    (default: its name); versions: which exports have it, where not all do.
+
+    A plain class, not a dataclass: generating a dataclass's methods costs milliseconds
+    at import, on the path that starts reading a report before pandas is imported.
     """
 
-    nsys: str
-    name: str = ""
-    kind: str = "int"
-    alt: tuple[str, ...] = ()
-    frame: bool = True
-    dtype: str = "int64"
-    fill: int = ID_FILL
-    default: int | None = None
-    bounds: tuple[int, int] | None = None
-    invalid: str = "clamp"
-    required: bool = False
-    enum: str = ""
-    label: str = ""                 # how a problem line names it (default: name)
-    versions: str = ""
+    __slots__ = ("nsys", "name", "kind", "alt", "frame", "dtype", "fill", "default",
+                 "bounds", "invalid", "required", "enum", "label", "versions")
+
+    def __init__(self, nsys: str, name: str = "", kind: str = "int", *,
+                 alt: tuple[str, ...] = (), frame: bool = True, dtype: str = "int64",
+                 fill: int = ID_FILL, default: int | None = None,
+                 bounds: tuple[int, int] | None = None, invalid: str = "clamp",
+                 required: bool = False, enum: str = "", label: str = "",
+                 versions: str = "") -> None:
+        assert kind in KINDS, kind
+        self.nsys, self.name, self.kind, self.alt = nsys, name, kind, alt
+        self.frame, self.dtype, self.fill, self.default = frame, dtype, fill, default
+        self.bounds, self.invalid, self.required = bounds, invalid, required
+        self.enum, self.label, self.versions = enum, label, versions
+
+    def __repr__(self) -> str:
+        return f"Column({self.nsys!r}, {self.name!r}, {self.kind!r})"
 
     @property
     def read_as(self) -> str:
@@ -96,21 +100,24 @@ class Column:
         return "text" if self.kind == "text" else "int"
 
 
-@dataclass(frozen=True)
 class Table:
-    """An nsys table: its columns in reading order, the frame columns the loader adds
-    (``derived``, name -> dtype), and the frame's column order where it differs from
-    the reading order (``order``)."""
+    """An nsys table: its columns in reading order, how problem lines name its rows
+    (``what``), the frame columns the loader adds (``derived``, name -> dtype), the
+    frame's column order where it differs from the reading order (``order``), and
+    whether the schema check names it when a required column is missing (``checked``;
+    else the read that needs the column checks, and the table is quietly left out)."""
 
-    name: str
-    columns: tuple[Column, ...]
-    what: str = ""                  # how problem lines name its rows ("kernels")
-    derived: tuple[tuple[str, str], ...] = ()
-    order: tuple[str, ...] = ()
-    versions: str = ""
-    # Whether the schema check names it when a required column is missing (else the
-    # read that needs the column checks, and the table is quietly left out).
-    checked: bool = True
+    __slots__ = ("name", "columns", "what", "derived", "order", "versions", "checked")
+
+    def __init__(self, name: str, columns: tuple[Column, ...], what: str = "", *,
+                 derived: tuple[tuple[str, str], ...] = (), order: tuple[str, ...] = (),
+                 versions: str = "", checked: bool = True) -> None:
+        self.name, self.columns, self.what = name, columns, what
+        self.derived, self.order, self.versions, self.checked = (derived, order, versions,
+                                                                 checked)
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r})"
 
     def column(self, name: str) -> Column:
         """The column gpugap calls *name*."""
