@@ -22,48 +22,14 @@ For each shape and size, on the same file, in one run:
 
 - floor: SQLite's own scan of every column gpugap's answers need, from every table it
   reads (``SELECT count(*), total(c1), total(c2), ... FROM t``: every value decoded, no
-  row handed to Python), best of --repeat, page cache warm. The columns (READ_COLUMNS,
-  the same as gpugap.report.columns.SCHEMA, the loader's list; a difference is printed
-  as a warning), where the report has them:
+  row handed to Python), best of --repeat, page cache warm. The columns
+  (READ_COLUMNS): every table and column gpugap reads, as gpugap.report.schema declares
+  them (SCHEMA; the checkout's own), where the report has them; a name that stands in
+  for another in older exports (deprecatedSyncType for syncType, smMajor for
+  computeMajor) only where that one is absent. OSRT_API is scanned whole, though
+  gpugap reads only the named calls and those in launch-gap windows. List them with
 
-    CUPTI_ACTIVITY_KIND_KERNEL   start end deviceId contextId streamId correlationId
-                                 globalPid shortName demangledName gridX gridY gridZ
-                                 blockX blockY blockZ registersPerThread
-                                 staticSharedMemory dynamicSharedMemory graphNodeId
-    CUPTI_ACTIVITY_KIND_MEMCPY   the kernel's first 7, bytes copyKind srcKind dstKind
-                                 srcDeviceId dstDeviceId
-    CUPTI_ACTIVITY_KIND_MEMSET   the kernel's first 7, bytes memKind
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
-                                 the kernel's first 7, syncType (else
-                                 deprecatedSyncType) eventId eventSyncId
-    CUPTI_ACTIVITY_KIND_CUDA_EVENT  (events waited on across GPUs)
-                                 deviceId contextId streamId globalPid eventId
-                                 eventSyncId
-    CUPTI_ACTIVITY_KIND_GRAPH_TRACE  (graph-level trace)
-                                 the kernel's first 7, graphId graphExecId
-    CUPTI_ACTIVITY_KIND_RUNTIME  start end eventClass globalTid correlationId nameId
-    CUPTI_ACTIVITY_KIND_DRIVER   start end globalTid correlationId nameId
-    NVTX_EVENTS                  start end eventType text textId domainId globalTid
-    OSRT_API                     start end globalTid nameId (gpugap reads the named
-                                 calls only, and those in launch-gap windows; the
-                                 floor scans the whole table)
-    StringIds                    id value
-    ThreadNames                  nameId globalTid
-    PROCESSES                    pid name
-    TARGET_INFO_GPU              id name smCount maxWarpsPerSm threadsPerWarp
-                                 maxBlocksPerSm maxRegistersPerSm maxRegistersPerBlock
-                                 maxShmemPerSm maxShmemPerBlockOptin maxShmemPerBlock
-                                 computeMajor computeMinor smMajor smMinor totalMemory
-                                 clockRate busLocation uuid chipName
-    TARGET_INFO_CUDA_STREAM      processId streamId contextId flag priority
-    TARGET_INFO_CUDA_CONTEXT_INFO / TARGET_INFO_CUDA_NULL_STREAM
-                                 processId nullStreamId (streamId) contextId
-    TARGET_INFO_SYSTEM_ENV, META_DATA_EXPORT, EXPORT_META_DATA, META_DATA_CAPTURE
-                                 name value
-    ANALYSIS_DETAILS             startTime stopTime
-    ENUM_CUDA_MEMCPY_OPER ENUM_CUDA_MEM_KIND ENUM_CUPTI_SYNC_TYPE
-    ENUM_CUPTI_STREAM_TYPE ENUM_NSYS_EVENT_TYPE ENUM_NSYS_EVENT_CLASS
-                                 id name label
+    python -c "from gpugap.report.schema import SCHEMA; print(*SCHEMA.items(), sep=chr(10))"
 
 - gpugap: ``python -m gpugap analyze --json FILE`` as a fresh process (start-up and
   imports included, as a user pays them; gpugap byte-compiled first and the child run
@@ -102,8 +68,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(REPO))         # the floor reads this checkout's gpugap
 
 import make_large  # noqa: E402
+
+from gpugap.report.schema import FALLBACKS, SCHEMA  # noqa: E402
 
 # name -> (real report tiled, what it is)
 SHAPES = {
@@ -124,68 +93,14 @@ RSS_10M_MB = 2.5 * 1024
 NSYS_SPEEDUP = 5.0
 SMALL_CPU_S = 0.3
 
-_GPU = ["start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid"]
-_ENUM = ["id", "name", "label"]
-# Every column gpugap reads, per table (gpugap/report/columns.py SCHEMA; see the
-# docstring). Columns in FALLBACK are read only when the one they stand in for is absent.
-READ_COLUMNS = {
-    "CUPTI_ACTIVITY_KIND_KERNEL": _GPU + [
-        "shortName", "demangledName", "gridX", "gridY", "gridZ", "blockX", "blockY",
-        "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
-        "graphNodeId"],
-    "CUPTI_ACTIVITY_KIND_MEMCPY": _GPU + ["bytes", "copyKind", "srcKind", "dstKind",
-                                          "srcDeviceId", "dstDeviceId"],
-    "CUPTI_ACTIVITY_KIND_MEMSET": _GPU + ["bytes", "memKind"],
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": _GPU + ["syncType", "deprecatedSyncType",
-                                                   "eventId", "eventSyncId"],
-    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ["deviceId", "contextId", "streamId", "globalPid",
-                                       "eventId", "eventSyncId"],
-    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": _GPU + ["graphId", "graphExecId"],
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "eventClass", "globalTid",
-                                    "correlationId", "nameId"],
-    "CUPTI_ACTIVITY_KIND_DRIVER": ["start", "end", "globalTid", "correlationId", "nameId"],
-    "NVTX_EVENTS": ["start", "end", "eventType", "text", "textId", "domainId", "globalTid"],
-    "OSRT_API": ["start", "end", "globalTid", "nameId"],
-    "StringIds": ["id", "value"],
-    "ThreadNames": ["nameId", "globalTid"],
-    "PROCESSES": ["pid", "name"],
-    "TARGET_INFO_GPU": [
-        "id", "name", "smCount", "maxWarpsPerSm", "threadsPerWarp", "maxBlocksPerSm",
-        "maxRegistersPerSm", "maxRegistersPerBlock", "maxShmemPerSm",
-        "maxShmemPerBlockOptin", "maxShmemPerBlock", "computeMajor", "computeMinor",
-        "smMajor", "smMinor", "totalMemory", "clockRate", "busLocation", "uuid",
-        "chipName"],
-    "TARGET_INFO_CUDA_STREAM": ["processId", "streamId", "contextId", "flag", "priority"],
-    "TARGET_INFO_CUDA_CONTEXT_INFO": ["processId", "nullStreamId", "contextId"],
-    "TARGET_INFO_CUDA_NULL_STREAM": ["processId", "streamId", "contextId"],
-    "TARGET_INFO_SYSTEM_ENV": ["name", "value"],
-    "ANALYSIS_DETAILS": ["startTime", "stopTime"],
-    "META_DATA_EXPORT": ["name", "value"],
-    "EXPORT_META_DATA": ["name", "value"],
-    "META_DATA_CAPTURE": ["name", "value"],
-    "ENUM_CUDA_MEMCPY_OPER": _ENUM, "ENUM_CUDA_MEM_KIND": _ENUM,
-    "ENUM_CUPTI_SYNC_TYPE": _ENUM, "ENUM_CUPTI_STREAM_TYPE": _ENUM,
-    "ENUM_NSYS_EVENT_TYPE": _ENUM, "ENUM_NSYS_EVENT_CLASS": _ENUM,
-}
-FALLBACK = {("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "deprecatedSyncType"): "syncType"}
+# Every column gpugap reads, per table, and those read only where the column they stand
+# in for is absent: gpugap.report.schema's declarations.
+READ_COLUMNS = {table: list(columns) for table, columns in SCHEMA.items()}
+FALLBACK = {(table, alt): primary for table, alts in FALLBACKS.items()
+            for alt, primary in alts.items()}
 ROW_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
               "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
               "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "OSRT_API")
-
-
-def schema_drift() -> list[str]:
-    """Columns gpugap's loader declares that READ_COLUMNS lacks, or the reverse."""
-    try:
-        from gpugap.report.columns import SCHEMA
-    except ImportError:
-        return ["gpugap.report.columns.SCHEMA not found: READ_COLUMNS unchecked"]
-    out = []
-    for table in sorted(set(SCHEMA) | set(READ_COLUMNS)):
-        theirs, ours = set(SCHEMA.get(table, ())), set(READ_COLUMNS.get(table, ()))
-        if theirs != ours:
-            out.append(f"{table}: gpugap reads {sorted(theirs - ours)} too, "
-                       f"floor has {sorted(ours - theirs)} more")
-    return out
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -443,9 +358,6 @@ def main(argv: list[str] | None = None) -> int:
     import gpugap
 
     compileall.compile_dir(Path(gpugap.__file__).parent, quiet=1)
-    drift = schema_drift()
-    for line in drift:
-        print(f"warning: floor columns differ from gpugap's: {line}", file=sys.stderr)
     start_load = os.getloadavg()
     small, small_load = loaded("[small] gpugap CPU", lambda: measure_small_cpu(args.repeat))
     small["load"] = small_load
@@ -458,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     report(shapes, results, small, version, start_load, end_load)
     print(json.dumps({"benchmark": "gpugap-analyze", "machine": machine(),
                       "nsys": version, "nsys_rules": NSYS_RULES,
-                      "nsys_stats_report": NSYS_STATS_REPORT, "floor_drift": drift,
+                      "nsys_stats_report": NSYS_STATS_REPORT,
                       "load_start": start_load, "load_end": end_load,
                       "small": small, "results": results}, default=str))
     return 0

@@ -67,13 +67,13 @@ def main() -> int:
         results = list(pool.map(analyze, paths))
     if args.mode == "save":
         args.folder.mkdir(parents=True, exist_ok=True)
-        for path, (out, err) in zip(paths, results):
+        for path, (out, err) in zip(paths, results, strict=True):
             (args.folder / key(path)).write_text(out)
             (args.folder / (key(path) + ".err")).write_text(err)
         print(f"saved {len(paths)} reports to {args.folder}")
         return 0
     differ = 0
-    for path, (out, err) in zip(paths, results):
+    for path, (out, _err) in zip(paths, results, strict=True):
         before = (args.folder / key(path))
         if not before.exists():
             print(f"NEW   {key(path)}")

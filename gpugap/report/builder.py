@@ -12,8 +12,9 @@ what a rule does at its edges.
     b.nvtx("step 1", start_us=-20, end_us=100)
     trace = b.build()
 
-The builder writes what nsys would export for these events (its tables and columns,
-``gpugap.report.columns.SCHEMA``) into a temporary SQLite file and loads it with the
+The builder writes what nsys would export for these events (its tables and columns, as
+``gpugap.report.schema`` declares them: every declared column of a GPU table, given by
+its frame name or else its declared default) into a temporary SQLite file and loads it with the
 loader itself (``load_database``), then removes the file: the frames, their columns,
 dtypes, categoricals and derived columns (``blocks``, launch columns joined from the API
 calls by correlation id, NVTX depth, legacy streams...) are the loader's by
@@ -36,56 +37,49 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from gpugap.report import schema as S
 from gpugap.report import validate as V
-from gpugap.report.columns import GRAPHS, KERNELS, MEMCPYS, MEMSETS, PID_SHIFT, SYNCS
+from gpugap.report.columns import PID_SHIFT
 from gpugap.report.database import Database
-from gpugap.report.loader import DEVICE_INFO, DEVICE_LIMITS, DEVICE_TEXT, load_database
+from gpugap.report.loader import DEVICE_LIMITS, load_database
+from gpugap.report.schema import ENUMS, GRAPH, KERNEL, MEMCPY, MEMSET, SYNC
 from gpugap.report.trace import Trace
 
 BUILT = "<built in memory>"
 ORIGIN_NS = 1_000_000_000
 VM = 1 << 48                   # the high bits of nsys's serialized global ids
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-# nsys's enums (ENUM_* tables of an nsys 2025.3 export): table -> {id: (name, label)}.
-ENUMS = {
-    "ENUM_CUDA_MEMCPY_OPER": {
-        1: ("CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
-        2: ("CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"),
-        8: ("CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
-        9: ("CUDA_MEMCPY_KIND_HTOH", "Host-to-Host"),
-        10: ("CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer")},
-    "ENUM_CUDA_MEM_KIND": {k: (f"CUDA_MEMOPR_MEMORY_KIND_{v.upper().replace(' ', '_')}", v)
-                           for k, v in enumerate(("Pageable", "Pinned", "Device", "Array",
-                                                  "Managed", "Device Static",
-                                                  "Managed Static", "Unknown"))},
-    "ENUM_CUPTI_SYNC_TYPE": {k: (f"CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_{n}", v) for k, (n, v)
-                             in enumerate((("UNKNOWN", "Unknown"),
-                                           ("EVENT_SYNCHRONIZE", "Event sync"),
-                                           ("STREAM_WAIT_EVENT", "Stream wait sync"),
-                                           ("STREAM_SYNCHRONIZE", "Stream sync"),
-                                           ("CONTEXT_SYNCHRONIZE", "Context sync")))},
-    "ENUM_CUPTI_STREAM_TYPE": {
-        1: ("CUPTI_ACTIVITY_STREAM_CREATE_FLAG_DEFAULT", "Default stream"),
-        2: ("CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NON_BLOCKING", "Non-blocking stream"),
-        3: ("CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL", "Null stream")},
-}
-COPY_KINDS, MEM_KINDS, SYNC_TYPES, _ = ({k: label for k, (_, label) in e.items()}
-                                        for e in ENUMS.values())
+RUNTIME = S.RUNTIME.name
+
+
+def _labels(table: str) -> dict[int, str]:
+    return {k: label for k, (_, label) in ENUMS[table].items()}
+
+
+COPY_KINDS = _labels("ENUM_CUDA_MEMCPY_OPER")
+MEM_KINDS = _labels("ENUM_CUDA_MEM_KIND")
+SYNC_TYPES = _labels("ENUM_CUPTI_SYNC_TYPE")
 COPY_SHORT = {"H2D": 1, "D2H": 2, "D2D": 8, "H2H": 9, "P2P": 10}
-NVTX_KINDS = {"push/pop": 59, "start/end": 60}
-NVTX_DOMAIN_CREATE = 75
+_EVENT_TYPE, _STREAM_TYPE = "ENUM_NSYS_EVENT_TYPE", "ENUM_CUPTI_STREAM_TYPE"
+NVTX_KINDS: dict[str, int] = {}
+for _name, _kind in S.NVTX_KINDS.items():
+    NVTX_KINDS.setdefault(_kind, S.enum_fallback(_EVENT_TYPE, _name))
+NVTX_DOMAIN_CREATE = S.enum_fallback(_EVENT_TYPE, S.NVTX_DOMAIN_CREATE)
+FLAG_DEFAULT, FLAG_NON_BLOCKING, FLAG_NULL = (
+    S.enum_fallback(_STREAM_TYPE, f"CUPTI_ACTIVITY_STREAM_CREATE_FLAG_{n}")
+    for n in ("DEFAULT", "NON_BLOCKING", "NULL"))
+EVENT_CLASS = {driver: S.enum_fallback("ENUM_NSYS_EVENT_CLASS",
+                                       f"TRACE_PROCESS_EVENT_CUDA_{n}")
+               for driver, n in ((False, "RUNTIME"), (True, "DRIVER"))}
 # The rest of TARGET_INFO_GPU for a device (an H100 SXM's, as nsys records it).
 H100 = {"max_warps_per_sm": 64, "warp_size": 32, "max_blocks_per_sm": 32,
         "max_regs_per_sm": 65536, "max_regs_per_block": 65536, "max_shmem_per_sm": 233472,
         "max_shmem_per_block": 232448, "cc_major": 9, "cc_minor": 0,
         "memory_bytes": 85017493504, "clock_hz": 1980000000, "bus": "0000:00:06.0",
         "uuid": None, "chip": "GH100"}
-# Frame column -> TARGET_INFO_GPU column: the loader's own mapping (first candidate).
-DEVICE_COLUMNS = {c: cands[0] for c, (cands, *_) in DEVICE_LIMITS.items()} | {
-    c: cands[0] for c, cands in (DEVICE_INFO | DEVICE_TEXT).items()}
-_SIZES = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
-          "shared_static", "shared_dynamic")
-_GPU_COLS = ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid")
+# Frame column -> TARGET_INFO_GPU column: the loader's own (first candidate).
+DEVICE_COLUMNS = {c.name: c.nsys for c in S.GPUS.columns if c.name != "device"}
+# The nsys columns written as TEXT (any other as INTEGER).
+_TEXT = {c.nsys for t in S.TABLES for c in t.columns if c.kind == "text"}
 
 
 def _label_id(labels: dict[int, str], value: str, what: str,
@@ -160,7 +154,7 @@ class TraceBuilder:
         (cudaStreamNonBlocking) or the legacy NULL stream; returns its id."""
         self._id(stream, V.MAX_ID, "stream")
         pid = self.pid if pid is None else pid
-        flag = 3 if legacy else 2 if non_blocking else 1
+        flag = FLAG_NULL if legacy else FLAG_NON_BLOCKING if non_blocking else FLAG_DEFAULT
         self.streams[(pid, stream)] = (self._context(pid, device), flag, priority)
         return stream
 
@@ -176,23 +170,23 @@ class TraceBuilder:
                graph_node: int | None = None, demangled: str | None = None,
                thread: int | None = None, api: str | None = "cudaLaunchKernel",
                launch_us: float | None = None,
-               api_us: tuple[float, float] | None = None) -> TraceBuilder:
+               api_us: tuple[float, float] | None = None, **columns: int) -> TraceBuilder:
         """A kernel (*name*: its short name; *demangled*: its full signature, default the
         name); *grid* defaults to one block per SM. Launched by *api* (None: no call
         recorded) at *launch_us* (default 10 us before it starts) for 3 us, or over
-        *api_us* = (start, end)."""
+        *api_us* = (start, end). *columns*: any other kernel column the schema declares
+        (gpugap.report.schema.KERNEL), by its frame name (default: its declared default)."""
         grid = grid or (self.devices.get(device, {}).get("sm_count", 132), 1, 1)
-        sizes = (*grid, *block, registers, shared_static, shared_dynamic)
-        for col, value in zip(_SIZES, sizes, strict=True):
-            lo, hi = V.KERNEL_LIMITS[col]
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise ValueError(f"kernel {name!r}: {col} {value!r} is outside CUDA's "
-                                 f"limits [{lo}, {hi}]")
-        extra = (self._name(name, "kernel"), self._name(demangled or name, "kernel"), *sizes,
-                 graph_node)
+        values = {"name": self._name(name, "kernel"),
+                  "demangled": self._name(demangled or name, "kernel"),
+                  **dict(zip(("grid_x", "grid_y", "grid_z"), grid, strict=True)),
+                  **dict(zip(("block_x", "block_y", "block_z"), block, strict=True)),
+                  "registers": registers, "shared_static": shared_static,
+                  "shared_dynamic": shared_dynamic, "graph_node": graph_node} | columns
+        extra = self._own(KERNEL, values, f"kernel {name!r}")
         if launch_us is not None and api_us is None:
             api_us = (launch_us, launch_us + 3)
-        return self._op(KERNELS, extra, start_us, dur_us, stream, device, thread, api,
+        return self._op(KERNEL.name, extra, start_us, dur_us, stream, device, thread, api,
                         api_us, blocking=False)
 
     def memcpy(self, kind: str, *, bytes: int, start_us: float, dur_us: float,
@@ -209,19 +203,24 @@ class TraceBuilder:
         label = COPY_KINDS.get(code, kind)
         src = src or ("Pinned" if label.startswith("Host") else "Device")
         dst = dst or ("Pinned" if label.endswith("Host") else "Device")
-        extra = (self._bytes(bytes), code, _label_id(MEM_KINDS, src, "memory kind"),
-                 _label_id(MEM_KINDS, dst, "memory kind"),
-                 *(peer if peer is not None else (None, None)))
+        src_device, dst_device = peer if peer is not None else (None, None)
+        extra = self._own(MEMCPY, {
+            "bytes": self._bytes(bytes), "kind": code,
+            "src_kind": _label_id(MEM_KINDS, src, "memory kind"),
+            "dst_kind": _label_id(MEM_KINDS, dst, "memory kind"),
+            "src_device": src_device, "dst_device": dst_device}, f"{kind} copy")
         blocking = api is not None and ("Async" not in api or "Pageable" in (src, dst))
-        return self._op(MEMCPYS, extra, start_us, dur_us, stream, device, thread, api,
+        return self._op(MEMCPY.name, extra, start_us, dur_us, stream, device, thread, api,
                         api_us, blocking)
 
     def memset(self, *, bytes: int, start_us: float, dur_us: float, memory: str = "Device",
                stream: int | None = None, device: int = 0, thread: int | None = None,
                api: str | None = "cudaMemsetAsync",
                api_us: tuple[float, float] | None = None) -> TraceBuilder:
-        extra = (self._bytes(bytes), _label_id(MEM_KINDS, memory, "memory kind"))
-        return self._op(MEMSETS, extra, start_us, dur_us, stream, device, thread, api,
+        extra = self._own(MEMSET, {"bytes": self._bytes(bytes),
+                                   "mem_kind": _label_id(MEM_KINDS, memory, "memory kind")},
+                          "memset")
+        return self._op(MEMSET.name, extra, start_us, dur_us, stream, device, thread, api,
                         api_us, blocking=False)
 
     def graph(self, graph_id: int, *, start_us: float, dur_us: float,
@@ -230,9 +229,11 @@ class TraceBuilder:
               api_us: tuple[float, float] | None = None) -> TraceBuilder:
         """A CUDA graph execution as graph-level tracing records it (its nodes unlisted);
         *exec_id*: its executable graph's id (default the graph's)."""
-        extra = (self._id(graph_id, V.MAX_ID, "graph"),
-                 self._id(graph_id if exec_id is None else exec_id, V.MAX_ID, "graph exec"))
-        return self._op(GRAPHS, extra, start_us, dur_us, stream, device, thread, api,
+        extra = self._own(GRAPH, {
+            "graph_id": self._id(graph_id, V.MAX_ID, "graph"),
+            "graph_exec_id": self._id(graph_id if exec_id is None else exec_id, V.MAX_ID,
+                                      "graph exec")}, f"graph {graph_id}")
+        return self._op(GRAPH.name, extra, start_us, dur_us, stream, device, thread, api,
                         api_us, blocking=False)
 
     # --- the host -----------------------------------------------------------------------
@@ -252,8 +253,9 @@ class TraceBuilder:
         lo, hi = self._span(*(gpu_us or (start_us, end_us)), f"sync {name!r}")
         code = _label_id(SYNC_TYPES, sync_type or _sync_type(name), "sync type")
         row = self._gpu_row(lo, hi, stream, device, call[2] >> PID_SHIFT & 0xFFFFFF, op=False)
-        self.tables.setdefault(SYNCS, []).append(row + (code, event))
-        self.launched.append((SYNCS, len(self.tables[SYNCS]) - 1, len(self.calls) - 1))
+        self.tables.setdefault(SYNC.name, []).append(
+            row + self._own(SYNC, {"sync_type": code, "event": event}, f"sync {name!r}"))
+        self.launched.append((SYNC.name, len(self.tables[SYNC.name]) - 1, len(self.calls) - 1))
         return self
 
     def nvtx(self, name: str, *, start_us: float, end_us: float, domain: str = "",
@@ -274,6 +276,28 @@ class TraceBuilder:
         return self
 
     # --- checks and rows ----------------------------------------------------------------
+    @staticmethod
+    def _own(table: S.Table, values: dict, what: str) -> tuple:
+        """The row of *table*'s own columns (after the shared GPU ones), in its declared
+        order: *values* by frame name, else each column's declared default; values
+        checked against the declared bounds."""
+        own = S.own_columns(table)
+        unknown = set(values) - {c.name for c in own}
+        if unknown:
+            raise ValueError(f"{what}: unknown column(s) {', '.join(sorted(unknown))}; "
+                             f"use {', '.join(c.name for c in own if c.name)}")
+        row = []
+        for c in own:
+            value = values.get(c.name, c.default)
+            if c.bounds is not None and value is not None:
+                lo, hi = c.bounds
+                if (isinstance(value, bool) or not isinstance(value, int)
+                        or not lo <= value <= hi):
+                    raise ValueError(f"{what}: {c.name} {value!r} is outside CUDA's "
+                                     f"limits [{lo}, {hi}]")
+            row.append(value)
+        return tuple(row)
+
     @staticmethod
     def _id(value: int, hi: int, what: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
@@ -334,8 +358,8 @@ class TraceBuilder:
             return (lo, hi, device, self.contexts.get((pid, device), 0), stream, 0,
                     VM | pid << PID_SHIFT)
         context = self._context(pid, device)
-        self.streams.setdefault((pid, self.null_stream), (context, 3, 0))
-        self.streams.setdefault((pid, stream), (context, 1, 0))
+        self.streams.setdefault((pid, self.null_stream), (context, FLAG_NULL, 0))
+        self.streams.setdefault((pid, stream), (context, FLAG_DEFAULT, 0))
         return (lo, hi, device, context, stream, 0, VM | pid << PID_SHIFT)
 
     def _op(self, table: str, extra: tuple, start_us: float, dur_us: float,
@@ -391,22 +415,17 @@ class TraceBuilder:
         gpu = {t: [list(r) for r in rows] for t, rows in self.tables.items()}
         for table, row, call in self.launched:
             gpu[table][row][5] = self.calls[call][5]
-        extra = {KERNELS: ("demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX",
-                           "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
-                           "dynamicSharedMemory", "graphNodeId"),
-                 MEMCPYS: ("bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId",
-                           "dstDeviceId"),
-                 MEMSETS: ("bytes", "memKind"), SYNCS: ("syncType", "eventId"),
-                 GRAPHS: ("graphId", "graphExecId")}
         data: dict[str, tuple[tuple[str, ...], list]] = {}
         for table, rows in gpu.items():
-            if table == KERNELS:          # the names, as StringIds ids
-                rows = [r[:7] + [sid(r[8]), sid(r[7])] + r[9:] for r in rows]
-            data[table] = (_GPU_COLS + extra[table], sorted(rows, key=lambda r: r[0]))
+            columns = S.BY_NAME[table].columns
+            names = [i for i, c in enumerate(columns) if c.kind == "name"]
+            for r in rows:                # the names, as StringIds ids
+                for i in names:
+                    r[i] = sid(r[i])
+            data[table] = (tuple(c.nsys for c in columns), sorted(rows, key=lambda r: r[0]))
         if self.calls:
-            data[RUNTIME] = (("start", "end", "eventClass", "globalTid", "correlationId",
-                              "nameId"),
-                             [(s, e, int(d), g, c, sid(n))
+            data[RUNTIME] = (tuple(c.nsys for c in S.RUNTIME.columns),
+                             [(s, e, EVENT_CLASS[bool(d)], g, c, sid(n))
                               for s, e, g, n, d, c in sorted(self.calls, key=lambda r: r[0])])
         domains: dict[tuple[int, str], int] = {}
         nvtx = []
@@ -434,7 +453,7 @@ class TraceBuilder:
                 [(s, p, ctx, prio, flag) for (p, s), (ctx, flag, prio) in self.streams.items()])
             device_of = {(p, ctx): d for (p, d), ctx in self.contexts.items()}
             legacy = [(s, p, device_of[(p, ctx)], ctx)
-                      for (p, s), (ctx, flag, _) in self.streams.items() if flag == 3]
+                      for (p, s), (ctx, flag, _) in self.streams.items() if flag == FLAG_NULL]
             if legacy:
                 data["TARGET_INFO_CUDA_CONTEXT_INFO"] = (
                     ("nullStreamId", "processId", "deviceId", "contextId"), legacy)
@@ -454,5 +473,3 @@ class TraceBuilder:
         conn.close()
         return [t for t in data if t != "META_DATA_EXPORT"]
 
-
-_TEXT = {"name", "label", "value", "text", "busLocation", "uuid", "chipName"}

@@ -1,14 +1,16 @@
-"""What gpugap reads from the big tables of an nsys export, as reader columns.
+"""What gpugap reads from an nsys export, as reader columns and SQL: built from the
+declarations of gpugap.report.schema (each column's nsys names, fill, default, dtype).
 
 Kept apart from the loader and free of pandas, so that reading can begin before pandas is
 imported (gpugap.report.prefetch); the loader builds its frames from the same reads.
-Every table and column is optional: a missing column reads as a documented default.
+Every table and column is optional: a missing column reads as its declared default.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpugap.report import schema as S
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col
 from gpugap.report.validate import MAX_NAME
@@ -17,85 +19,15 @@ from gpugap.report.validate import MAX_NAME
 # so decode pid/tid by masking, never by position of the high byte.
 PID_SHIFT, ID_MASK = 24, 0xFFFFFF
 
-KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
-MEMCPYS = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSETS = "CUPTI_ACTIVITY_KIND_MEMSET"
-SYNCS = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-# One row per CUDA graph execution (graph-level tracing, nsys's default): its nodes are
-# not listed, the graph runs as one unit on its stream.
-GRAPHS = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-# One row per cudaEventRecord that the GPU executed: where (device, context, stream) and
-# which record of which event (eventId, eventSyncId) a stream-wait sync waited for.
-EVENTS = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
-API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
-
-_GPU = {"start": "int", "end": "int", "deviceId": "int", "contextId": "int",
-        "streamId": "int", "correlationId": "int", "globalPid": "int"}
-_ENUM = {"id": "int", "name": "text", "label": "text"}
-# Every table and column gpugap reads, and what each must hold ("int": an integer,
-# "text": a string). Checked once when a report is opened (Loader.check_schema): a column
-# missing here is never named in SQL, a declared type that disagrees is a warning, and
-# every value is validated as it is read (see gpugap.report.validate).
-SCHEMA: dict[str, dict[str, str]] = {
-    KERNELS: _GPU | {
-        "shortName": "int", "demangledName": "int", "gridX": "int", "gridY": "int",
-        "gridZ": "int", "blockX": "int", "blockY": "int", "blockZ": "int",
-        "registersPerThread": "int", "staticSharedMemory": "int",
-        "dynamicSharedMemory": "int", "graphNodeId": "int"},
-    MEMCPYS: _GPU | {"bytes": "int", "copyKind": "int", "srcKind": "int", "dstKind": "int",
-                     "srcDeviceId": "int", "dstDeviceId": "int"},
-    MEMSETS: _GPU | {"bytes": "int", "memKind": "int"},
-    SYNCS: _GPU | {"syncType": "int", "deprecatedSyncType": "int", "eventId": "int",
-                   "eventSyncId": "int"},
-    EVENTS: {"deviceId": "int", "contextId": "int", "streamId": "int", "globalPid": "int",
-             "eventId": "int", "eventSyncId": "int"},
-    GRAPHS: _GPU | {"graphId": "int", "graphExecId": "int"},
-    "CUPTI_ACTIVITY_KIND_RUNTIME": {"start": "int", "end": "int", "eventClass": "int",
-                                    "globalTid": "int", "correlationId": "int",
-                                    "nameId": "int"},
-    "CUPTI_ACTIVITY_KIND_DRIVER": {"start": "int", "end": "int", "globalTid": "int",
-                                   "correlationId": "int", "nameId": "int"},
-    "NVTX_EVENTS": {"start": "int", "end": "int", "eventType": "int", "text": "text",
-                    "textId": "int", "domainId": "int", "globalTid": "int"},
-    "OSRT_API": {"start": "int", "end": "int", "globalTid": "int", "nameId": "int"},
-    "StringIds": {"id": "int", "value": "text"},
-    "ThreadNames": {"nameId": "int", "globalTid": "int"},
-    "PROCESSES": {"pid": "int", "name": "text"},
-    "TARGET_INFO_GPU": {
-        "id": "int", "name": "text", "smCount": "int", "maxWarpsPerSm": "int",
-        "threadsPerWarp": "int", "maxBlocksPerSm": "int", "maxRegistersPerSm": "int",
-        "maxRegistersPerBlock": "int", "maxShmemPerSm": "int",
-        "maxShmemPerBlockOptin": "int", "maxShmemPerBlock": "int", "computeMajor": "int",
-        "computeMinor": "int", "smMajor": "int", "smMinor": "int", "totalMemory": "int",
-        "clockRate": "int", "busLocation": "text", "uuid": "text", "chipName": "text"},
-    "TARGET_INFO_CUDA_STREAM": {"processId": "int", "streamId": "int", "contextId": "int",
-                                "flag": "int", "priority": "int"},
-    "TARGET_INFO_CUDA_CONTEXT_INFO": {"processId": "int", "nullStreamId": "int",
-                                      "contextId": "int"},
-    "TARGET_INFO_CUDA_NULL_STREAM": {"processId": "int", "streamId": "int",
-                                     "contextId": "int"},
-    "TARGET_INFO_SYSTEM_ENV": {"name": "text", "value": "text"},
-    "ANALYSIS_DETAILS": {"startTime": "int", "stopTime": "int"},
-    "META_DATA_EXPORT": {"name": "text", "value": "text"},
-    "EXPORT_META_DATA": {"name": "text", "value": "text"},
-    "META_DATA_CAPTURE": {"name": "text", "value": "text"},
-    "ENUM_CUDA_MEMCPY_OPER": _ENUM, "ENUM_CUDA_MEM_KIND": _ENUM,
-    "ENUM_CUPTI_SYNC_TYPE": _ENUM, "ENUM_CUPTI_STREAM_TYPE": _ENUM,
-    "ENUM_NSYS_EVENT_TYPE": _ENUM, "ENUM_NSYS_EVENT_CLASS": _ENUM,
-}
-
-
-# Without these a table is skipped (as if absent), with a warning.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    KERNELS: ("start", "end"), MEMCPYS: ("start", "end"), MEMSETS: ("start", "end"),
-    SYNCS: ("start", "end"), GRAPHS: ("start", "end"),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end"),
-    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end"), "OSRT_API": ("start", "end", "nameId"),
-    "NVTX_EVENTS": ("start", "eventType"), "StringIds": ("id", "value"),
-    "ThreadNames": ("nameId", "globalTid"), "ANALYSIS_DETAILS": ("startTime", "stopTime"),
-}
-TIME_FILL = -1      # what a NULL or non-integer time reads as: invalid (times are > 0)
-ID_FILL = -1        # ... an id: invalid (ids are >= 0), repaired or dropped
+KERNELS = S.KERNEL.name
+MEMCPYS = S.MEMCPY.name
+MEMSETS = S.MEMSET.name
+SYNCS = S.SYNC.name
+GRAPHS = S.GRAPH.name
+EVENTS = S.EVENT.name
+API_TABLES = (S.RUNTIME.name, S.DRIVER.name)
+SCHEMA, REQUIRED = S.SCHEMA, S.REQUIRED
+TIME_FILL, ID_FILL = S.TIME_FILL, S.ID_FILL
 
 
 def usable(db: Database, table: str) -> bool:
@@ -167,132 +99,126 @@ def column(db: Database, table: str, *candidates: str, default: str = "NULL") ->
     return default
 
 
-def gpu_read(db: Database, table: str, extra: list[Col]) -> Read | None:
-    """GPU activity rows: start, end, device, context, stream, corr, pid, then *extra*
-    (None when the table is not usable). Times and ids read as TIME_FILL / ID_FILL when
-    NULL or not integers: the loader drops or repairs those rows (validate.py)."""
-    if not usable(db, table):
-        return None
-    gpid = column(db, table, "globalPid", default="0")
-    base = [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
-            Col("device", column(db, table, "deviceId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            Col("context", column(db, table, "contextId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            Col("stream", column(db, table, "streamId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            Col("corr", column(db, table, "correlationId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            # The process id, decoded in SQL: the serialized id itself is not needed.
-            Col("pid", f"((ifnull({gpid}, 0) >> {PID_SHIFT}) & {ID_MASK})", dtype="int32")]
-    return Read(table, tuple(base + extra))
+def col(db: Database, table: S.Table, c: S.Column) -> Col:
+    """The reader column of *c*: the first of its names that *table* has (else its
+    default), read as its fill where NULL or not an integer, in at least its dtype."""
+    if c.kind == "pid":
+        # The process id, decoded in SQL: the serialized id itself is not needed.
+        gpid = column(db, table.name, *c.candidates, default=str(c.default or 0))
+        return Col(c.name, f"((ifnull({gpid}, 0) >> {PID_SHIFT}) & {ID_MASK})",
+                   dtype=c.dtype)
+    default = "NULL" if c.default is None else str(int(c.default))
+    return Col(c.read_as, column(db, table.name, *c.candidates, default=default),
+               fill=c.fill, dtype=c.dtype)
+
+
+def int_expr(db: Database, table: S.Table, c: S.Column) -> str:
+    """SQL for an integer column of a small table read through sqlite3: its values that
+    are not integers read as its fill; its default (else fill) without the column."""
+    found = column(db, table.name, *c.candidates, default="")
+    if not found:
+        return str(c.fill if c.default is None else c.default)
+    return int_sql(found, c.fill)
+
+
+def select_sql(db: Database, table: S.Table, names: tuple[str, ...] | None = None,
+               where: str = "", flags: bool = True) -> tuple[str, list[str]]:
+    """A SELECT of *table*'s declared columns (those called *names*, in that order;
+    default all it reads) for sqlite3, and the names of its result columns: integers
+    as int_expr, text cut (text_sql), with its flags (``<name>_flag``, text_flags_sql)
+    after it when *flags*."""
+    cols = table.read() if names is None else tuple(table.column(n) for n in names)
+    exprs, out = [], []
+    for c in cols:
+        if c.kind == "text":
+            found = column(db, table.name, *c.candidates)
+            exprs.append(text_sql(found))
+            out.append(c.name)
+            if flags:
+                exprs.append(text_flags_sql(found))
+                out.append(f"{c.name}_flag")
+        else:
+            exprs.append(int_expr(db, table, c))
+            out.append(c.read_as)
+    sql = f'SELECT {", ".join(exprs)} FROM {quote_id(table.name)}'
+    return sql + (f" WHERE {where}" if where else ""), out
+
+
+def table_read(db: Database, table: S.Table, names: tuple[str, ...] | None = None,
+               where: str = "") -> Read:
+    """The read of *table*'s declared columns (those called *names*, default all)."""
+    cols = table.read() if names is None else tuple(table.column(n) for n in names)
+    return Read(table.name, tuple(col(db, table, c) for c in cols), where)
+
+
+def gpu_read(db: Database, table: S.Table) -> Read | None:
+    """GPU activity rows: start, end, device, context, stream, corr, pid, then the
+    table's own columns (None when the table is not usable). Times and ids read as
+    TIME_FILL / ID_FILL when NULL or not integers: the loader drops or repairs those
+    rows (validate.py)."""
+    return table_read(db, table) if usable(db, table.name) else None
 
 
 def kernel_read(db: Database) -> Read | None:
-    t = KERNELS
-    if not usable(db, t):
-        return None
-    # (name, column, default, narrowest type): sizes and sums of them stay in range.
-    dims = [("grid_x", "gridX", "1", "int32"), ("grid_y", "gridY", "1", "int32"),
-            ("grid_z", "gridZ", "1", "int32"), ("block_x", "blockX", "1", "int32"),
-            ("block_y", "blockY", "1", "int32"), ("block_z", "blockZ", "1", "int32"),
-            ("registers", "registersPerThread", "0", "int32"),
-            ("shared_static", "staticSharedMemory", "0", "int32"),
-            ("shared_dynamic", "dynamicSharedMemory", "0", "int32")]
-    # The short name ("gemm_kernel") for display, and the full demangled signature
-    # ("void gemm_kernel<float, 128>(float const*, ...)") that tells instances apart.
-    extra = ([Col("name_id", column(db, t, "shortName", "demangledName"), fill=-1,
-                  dtype="int32"),
-              Col("demangled_id", column(db, t, "demangledName", "shortName"), fill=-1,
-                  dtype="int32")]
-             + [Col(name, column(db, t, col, default=default), fill=ID_FILL, dtype=dtype)
-                for name, col, default, dtype in dims]
-             + [Col("graph_node", column(db, t, "graphNodeId"), fill=-1)])
-    return gpu_read(db, t, extra)
+    return gpu_read(db, S.KERNEL)
 
 
 def memcpy_read(db: Database) -> Read | None:
-    t = MEMCPYS
-    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
-                            Col("kind_id", column(db, t, "copyKind"), fill=-1, dtype="int32"),
-                            Col("src_id", column(db, t, "srcKind"), fill=-1, dtype="int32"),
-                            Col("dst_id", column(db, t, "dstKind"), fill=-1, dtype="int32"),
-                            # The devices of a peer copy (NULL, read as -1, for the others).
-                            Col("src_device", column(db, t, "srcDeviceId"), fill=-1,
-                                dtype="int32"),
-                            Col("dst_device", column(db, t, "dstDeviceId"), fill=-1,
-                                dtype="int32")])
+    return gpu_read(db, S.MEMCPY)
 
 
 def memset_read(db: Database) -> Read | None:
-    t = MEMSETS
-    return gpu_read(db, t, [Col("bytes", column(db, t, "bytes", default="0"), fill=ID_FILL),
-                            Col("mem_id", column(db, t, "memKind"), fill=-1, dtype="int32")])
+    return gpu_read(db, S.MEMSET)
 
 
 def graph_read(db: Database) -> Read | None:
-    t = GRAPHS
-    return gpu_read(db, t, [
-        Col("graph_id", column(db, t, "graphId", default="0"), fill=ID_FILL, dtype="int32"),
-        Col("graph_exec_id", column(db, t, "graphExecId", default="0"), fill=ID_FILL,
-            dtype="int32")])
+    return gpu_read(db, S.GRAPH)
+
+
+def sync_read(db: Database) -> Read | None:
+    return gpu_read(db, S.SYNC)
 
 
 def event_link_reads(db: Database) -> tuple[Read | None, Read | None]:
     """The event records (pid, device, context, event, sync) and the stream-wait syncs
-    (pid, context, event, sync) that tell one GPU's stream waited for another's event:
-    small tables, read whole (None where a table or a needed column is missing)."""
-    pid = "((ifnull({}, 0) >> {}) & {})"
+    (start, end, pid, context, sync_type_id, event, sync) that tell one GPU's stream
+    waited for another's event: small tables, read whole (None where a table or a
+    needed column is missing)."""
     records = waits = None
-    if EVENTS in db.tables and db.has(EVENTS, "eventId", "eventSyncId", "deviceId"):
-        records = Read(EVENTS, (
-            Col("pid", pid.format(column(db, EVENTS, "globalPid", default="0"), PID_SHIFT,
-                                  ID_MASK), dtype="int32"),
-            Col("device", '"deviceId"', fill=ID_FILL, dtype="int32"),
-            Col("context", column(db, EVENTS, "contextId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            Col("event", '"eventId"', fill=ID_FILL), Col("sync", '"eventSyncId"',
-                                                          fill=ID_FILL)))
+    if db.has(EVENTS, *S.EVENT.required):
+        records = table_read(db, S.EVENT, ("pid", "device", "context", "event", "sync"))
     if usable(db, SYNCS) and db.has(SYNCS, "eventId", "eventSyncId", "contextId"):
-        waits = Read(SYNCS, (
-            Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
-            Col("pid", pid.format(column(db, SYNCS, "globalPid", default="0"), PID_SHIFT,
-                                  ID_MASK), dtype="int32"),
-            Col("context", '"contextId"', fill=ID_FILL, dtype="int32"),
-            Col("type_id", column(db, SYNCS, "syncType", "deprecatedSyncType"), fill=-1,
-                dtype="int32"),
-            Col("event", '"eventId"', fill=ID_FILL), Col("sync", '"eventSyncId"',
-                                                          fill=ID_FILL)))
+        waits = table_read(db, S.SYNC, ("start", "end", "pid", "context", "sync_type",
+                                        "event", "sync"))
     return records, waits
-
-
-def sync_read(db: Database) -> Read | None:
-    t = SYNCS
-    return gpu_read(db, t, [
-        Col("type_id", column(db, t, "syncType", "deprecatedSyncType"), fill=-1,
-            dtype="int32"),
-        Col("event", column(db, t, "eventId"), fill=-1)])
 
 
 def api_reads(db: Database) -> list[Read]:
     """The CUDA API tables (runtime and driver calls; the driver table exists only in
-    old exports): start, end, gtid, corr, name_id, driver (0/1)."""
-    driver_class = db.enum_id("ENUM_NSYS_EVENT_CLASS", "TRACE_PROCESS_EVENT_CUDA_DRIVER", 1)
+    old exports): start, end, driver (0/1), gtid, corr, name_id."""
+    driver_class = enum_id(db, "ENUM_NSYS_EVENT_CLASS", "TRACE_PROCESS_EVENT_CUDA_DRIVER")
     out = []
-    for table in API_TABLES:
-        if not usable(db, table):
+    for table in (S.RUNTIME, S.DRIVER):
+        if not usable(db, table.name):
             continue
-        cls = column(db, table, "eventClass", default="0")
-        driver = ("1" if table == "CUPTI_ACTIVITY_KIND_DRIVER"
-                  else f"(ifnull({cls}, 0) = {int(driver_class)})")
-        out.append(Read(table, (
-            Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
-            Col("gtid", column(db, table, "globalTid", default="0"), fill=ID_FILL),
-            Col("corr", column(db, table, "correlationId", default="0"), fill=ID_FILL,
-                dtype="int32"),
-            Col("name_id", column(db, table, "nameId"), fill=-1, dtype="int32"),
-            Col("driver", driver, dtype="int8"))))
+        cols = []
+        for c in S.RUNTIME.read():
+            if c.name != "driver":
+                cols.append(col(db, table, c))
+                continue
+            cls = column(db, table.name, *c.candidates, default=str(c.default))
+            driver = ("1" if table is S.DRIVER
+                      else f"(ifnull({cls}, 0) = {int(driver_class)})")
+            cols.append(Col("driver", driver, dtype=c.dtype))
+        out.append(Read(table.name, tuple(cols)))
     return out
+
+
+def enum_id(db: Database, table: str, name: str) -> int:
+    """The id of enum member *name* in the report's own *table*, else nsys 2025.3's
+    (gpugap.report.schema.ENUMS)."""
+    found = db.enum_id(table, name, S.enum_fallback(table, name))
+    return S.enum_fallback(table, name) if found is None else found
 
 
 def big_reads(db: Database) -> list[Read]:

@@ -1,4 +1,4 @@
-"""SQL -> typed frames. The only module that knows nsys's table and column names.
+"""SQL -> typed frames, as gpugap.report.schema declares nsys's tables and columns.
 
 Every table and column is optional: a missing table gives an empty frame, a missing
 optional column a column of NaN (or a documented fallback), and what was missing is
@@ -25,9 +25,10 @@ from gpugap.errors import ReportError
 from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
+from gpugap.report import schema as S
 from gpugap.report import validate as V
 from gpugap.report.cache import resolve_sqlite
-from gpugap.report.columns import ID_FILL, TIME_FILL, int_sql, text_flags_sql, text_sql
+from gpugap.report.columns import ID_FILL, int_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
@@ -36,6 +37,7 @@ from gpugap.report.trace import (
     EVENT_WAIT_COLUMNS,
     NO_CALL,
     NO_GRAPH_NODE,
+    OSRT_COLUMNS,
     PROCESS_COLUMNS,
     ReportInfo,
     Trace,
@@ -58,58 +60,26 @@ _NO_EVENT = 0xFFFFFFFF      # a sync's eventId where it waited on no event (CUPT
 MIN_LAUNCHES = 8            # launch calls needed before missing kernels mean lost data
 LOST_SHARE = 0.5            # ... and the share of them without a kernel that does
 
-KERNEL_COLUMNS = {
-    "start": "int64", "end": "int64", "device": "int64", "context": "int64",
-    "stream": "int64", "corr": "int64", "pid": "int64", "name": "str", "demangled": "str",
-    "grid_x": "int64", "grid_y": "int64", "grid_z": "int64",
-    "block_x": "int64", "block_y": "int64", "block_z": "int64",
-    "registers": "int64", "shared_static": "int64", "shared_dynamic": "int64",
-    "graph_node": "int64", "blocks": "int64", "threads_per_block": "int64",
-}
-# The CUDA call that launched a GPU op; -1 (NO_CALL) where none matched.
-LAUNCH_COLUMNS = {"api_start": "int64", "api_end": "int64", "gtid": "int64",
-                  "api_name": "str"}
-MEMCPY_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                  "corr": "int64", "pid": "int64", "bytes": "int64", "kind": "str",
-                  "src_kind": "str", "dst_kind": "str", "src_device": "int64",
-                  "dst_device": "int64"}
-MEMSET_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                  "corr": "int64", "pid": "int64", "bytes": "int64", "mem_kind": "str"}
-GRAPH_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                 "corr": "int64", "pid": "int64", "graph_id": "int64",
-                 "graph_exec_id": "int64", "nodes": "int64"}
-API_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "pid": "int64",
-               "tid": "int64", "corr": "int64", "name": "str", "driver": "bool",
-               "per_thread": "bool"}
-SYNC_COLUMNS = {"start": "int64", "end": "int64", "device": "int64", "stream": "int64",
-                "corr": "int64", "pid": "int64", "sync_type": "str", "event": "int64"}
-NVTX_COLUMNS = {"start": "int64", "end": "int64", "name": "str", "domain": "str",
-                "gtid": "int64", "pid": "int64", "tid": "int64", "depth": "int64",
-                "library": "bool", "kind": "str"}
-STREAM_COLUMNS = {"pid": "int64", "stream": "int64", "context": "int64", "flag": "str",
-                  "priority": "int64", "legacy_default": "bool"}
-THREAD_COLUMNS = {"gtid": "int64", "pid": "int64", "tid": "int64", "name": "str"}
-OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
+# The frames' columns and dtypes (an empty frame's), declared in gpugap.report.schema.
+KERNEL_COLUMNS = S.frame_columns(S.KERNEL)
+LAUNCH_COLUMNS = S.LAUNCH_COLUMNS
+MEMCPY_COLUMNS = S.frame_columns(S.MEMCPY)
+MEMSET_COLUMNS = S.frame_columns(S.MEMSET)
+GRAPH_COLUMNS = S.frame_columns(S.GRAPH)
+API_COLUMNS = S.frame_columns(S.RUNTIME)
+SYNC_COLUMNS = S.frame_columns(S.SYNC)
+NVTX_COLUMNS = S.frame_columns(S.NVTX)
+STREAM_COLUMNS = S.frame_columns(S.STREAMS)
+THREAD_COLUMNS = S.frame_columns(S.THREADS)
 
-# Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value).
-DEVICE_LIMITS = {
-    "sm_count": (("smCount",), 132, 4096),
-    "max_warps_per_sm": (("maxWarpsPerSm",), 64, 4096),
-    "warp_size": (("threadsPerWarp",), 32, 1024),
-    "max_blocks_per_sm": (("maxBlocksPerSm",), 32, 4096),
-    "max_regs_per_sm": (("maxRegistersPerSm",), 65536, 2**31 - 1),
-    "max_regs_per_block": (("maxRegistersPerBlock",), 65536, 2**31 - 1),
-    "max_shmem_per_sm": (("maxShmemPerSm",), 233472, 2**40),
-    "max_shmem_per_block": (("maxShmemPerBlockOptin", "maxShmemPerBlock"), 232448, 2**40),
-}
-DEVICE_INFO = {"cc_major": ("computeMajor", "smMajor"), "cc_minor": ("computeMinor", "smMinor"),
-               "memory_bytes": ("totalMemory",), "clock_hz": ("clockRate",)}
-DEVICE_TEXT = {"name": ("name",), "bus": ("busLocation",), "uuid": ("uuid",),
-               "chip": ("chipName",)}
+# Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value);
+# the other numbers and the text of TARGET_INFO_GPU: column -> candidates.
+DEVICE_LIMITS = {c.name: (c.candidates, c.default, c.bounds[1]) for c in S.GPUS.columns
+                 if c.invalid == "default" and c.bounds is not None}
+DEVICE_INFO = {c.name: c.candidates for c in S.GPUS.columns
+               if c.kind == "int" and c.name not in DEVICE_LIMITS and not c.required}
+DEVICE_TEXT = {c.name: c.candidates for c in S.GPUS.columns if c.kind == "text"}
 
-WHAT = {reads.KERNELS: "kernels", reads.MEMCPYS: "memory copies",
-        reads.MEMSETS: "memsets", reads.SYNCS: "synchronizations",
-        reads.GRAPHS: "CUDA graph executions"}
 
 
 class Loader:
@@ -134,9 +104,11 @@ class Loader:
 
     def read_capture(self) -> None:
         """ANALYSIS_DETAILS's capture window, when valid (0 <= start < stop)."""
-        if not reads.usable(self.db, "ANALYSIS_DETAILS"):
+        t = S.CAPTURE
+        if not reads.usable(self.db, t.name):
             return
-        row = self.db.rows('SELECT "startTime", "stopTime" FROM ANALYSIS_DETAILS LIMIT 1')
+        row = self.db.rows(f'SELECT {", ".join(quote_id(c.nsys) for c in t.columns)} '
+                           f"FROM {quote_id(t.name)} LIMIT 1")
         if not row:
             return
         lo, hi = (as_int(v, 0, V.MAX_TIME_NS - 1) for v in row[0])
@@ -152,13 +124,10 @@ class Loader:
         wins), values str or None (NULL, BLOB or a number: shown as '<id>')."""
         if self._strings is None:
             ids, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
-            if reads.usable(self.db, "StringIds"):
-                raw = self.db.frame(f'SELECT {int_sql(quote_id("id"), -1)}, '
-                                    f'{text_sql(quote_id("value"))}, '
-                                    f'{text_flags_sql(quote_id("value"))} '
-                                    "FROM StringIds", ["id", "value", "flag"])
+            if reads.usable(self.db, S.STRINGS.name):
+                raw = self.db.frame(*reads.select_sql(self.db, S.STRINGS))
                 ids = raw["id"].to_numpy(dtype=np.int64)
-                flags = raw["flag"].to_numpy(dtype=np.int64)
+                flags = raw["value_flag"].to_numpy(dtype=np.int64)
                 self.problems.add("StringIds:id", np.count_nonzero(ids < 0),
                                   "strings in StringIds without a valid id: ignored")
                 self.problems.add("StringIds:value", np.count_nonzero(flags == 1),
@@ -280,42 +249,60 @@ class Loader:
         early = prefetch.take(self.db.path, read)
         return early if early is not None else read.run(self.db)
 
-    def gpu_frame(self, read: reads.Read | None, columns: dict[str, str]) -> pd.DataFrame:
-        """GPU activity rows (see columns.gpu_read): start, end, device, context, stream,
-        corr, pid, then the read's extra columns; an empty frame without the table.
-        Rows without valid times or on an impossible device are dropped; invalid
-        stream, context and correlation ids become 0."""
+    def _fix_ids(self, data: dict[str, np.ndarray], table: S.Table
+                 ) -> dict[str, np.ndarray]:
+        """Ids outside their declared bounds set to 0 (unknown), counted."""
+        for c in table.read():
+            if c.invalid == "zero" and c.bounds is not None and c.read_as in data:
+                data[c.read_as] = V.fix_ids(data[c.read_as], c.bounds[1], table.what,
+                                            c.label or c.name, self.problems)
+        return data
+
+    def gpu_frame(self, read: reads.Read | None, table: S.Table) -> pd.DataFrame:
+        """GPU activity rows (see columns.gpu_read) as *table* declares them: start,
+        end, device, context, stream, corr, pid, then its own columns; an empty frame
+        without the table. Rows without valid times or with a value its declaration
+        drops (an impossible device) are dropped; invalid ids become 0; names and enum
+        labels are looked up, other values clamped to their bounds."""
         if read is None:
-            return empty_frame(columns | LAUNCH_COLUMNS)
-        what = WHAT[read.table]
+            return empty_frame(S.frame_columns(table) | LAUNCH_COLUMNS)
+        what = table.what
         data = self.run(read)
         n = data["start"].size
         mask = V.time_mask(data["start"], data["end"], self.limit(data["start"]), what,
                            self.problems)
-        device = data["device"]
-        if not V.in_range(device, 0, V.MAX_DEVICE - 1):
-            bad = (device < 0) | (device >= V.MAX_DEVICE)
-            self.problems.add(f"{what}:device",
-                              np.count_nonzero(bad if mask is None else bad & mask),
-                              f"{what} on an invalid device id (NULL, not an integer, "
-                              f"negative or >= {V.MAX_DEVICE}): dropped")
-            mask = ~bad if mask is None else mask & ~bad
+        for c in table.read():
+            if c.invalid != "drop" or c.bounds is None:
+                continue
+            values, (lo, hi) = data[c.read_as], c.bounds
+            if not V.in_range(values, lo, hi):
+                bad = (values < lo) | (values > hi)
+                self.problems.add(f"{what}:{c.name}",
+                                  np.count_nonzero(bad if mask is None else bad & mask),
+                                  f"{what} on an invalid {c.label or c.name} id (NULL, not "
+                                  f"an integer, negative or >= {hi + 1}): dropped")
+                mask = ~bad if mask is None else mask & ~bad
         data = V.take(data, mask)
         if n and not data["start"].size:
             self.emptied.append(read.table)
-        for c in ("stream", "context", "corr"):
-            data[c] = V.fix_ids(data[c], V.MAX_ID, what, c, self.problems)
-        return pd.DataFrame(data, copy=False)
+        frame = pd.DataFrame(self._fix_ids(data, table), copy=False)
+        counted = False
+        for c in table.read():
+            if c.kind == "name":      # the first name's missing ones are counted
+                frame[c.name] = self.names(frame.pop(c.read_as).to_numpy(),
+                                           what=None if counted else what)
+                counted = True
+            elif c.kind == "enum":
+                frame[c.name] = self.enum_labels(c.enum, frame.pop(c.read_as))
+        for c in table.read():
+            if c.invalid == "clamp" and c.bounds is not None:
+                frame[c.name] = V.clamp(frame[c.name].to_numpy(), *c.bounds, what,
+                                        c.label or c.name, self.problems)
+        hidden = [c.name for c in table.read() if not c.frame]
+        return frame.drop(columns=hidden) if hidden else frame
 
     def kernels(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.kernel_read(self.db), KERNEL_COLUMNS)
-        if "name_id" in frame:
-            frame["name"] = self.names(frame.pop("name_id").to_numpy(), what="kernels")
-        if "demangled_id" in frame:
-            frame["demangled"] = self.names(frame.pop("demangled_id").to_numpy())
-        for c, (lo, hi) in V.KERNEL_LIMITS.items():
-            if c in frame:
-                frame[c] = V.clamp(frame[c].to_numpy(), lo, hi, "kernels", c, self.problems)
+        frame = self.gpu_frame(reads.kernel_read(self.db), S.KERNEL)
         graph = frame["graph_node"].to_numpy(dtype=np.int64)      # -1: not from a graph
         if graph.size and int(np.count_nonzero(graph >= 0)) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
@@ -335,29 +322,15 @@ class Loader:
         frame["threads_per_block"] = product("int64", "block_x", "block_y", "block_z")
         return frame
 
-    def _bytes(self, frame: pd.DataFrame, what: str) -> None:
-        if "bytes" in frame:
-            frame["bytes"] = V.clamp(frame["bytes"].to_numpy(), 0, V.MAX_BYTES, what,
-                                     "bytes", self.problems)
-
     def memcpys(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.memcpy_read(self.db), MEMCPY_COLUMNS)
-        if "kind_id" in frame:
-            self._bytes(frame, "memory copies")
-            frame["kind"] = self.enum_labels("ENUM_CUDA_MEMCPY_OPER", frame.pop("kind_id"))
-            frame["src_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("src_id"))
-            frame["dst_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("dst_id"))
-            if not self.db.has("ENUM_CUDA_MEM_KIND"):
-                self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
-                                     "unknown, pageable copies cannot be recognised")
-        return frame
+        read = reads.memcpy_read(self.db)
+        if read is not None and not self.db.has("ENUM_CUDA_MEM_KIND"):
+            self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
+                                 "unknown, pageable copies cannot be recognised")
+        return self.gpu_frame(read, S.MEMCPY)
 
     def memsets(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.memset_read(self.db), MEMSET_COLUMNS)
-        if "mem_id" in frame:
-            self._bytes(frame, "memsets")
-            frame["mem_kind"] = self.enum_labels("ENUM_CUDA_MEM_KIND", frame.pop("mem_id"))
-        return frame
+        return self.gpu_frame(reads.memset_read(self.db), S.MEMSET)
 
     def event_waits(self) -> pd.DataFrame:
         """Stream waits on an event recorded on another device: (start, end, pid,
@@ -368,9 +341,9 @@ class Loader:
             return empty_frame(EVENT_WAIT_COLUMNS)
         rec = pd.DataFrame(records.run(self.db))
         wait = pd.DataFrame(waits.run(self.db))
-        stream_wait = self.db.enum_id("ENUM_CUPTI_SYNC_TYPE",
-                                      "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", 2)
-        wait = wait[wait["type_id"] == stream_wait]
+        stream_wait = reads.enum_id(self.db, "ENUM_CUPTI_SYNC_TYPE",
+                                    "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT")
+        wait = wait[wait["sync_type_id"] == stream_wait]
         if rec.empty or wait.empty:
             return empty_frame(EVENT_WAIT_COLUMNS)
         # A sync row's deviceId is not always its stream's: its context says which device.
@@ -390,11 +363,8 @@ class Loader:
         else, when kernels carry graph node ids (node-level tracing), one execution per
         cudaGraphLaunch (its correlation id, in its process) from its first node's start
         to its last node's end, with its node count."""
-        frame = self.gpu_frame(reads.graph_read(self.db), GRAPH_COLUMNS)
+        frame = self.gpu_frame(reads.graph_read(self.db), S.GRAPH)
         if len(frame):
-            for c in ("graph_id", "graph_exec_id"):
-                frame[c] = V.fix_ids(frame[c].to_numpy(), V.MAX_ID, "CUDA graph executions",
-                                     c, self.problems)
             frame["nodes"] = np.zeros(len(frame), dtype=np.int32)
             return frame
         node = kernels["graph_node"]
@@ -429,7 +399,7 @@ class Loader:
         per = per.sort_values("start", kind="stable", ignore_index=True)
         per["context"] = 0
         per["graph_exec_id"] = 0
-        return per[list(GRAPH_COLUMNS) + ["context"]]
+        return per[list(GRAPH_COLUMNS)]
 
     def api(self) -> pd.DataFrame:
         parts = [self.run(read) for read in reads.api_reads(self.db)]
@@ -442,9 +412,8 @@ class Loader:
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
             order = np.argsort(start, kind="stable")
             data = {k: v[order] for k, v in data.items()}
-        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "CUDA API calls", "thread",
-                         self.problems)
-        corr = V.fix_ids(data["corr"], V.MAX_ID, "CUDA API calls", "corr", self.problems)
+        data = self._fix_ids(data, S.RUNTIME)
+        gtid, corr = data["gtid"], data["corr"]
         raw, name = self._name_codes(data.pop("name_id"), [None, normalize_api_name],
                                      "CUDA API calls")
         per_thread = np.array([bool(_PER_THREAD.search(c)) for c in raw.categories]
@@ -456,41 +425,31 @@ class Loader:
             "per_thread": per_thread[raw.codes]}, copy=False)
 
     def syncs(self) -> pd.DataFrame:
-        frame = self.gpu_frame(reads.sync_read(self.db), SYNC_COLUMNS)
-        if "type_id" in frame:
-            frame["sync_type"] = self.enum_labels("ENUM_CUPTI_SYNC_TYPE", frame.pop("type_id"))
+        read = reads.sync_read(self.db)
+        frame = self.gpu_frame(read, S.SYNC)
+        if read is not None:
             # -1 for no event: NULL, or CUPTI's "not applicable" (0xFFFFFFFF).
             event = frame["event"].to_numpy(dtype=np.int64)
             frame["event"] = np.where(event == _NO_EVENT, -1, event)
-            frame = frame.drop(columns=[c for c in ("context",) if c in frame])
         return frame
 
     def nvtx(self, end_of_time: int) -> pd.DataFrame:
-        t = "NVTX_EVENTS"
+        t = S.NVTX.name
         if not reads.usable(self.db, t):
             return empty_frame(NVTX_COLUMNS)
         ev = "ENUM_NSYS_EVENT_TYPE"
-        kinds = {}
-        for name, fallback, label in (("NvtxPushPopRange", 59, "push/pop"),
-                                      ("NvtxStartEndRange", 60, "start/end"),
-                                      ("NvtxtPushPopRange", 70, "push/pop"),
-                                      ("NvtxtStartEndRange", 71, "start/end")):
-            kinds[self.db.enum_id(ev, name, fallback)] = label
-        domain_create = self.db.enum_id(ev, "NvtxDomainCreate", 75)
-        text = self.column(t, "text")
-        sql = (f'SELECT {int_sql(quote_id("start"), TIME_FILL)}, '
-               f'{self.int_column(t, "end", fill=TIME_FILL)}, "eventType", '
-               f"{text_sql(text)}, {text_flags_sql(text)}, "
-               f'{self.int_column(t, "textId", fill=-1)}, '
-               f'{self.int_column(t, "domainId", fill=ID_FILL, default="0")}, '
-               f'{self.int_column(t, "globalTid", fill=ID_FILL, default="0")} FROM "{t}" '
-               f'WHERE "eventType" IN ({", ".join(str(k) for k in kinds)}, {domain_create})')
-        raw = self.db.frame(sql, ["start", "end", "type", "text", "flag", "text_id",
-                                  "domain_id", "gtid"])
+        kinds = {reads.enum_id(self.db, ev, name): label
+                 for name, label in S.NVTX_KINDS.items()}
+        domain_create = reads.enum_id(self.db, ev, S.NVTX_DOMAIN_CREATE)
+        event_type = quote_id(S.NVTX.column("type").nsys)
+        sql, names = reads.select_sql(
+            self.db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
+                                   f"{domain_create})")
+        raw = self.db.frame(sql, names)
         if raw.empty:
             return empty_frame(NVTX_COLUMNS)
-        what = "NVTX ranges"
-        flags = raw["flag"].to_numpy(dtype=np.int64)
+        what = S.NVTX.what
+        flags = raw["text_flag"].to_numpy(dtype=np.int64)
         self.problems.add("NVTX:text", np.count_nonzero(flags == 1),
                           f"{what} whose text is not text (a BLOB or a number): ignored")
         self.problems.add("NVTX:long", np.count_nonzero(flags == 2),
@@ -539,30 +498,18 @@ class Loader:
     def streams(self) -> pd.DataFrame:
         parts = []
         flag_names = self.db.enum("ENUM_CUPTI_STREAM_TYPE")
-        null_flag = self.db.enum_id("ENUM_CUPTI_STREAM_TYPE",
-                                    "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL", 3)
-        t = "TARGET_INFO_CUDA_STREAM"
-        if self.db.has(t, "processId", "streamId"):
-            s = self.db.frame(
-                f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
-                f'{int_sql(quote_id("streamId"), ID_FILL)}, '
-                f'{self.int_column(t, "contextId", fill=ID_FILL, default="0")}, '
-                f'{self.int_column(t, "flag", fill=-1)}, '
-                f'{self.int_column(t, "priority", fill=0)} FROM "{t}"',
-                ["pid", "stream", "context", "flag_id", "priority"])
+        null_flag = reads.enum_id(self.db, "ENUM_CUPTI_STREAM_TYPE",
+                                  "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL")
+        if self.db.has(S.STREAMS.name, *S.STREAMS.required):
+            s = self.db.frame(*reads.select_sql(self.db, S.STREAMS))
             flag = s["flag_id"].to_numpy(dtype=np.int64)
             s["legacy_default"] = flag == null_flag
             s["flag"] = [flag_names.get(v, "Unknown") for v in flag.tolist()]
             parts.append(s.drop(columns="flag_id"))
         # The NULL stream id per context, from whichever table this version writes.
-        for table, col in (("TARGET_INFO_CUDA_CONTEXT_INFO", "nullStreamId"),
-                           ("TARGET_INFO_CUDA_NULL_STREAM", "streamId")):
-            if self.db.has(table, col, "processId"):
-                n = self.db.frame(
-                    f'SELECT {int_sql(quote_id("processId"), ID_FILL)}, '
-                    f'{int_sql(quote_id(col), ID_FILL)}, '
-                    f'{self.int_column(table, "contextId", fill=ID_FILL, default="0")} '
-                    f'FROM "{table}"', ["pid", "stream", "context"])
+        for table in (S.CONTEXTS, S.NULL_STREAMS):
+            if self.db.has(table.name, *table.required):
+                n = self.db.frame(*reads.select_sql(self.db, table))
                 n["flag"], n["priority"], n["legacy_default"] = "Null stream", 0, True
                 parts.append(n)
         if not parts:
@@ -583,15 +530,16 @@ class Loader:
         return frame.drop_duplicates(["pid", "stream"], ignore_index=True)
 
     def devices(self) -> pd.DataFrame:
-        t = "TARGET_INFO_GPU"
+        t = S.GPUS.name
         cols = ["device", "name", *DEVICE_LIMITS, "cc_major", "cc_minor", "memory_bytes",
                 "clock_hz", "bus", "uuid", "chip"]
-        if t not in self.db.tables or "id" not in self.db.columns(t):
+        device_id = S.GPUS.column("device").nsys
+        if t not in self.db.tables or device_id not in self.db.columns(t):
             if reads.KERNELS in self.db.tables:
                 self.warnings.append("no TARGET_INFO_GPU table: device limits unknown, "
                                      "occupancy estimates assume a 132-SM Hopper GPU")
             return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
-        select = {"device": int_sql('"id"', ID_FILL)}
+        select = {"device": int_sql(quote_id(device_id), ID_FILL)}
         select |= {c: self.int_column(t, *cands, fill=-1)
                    for c, (cands, _, _) in DEVICE_LIMITS.items()}
         select |= {c: self.int_column(t, *cands, fill=-1) for c, cands in DEVICE_INFO.items()}
@@ -665,12 +613,10 @@ class Loader:
         return out
 
     def threads(self) -> pd.DataFrame:
-        t = "ThreadNames"
+        t = S.THREADS.name
         if not reads.usable(self.db, t):
             return empty_frame(THREAD_COLUMNS)
-        frame = self.db.frame(f'SELECT {int_sql(quote_id("globalTid"), ID_FILL)}, '
-                              f'{int_sql(quote_id("nameId"), -1)} FROM "{t}"',
-                              ["gtid", "name_id"])
+        frame = self.db.frame(*reads.select_sql(self.db, S.THREADS, ("gtid", "name")))
         frame = frame.loc[frame["gtid"].to_numpy(dtype=np.int64) >= 0]
         frame["gtid"] = frame["gtid"].astype(np.int64)
         frame["pid"] = self.pid_of(frame["gtid"])
@@ -681,23 +627,25 @@ class Loader:
     def processes(self) -> pd.DataFrame:
         """The processes nsys saw (pid, name: the executable as started, e.g. 'python3',
         '/usr/bin/ptxas'), one row per pid."""
-        t = "PROCESSES"
-        if not (t in self.db.tables and self.db.has(t, "pid", "name")):
+        t = S.PROCESSES
+        if not self.db.has(t.name, *t.required):
             return empty_frame(PROCESS_COLUMNS)
-        frame = self.db.frame(f'SELECT {int_sql(quote_id("pid"), ID_FILL)}, '
-                              f'{text_sql(quote_id("name"))} FROM "{t}"', ["pid", "name"])
+        frame = self.db.frame(*reads.select_sql(self.db, t, flags=False))
         frame = frame.loc[frame["pid"].to_numpy(dtype=np.int64) >= 0]
         frame["pid"] = frame["pid"].astype(np.int64)
         frame["name"] = frame["name"].astype(object).where(frame["name"].notna(), "")
         return frame.drop_duplicates("pid", ignore_index=True)
 
     def _osrt_cols(self, t: str) -> list[Col]:
-        return [Col("start", '"start"', fill=TIME_FILL), Col("end", '"end"', fill=TIME_FILL),
-                Col("gtid", self.column(t, "globalTid", default="0"), fill=ID_FILL),
-                Col("name_id", '"nameId"', fill=-1, dtype="int32")]
+        return list(reads.table_read(self.db, S.OSRT).cols)
+
+    def _osrt_gtid(self) -> str:
+        """SQL: OSRT_API's thread column (0 where the table has none)."""
+        c = S.OSRT.column("gtid")
+        return self.column(S.OSRT.name, *c.candidates, default=str(c.default))
 
     def osrt(self) -> pd.DataFrame:
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t):
             return empty_frame(OSRT_COLUMNS)
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t)))
@@ -706,10 +654,10 @@ class Loader:
                          ) -> pd.DataFrame:
         """OS runtime calls of each thread that overlap one of its windows [lo, hi):
         one scan of OSRT_API, the test done by SQLite (see _window_test)."""
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t) or not windows:
             return empty_frame(OSRT_COLUMNS)
-        gtid = self.column(t, "globalTid", default="0")
+        gtid = self._osrt_gtid()
         cases = " ".join(f"WHEN {int(g)} THEN {_window_test(lo, hi)}"
                          for g, (lo, hi) in sorted(windows.items()) if len(lo))
         if not cases:
@@ -725,7 +673,7 @@ class Loader:
         """OS runtime calls whose name matches *pattern* (a waitpid, a write), of the
         threads *gtids* and processes *pids* only if given: the names are looked up in
         StringIds first, so SQLite hands over only their rows."""
-        t = "OSRT_API"
+        t = S.OSRT.name
         if not reads.usable(self.db, t) or gtids == [] or pids == []:
             return empty_frame(OSRT_COLUMNS)
         ids, values = self.strings
@@ -733,8 +681,8 @@ class Loader:
                if v is not None and pattern.search(v)]
         if not hit:
             return empty_frame(OSRT_COLUMNS)
-        where = f'"nameId" IN ({", ".join(map(str, hit))})'
-        gtid = self.column(t, "globalTid", default="0")
+        where = f'{quote_id(S.OSRT.column("name").nsys)} IN ({", ".join(map(str, hit))})'
+        gtid = self._osrt_gtid()
         if gtids is not None:
             where += f" AND {gtid} IN ({', '.join(str(int(g)) for g in gtids)})"
         if pids is not None:
@@ -743,10 +691,8 @@ class Loader:
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
     def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
-        data = self._checked("OSRT_API", data, "OS runtime calls")
-        gtid = V.fix_ids(data["gtid"], V.MAX_GTID, "OS runtime calls", "thread",
-                         self.problems)
-        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": gtid,
+        data = self._fix_ids(self._checked(S.OSRT.name, data, S.OSRT.what), S.OSRT)
+        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
                               "name": self.names(data["name_id"])}, copy=False)
         start = data["start"]
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):

@@ -5,7 +5,10 @@ Times are int64 nanoseconds on the report's session clock. ``pid``/``tid`` are t
 process and thread ids decoded from nsys's serialized ``globalTid``; ``gtid`` keeps the
 serialized value (unique across hosts/VMs) for joins.
 
-Frames and their columns (all present even when the report lacks the table, then empty):
+Frames and their columns (all present even when the report lacks the table, then empty).
+The columns read from nsys, with their nsys names, dtypes, defaults and bounds, are
+declared in gpugap.report.schema, where a new one is one line (``frame_columns`` gives
+each frame's full list); the main ones, and those the loader derives:
 
 - ``kernels``: start, end, device, context, stream, corr, pid, name (the short name,
   e.g. "gemm_kernel"), demangled (the full demangled signature, e.g. "void
@@ -72,8 +75,9 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from gpugap.jsonout import Record
+from gpugap.report import schema
 
-PROCESS_COLUMNS = {"pid": "int64", "name": "str"}
+PROCESS_COLUMNS = schema.frame_columns(schema.PROCESSES)
 EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
                       "dst_device": "int64"}
 
@@ -286,11 +290,8 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
                          for c, t in columns.items()})
 
 
-OSRT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str"}
-GRAPH_COLUMNS: dict[str, str] = {
-    "start": "int64", "end": "int64", "device": "int64", "stream": "int64", "corr": "int64",
-    "pid": "int64", "graph_id": "int64", "graph_exec_id": "int64", "nodes": "int64",
-    "api_start": "int64", "api_end": "int64", "gtid": "int64", "api_name": "str"}
+OSRT_COLUMNS: dict[str, str] = schema.frame_columns(schema.OSRT)
+GRAPH_COLUMNS: dict[str, str] = schema.frame_columns(schema.GRAPH) | schema.LAUNCH_COLUMNS
 # What a launch column (api_start, api_end, gtid) of a GPU op holds when no CUDA call
 # matched it, and graph_node for a kernel not launched from a graph: impossible values
 # (times are > 0, ids >= 0), so that the columns stay int64.

@@ -2,10 +2,11 @@
 
 A report can be damaged (a copy cut short, bits flipped), edited, written by a buggy or
 much older or newer nsys, or planted. Nothing in it is trusted: every column gpugap reads
-(gpugap.report.columns.SCHEMA) is checked for presence and declared type once, when the
-report is opened, and every value as it is read. What the analysis then sees has only
-possible values; what was dropped or repaired is counted, one warning line per kind of
-problem (``ReportInfo.warnings``), and the counts are in ``ReportInfo.problems``.
+(declared in gpugap.report.schema, with its bounds) is checked for presence and declared
+type once, when the report is opened, and every value as it is read. What the analysis
+then sees has only possible values; what was dropped or repaired is counted, one
+warning line per kind of problem (``ReportInfo.warnings``), and the counts are in
+``ReportInfo.problems``.
 
 Rules (all vectorised; a valid report costs a min/max per column):
 
@@ -23,8 +24,8 @@ Rules (all vectorised; a valid report costs a min/max per column):
   device the device table does not list gets a placeholder row with default limits;
   stream, context and correlation ids, thread ids must be in [0, 2^32) (2^63 for
   serialized thread ids), else they become 0 (correlation 0: no launch call known).
-- launch dimensions, registers and shared memory are clamped to CUDA's limits
-  (``KERNEL_LIMITS``); copy and memset sizes to [0, MAX_BYTES].
+- launch dimensions, registers and shared memory are clamped to CUDA's limits, copy
+  and memset sizes to [0, MAX_BYTES]: each column's ``bounds`` in gpugap.report.schema.
 - names: NULL or BLOB strings, ids missing from StringIds, become a placeholder
   ('<unnamed>', '<id>'); names longer than MAX_NAME characters are cut; invalid UTF-8 is
   replaced per string (the connection decodes with errors='replace').
@@ -81,15 +82,6 @@ def as_int(value, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
     if isinstance(value, int) and lo <= value <= hi:
         return value
     return None
-
-
-# (lo, hi) of each kernel launch column: CUDA's own limits.
-KERNEL_LIMITS = {
-    "grid_x": (1, 2**31 - 1), "grid_y": (1, 65535), "grid_z": (1, 65535),
-    "block_x": (1, 1024), "block_y": (1, 1024), "block_z": (1, 64),
-    "registers": (0, 255), "shared_static": (0, 2**31 - 1),
-    "shared_dynamic": (0, 2**31 - 1),
-}
 
 
 class Problems:
