@@ -182,11 +182,14 @@ def gpugap_cmd(path: Path) -> list[str]:
     return [sys.executable, "-m", "gpugap", "analyze", "--json", str(path)]
 
 
-def measure_gpugap(path: Path, repeat: int) -> dict:
+def measure_gpugap(path: Path, repeat: int, answers: Path | None = None) -> dict:
     runs = [run_measured(gpugap_cmd(path)) for _ in range(repeat)]
     for r in runs:
         if r["rc"] != 0:
             raise SystemExit(f"gpugap failed (exit {r['rc']}): {r['stderr'].decode()[-2000:]}")
+    if answers is not None:            # kept to compare two versions' answers (--answers)
+        answers.mkdir(parents=True, exist_ok=True)
+        (answers / f"{path.stem}.json").write_bytes(runs[0]["stdout"])
     doc = json.loads(runs[0]["stdout"])
     best = min(runs, key=lambda r: r["seconds"])
     return {"seconds": best["seconds"], "all_seconds": [round(r["seconds"], 3) for r in runs],
@@ -306,7 +309,8 @@ def measure_size(shape: str, source: Path, size: str, args, nsys: str | None) ->
     floor, load["floor"] = loaded(f"{tag} floor", lambda: measure_floor(queries, path,
                                                                          args.repeat))
     print(f"{tag} floor {floor:.3f} s", file=sys.stderr, flush=True)
-    gg, load["gpugap"] = loaded(f"{tag} gpugap", lambda: measure_gpugap(path, args.repeat))
+    gg, load["gpugap"] = loaded(f"{tag} gpugap", lambda: measure_gpugap(path, args.repeat,
+                                                                             args.answers))
     print(f"{tag} gpugap {gg['seconds']:.3f} s, {gg['peak_rss_mb']:.0f} MB",
           file=sys.stderr, flush=True)
     analyze = stats = None
@@ -340,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nsys", help="nsys executable, or 'none' (default: look for one)")
     p.add_argument("--nsys-timeout", type=float, default=900,
                    help="give up on an nsys run after this many seconds (default 900)")
+    p.add_argument("--answers", type=Path, default=None, metavar="DIR",
+                   help="keep each report's analyze --json here (to compare versions)")
     p.add_argument("--nsys-repeat", type=int, default=None,
                    help="nsys runs per size (default: --repeat up to 1M kernels, then 1)")
     args = p.parse_args(argv)

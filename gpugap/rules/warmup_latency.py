@@ -165,11 +165,13 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
         dur, key = chunk(i0, min(i0 + _CHUNK, n))
         which = np.where(key >= 0, lut[np.maximum(key, 0)], -1)
         rows = np.flatnonzero(which >= 0)
+        if not rows.size:
+            continue
         # Rows grouped by candidate (stable), each group's run taken once.
         group = which[rows]
         order = np.argsort(group, kind="stable")
         rows, group = rows[order], group[order]
-        cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if rows.size else rows
+        cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         for c, lo, hi in zip(group[cuts].tolist(), cuts.tolist(),
                              [*cuts[1:].tolist(), rows.size], strict=True):
             mine = rows[lo:hi]
