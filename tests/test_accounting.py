@@ -330,9 +330,10 @@ def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
     cached totals: on blocks of 500 gaps, for windows of every kind (overlapping, nested,
     empty, beyond the device's window, whole iterations), each row equals the time of the
     pieces clipped to its window, bucket by bucket."""
-    from gpugap.accounting import attribution
+    from gpugap.accounting import attribution, partition
 
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 500)
+    monkeypatch.setattr(partition, "TOTALS_PIECES", 700)   # block totals a few at a time
     dev = account(load(CAPTURES / "decode.sqlite")).devices[0]
     lo, hi = dev.window
     rng = np.random.default_rng(3)
@@ -348,6 +349,10 @@ def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
         want = np.bincount(c, weights=inside, minlength=len(IDS)).astype(np.int64)
         assert np.array_equal(got[row], want), (a, z)
     assert dev.partition.block_count > 5
+    block = np.repeat(np.arange(dev.partition.block_count), np.diff(dev.partition.block_first))
+    assert np.array_equal(dev.partition.block_totals(), np.bincount(
+        block * len(IDS) + dev.partition.code, weights=dev.partition.length,
+        minlength=dev.partition.block_count * len(IDS)).reshape(-1, len(IDS)))
 
 
 def test_blocked_calls_go_to_the_bucket_their_category_names():

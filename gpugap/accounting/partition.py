@@ -24,6 +24,7 @@ from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 Pieces = tuple[np.ndarray, np.ndarray, np.ndarray]      # (starts, ends, bucket codes)
 
 _LONGEST = np.iinfo(np.uint32).max
+TOTALS_PIECES = 1 << 20       # pieces summed at a time into per-block totals
 IDLE = np.array([b not in BUSY_IDS for b in IDS])      # per bucket code: an idle bucket?
 
 
@@ -127,10 +128,22 @@ class Partition:
     def block_totals(self) -> np.ndarray:
         """Each block's time per bucket code (float64: a row per block)."""
         if self._block_totals is None:
-            block = np.repeat(np.arange(self.block_count), np.diff(self.block_first))
-            self._block_totals = np.bincount(
-                block * len(IDS) + self.code, weights=self.length,
-                minlength=self.block_count * len(IDS)).reshape(-1, len(IDS))
+            width = len(IDS)
+            totals = np.zeros((self.block_count, width), dtype=np.float64)
+            first = self.block_first
+            b0 = 0
+            while b0 < self.block_count:
+                # Blocks of about TOTALS_PIECES pieces at a time: no array of a block
+                # number per piece of the whole device (tens of millions at 10M kernels).
+                b1 = int(np.searchsorted(first, first[b0] + TOTALS_PIECES, side="right")) - 1
+                b1 = min(max(b1, b0 + 1), self.block_count)
+                i0, i1 = int(first[b0]), int(first[b1])
+                block = np.repeat(np.arange(b1 - b0), np.diff(first[b0:b1 + 1]))
+                totals[b0:b1] = np.bincount(
+                    block * width + self.code[i0:i1], weights=self.length[i0:i1],
+                    minlength=(b1 - b0) * width).reshape(-1, width)
+                b0 = b1
+            self._block_totals = totals
         return self._block_totals
 
     def relabel(self, old: str, new: str, where: tl.Intervals, min_share: float = 0.5

@@ -78,7 +78,7 @@ def _start(path: Path) -> None:
     sys.setswitchinterval(min(previous, _SWITCH_INTERVAL))
     remaining = [len(jobs)]
 
-    def work(read, job: _Job, parts: list[str]) -> None:
+    def work(read, job: _Job, parts: list[tuple[str, int | None]]) -> None:
         try:
             job.result = _read_parts(path, read, parts)
         except Exception:   # noqa: BLE001 - the loader reads again and reports
@@ -95,18 +95,22 @@ def _start(path: Path) -> None:
                          name=f"gpugap-prefetch-{read.table}").start()
 
 
-def _read_parts(path: Path, read: Read, parts: list[str]) -> dict | None:
-    """*read* of the export at *path*, its rowid ranges *parts* read at once, each by its
-    own thread and connection, then put end to end in rowid order (the order of one scan
-    of the table: the arrays equal a single read's, dtypes included, as concatenating
-    narrowed integer arrays takes the widest)."""
+def _read_parts(path: Path, read: Read, parts: list[tuple[str, int | None]]
+                ) -> dict | None:
+    """*read* of the export at *path*, its rowid ranges *parts* (SQL, at most how many
+    rows) read at once, each by its own thread and connection into arrays of its own
+    size, then put end to end in rowid order (the order of one scan of the table: the
+    arrays equal a single read's, dtypes included, as concatenating narrowed integer
+    arrays takes the widest)."""
     results: list[dict | None] = [None] * len(parts)
 
     def one(i: int) -> None:
         own = Database(path)              # one connection per thread
         try:
-            where = " AND ".join(f"({w})" for w in (read.where, parts[i]) if w)
-            results[i] = reader.read_columns(own, read.table, list(read.cols), where)
+            rowids, capacity = parts[i]
+            where = " AND ".join(f"({w})" for w in (read.where, rowids) if w)
+            results[i] = reader.read_columns(own, read.table, list(read.cols), where,
+                                             capacity)
         finally:
             own.close()
 
@@ -130,22 +134,26 @@ def _read_parts(path: Path, read: Read, parts: list[str]) -> dict | None:
     return out
 
 
-def _row_parts(db: Database, table: str, rows: int) -> list[str]:
+def _row_parts(db: Database, table: str, rows: int) -> list[tuple[str, int | None]]:
     """Rowid ranges splitting *table* into one read per core (at most MAX_PARTS), each
-    of at least SPLIT_ROWS rows; [""] (the whole table) for a small one."""
+    of at least SPLIT_ROWS rows, with the most rows each can hold; [("", None)] (the
+    whole table) for a small one."""
+    whole: list[tuple[str, int | None]] = [("", None)]
     n = min(os.cpu_count() or 1, MAX_PARTS, rows // SPLIT_ROWS)
     if n < 2:
-        return [""]
+        return whole
     # Two queries: SQLite answers a lone min() or max() of the rowid from the B-tree,
     # both in one query by scanning the table.
     (lo,), = db.rows(f'SELECT min(rowid) FROM "{table}"')
     (hi,), = db.rows(f'SELECT max(rowid) FROM "{table}"')
     if not (isinstance(lo, int) and isinstance(hi, int)) or hi - lo < n:
-        return [""]
+        return whole
     cuts = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
     cuts[-1] = hi
-    inner = [f"rowid > {cuts[i]} AND rowid <= {cuts[i + 1]}" for i in range(1, n - 1)]
-    return [f"rowid <= {cuts[1]}", *inner, f"rowid > {cuts[n - 1]}"]
+    inner = [(f"rowid > {cuts[i]} AND rowid <= {cuts[i + 1]}", cuts[i + 1] - cuts[i])
+             for i in range(1, n - 1)]
+    return [(f"rowid <= {cuts[1]}", cuts[1] - cuts[0]), *inner,
+            (f"rowid > {cuts[n - 1]}", cuts[n] - cuts[n - 1])]
 
 
 def _sql(read) -> str:

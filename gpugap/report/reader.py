@@ -83,17 +83,19 @@ def read_frame(db: Source, sql: str, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=columns)
 
 
-def read_columns(db: Source, table: str, columns: list[Col], where: str = ""
-                 ) -> dict[str, np.ndarray]:
+def read_columns(db: Source, table: str, columns: list[Col], where: str = "",
+                 capacity: int | None = None) -> dict[str, np.ndarray]:
     """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column.
 
     Every value comes out as its column says, whatever the file holds: an integer
     column's NULLs *and* its values that are not integers (text, BLOB, REAL, infinity)
     become ``Col.fill``, a float column's become NaN. The fast path sees only integer
     and NULL batches (anything else makes it give up); the fallback asks SQLite to type
-    each value (``typed_sql``)."""
+    each value (``typed_sql``). *capacity*: at most this many rows match *where* (a
+    rowid range says so), else the table's row bound."""
     source = f"FROM {_quote(table)}" + (f" WHERE {where}" if where else "")
-    capacity = row_bound(db, table)
+    if capacity is None:
+        capacity = row_bound(db, table)
     if capacity >= FAST_MIN_ROWS:
         sql = f"SELECT {', '.join(c.sql for c in columns)} {source}"
         fast = _read_adbc(db, sql, columns, capacity)
