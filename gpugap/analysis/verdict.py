@@ -132,10 +132,13 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
     api = trace.api
     category = None if call_category is None else host.CATEGORIES.index(call_category)
     if category is not None and len(api):
-        start, end = api["start"].to_numpy(), api["end"].to_numpy()
-        mine = (np.isin(api["gtid"].to_numpy(), threads) & (end > lo) & (start < hi)
-                & (AccountingIndex.of(trace).api_categories == category))
-        rows = api[mine]
+        # The threads' calls that overlap the window (searched, not a mask of every call).
+        index = AccountingIndex.of(trace)
+        calls = index.calls
+        found = np.sort(np.concatenate(
+            [calls.rows(calls.overlapping(g, lo, hi)) for g in threads]
+            or [np.zeros(0, np.int64)]))
+        rows = api.iloc[found[index.api_categories[found] == category]]
         if len(rows):
             inside = (np.minimum(rows["end"], hi) - np.maximum(rows["start"], lo))
             table = (pd.DataFrame({"name": rows["name"].astype(str), "ns": inside})

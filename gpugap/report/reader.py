@@ -341,7 +341,11 @@ def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
                     lo, hi = int(values.min()), int(values.max())
                     info = np.iinfo(target.dtype)
                     if not (info.min <= lo and hi <= info.max):
-                        out[i] = target = target.astype(_fitting(lo, hi, target.dtype))
+                        # Wider: only the rows read so far are copied (the rest of the
+                        # capacity, a bound, stays unwritten and takes no memory).
+                        wider = np.empty(capacity, dtype=_fitting(lo, hi, target.dtype))
+                        wider[:n] = target[:n]
+                        out[i] = target = wider
                 target[n:n + length] = values
             n += length
         finally:
