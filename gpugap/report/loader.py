@@ -74,8 +74,8 @@ THREAD_COLUMNS = S.frame_columns(S.THREADS)
 
 # Device limits: (column, candidates in TARGET_INFO_GPU, default, largest valid value);
 # the other numbers and the text of TARGET_INFO_GPU: column -> candidates.
-DEVICE_LIMITS = {c.name: (c.candidates, c.default, c.bounds[1]) for c in S.GPUS.columns
-                 if c.invalid == "default" and c.bounds is not None}
+DEVICE_LIMITS = {c.name: (c.candidates, int(c.default), c.bounds[1]) for c in S.GPUS.columns
+                 if c.invalid == "default" and c.bounds is not None and c.default is not None}
 DEVICE_INFO = {c.name: c.candidates for c in S.GPUS.columns
                if c.kind == "int" and c.name not in DEVICE_LIMITS and not c.required}
 DEVICE_TEXT = {c.name: c.candidates for c in S.GPUS.columns if c.kind == "text"}
