@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from gpugap.cli.coercion import defer_coercion
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
 from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
 from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError
@@ -440,6 +441,7 @@ def _main(argv: list[str] | None) -> int:
     _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
     _name_arguments_only(command)
+    defer_coercion(command)
     try:
         rv = command.main(args=argv, standalone_mode=False, prog_name="gpugap")
         sys.stdout.flush()               # a closed pipe shows here, not at interpreter exit
