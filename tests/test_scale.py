@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sqlite3
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -641,28 +642,59 @@ def test_prefetched_cli_run_equals_a_plain_one(capsys, monkeypatch):
 
 @pytest.mark.parametrize("parts", [2, 3])
 def test_reading_in_rowid_parts_equals_one_read(monkeypatch, parts):
-    """prefetch reads a big table in rowid ranges at once (one per core): the arrays put
-    end to end equal one read of the table, dtypes (narrowed integers) included."""
-    from gpugap.report import prefetch, reader
+    """A big table is read in rowid ranges at once (one per core; Database.read and the
+    prefetch): the arrays put end to end equal one read of the table, dtypes (narrowed
+    integers) included, with or without a WHERE."""
+    from gpugap.report import database, reader
     from gpugap.report.columns import big_reads
-    from gpugap.report.database import Database
 
     monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)            # the ADBC path
-    monkeypatch.setattr(prefetch, "SPLIT_ROWS", 1000)
-    monkeypatch.setattr(prefetch, "MAX_PARTS", parts)
-    monkeypatch.setattr(prefetch.os, "cpu_count", lambda: parts)
+    monkeypatch.setattr(database, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(database, "MAX_PARTS", parts)
+    monkeypatch.setattr(database.os, "cpu_count", lambda: parts)
     path = report_path("moe-experts-bad")
-    db = Database(path)
+    db = database.Database(path)
     try:
         for read in big_reads(db):
-            ranges = prefetch._row_parts(db, read.table, reader.row_bound(db, read.table))
+            ranges = database.row_parts(db, read.table, reader.row_bound(db, read.table))
             assert len(ranges) == parts
-            whole = read.run(db)
-            split = prefetch._read_parts(path, read, ranges)
-            assert list(split) == list(whole)
-            for name, values in whole.items():
-                assert split[name].dtype == values.dtype, (read.table, name)
-                assert np.array_equal(split[name], values), (read.table, name)
+            for where in (read.where, " AND ".join(w for w in (read.where, "start % 3 = 0")
+                                                   if w)):
+                whole = reader.read_columns(db, read.table, list(read.cols), where)
+                for split in (database.read_parts(path, read.table, list(read.cols), where,
+                                                  ranges),
+                              db.read(read.table, list(read.cols), where)):
+                    assert list(split) == list(whole)
+                    for name, values in whole.items():
+                        assert split[name].dtype == values.dtype, (read.table, name)
+                        assert np.array_equal(split[name], values), (read.table, name)
+    finally:
+        db.close()
+
+
+def test_a_failing_part_fails_the_read(monkeypatch):
+    """An error in one part's thread is the read's error (one line: unreadable), never
+    a read with a part missing."""
+    from gpugap.errors import ReportError
+    from gpugap.report import database, reader
+
+    monkeypatch.setattr(database, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(database.os, "cpu_count", lambda: 2)
+    db = database.Database(report_path("moe-experts-bad"))
+    real = reader.read_columns
+    calls = []
+
+    def second_fails(source, table, columns, where="", capacity=None):
+        calls.append(where)
+        if "rowid >" in where:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return real(source, table, columns, where, capacity)
+
+    monkeypatch.setattr(database, "read_columns", second_fails)
+    try:
+        with pytest.raises(ReportError, match="could not be read"):
+            db.read("CUPTI_ACTIVITY_KIND_RUNTIME", [reader.Col("start", '"start"')])
+        assert len(calls) == 2
     finally:
         db.close()
 

@@ -13,14 +13,17 @@ import sqlite3
 import stat
 import struct
 import tempfile
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+import numpy as np
+
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
-from gpugap.report.reader import read_columns, read_frame
+from gpugap.report.reader import read_columns, read_frame, row_bound
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
 from gpugap.text import one_line, short_path
 
@@ -283,9 +286,14 @@ class Database:
             raise self.unreadable(exc) from None
 
     def read(self, table: str, columns: list, where: str = "") -> dict:
-        """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns)."""
+        """Columns of *table* as numpy arrays (see gpugap.report.reader.read_columns); a
+        big table on every core (:func:`read_parts`)."""
         try:
-            return read_columns(self, table, columns, where)
+            rows = row_bound(self, table)
+            parts = row_parts(self, table, rows)
+            if len(parts) > 1:
+                return read_parts(self.path, table, columns, where, parts)
+            return read_columns(self, table, columns, where, rows)
         except UNREADABLE as exc:
             raise self.unreadable(exc) from None
 
@@ -364,3 +372,74 @@ class Database:
         rows = self._execute(f'SELECT "id" FROM {quote_id(table)} WHERE "name" = ?', (name,))
         ids = [v for v in (as_int(r[0], -(2**31), 2**31 - 1) for r in rows) if v is not None]
         return ids[0] if ids else fallback
+
+
+# A big table is read in rowid ranges at once, one per core (SQLite and the reader use
+# one core per connection, and release the GIL while they work): the kernels of a
+# kernel-heavy report, the API calls, a scan of the OS runtime calls.
+SPLIT_ROWS = 250_000
+MAX_PARTS = 4
+
+
+def row_parts(db: Database, table: str, rows: int) -> list[tuple[str, int | None]]:
+    """Rowid ranges splitting *table* (at most *rows* rows) into one read per core (at
+    most MAX_PARTS), each of at least SPLIT_ROWS rows, with the most rows each can hold;
+    [("", None)] (the whole table) for a small one."""
+    whole: list[tuple[str, int | None]] = [("", None)]
+    n = min(os.cpu_count() or 1, MAX_PARTS, rows // SPLIT_ROWS)
+    if n < 2:
+        return whole
+    # Two queries: SQLite answers a lone min() or max() of the rowid from the B-tree,
+    # both in one query by scanning the table.
+    (lo,), = db.rows(f"SELECT min(rowid) FROM {quote_id(table)}")
+    (hi,), = db.rows(f"SELECT max(rowid) FROM {quote_id(table)}")
+    if not (isinstance(lo, int) and isinstance(hi, int)) or hi - lo < n:
+        return whole
+    cuts = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
+    cuts[-1] = hi
+    inner = [(f"rowid > {cuts[i]} AND rowid <= {cuts[i + 1]}", cuts[i + 1] - cuts[i])
+             for i in range(1, n - 1)]
+    return [(f"rowid <= {cuts[1]}", cuts[1] - cuts[0]), *inner,
+            (f"rowid > {cuts[n - 1]}", cuts[n] - cuts[n - 1])]
+
+
+def read_parts(path: Path, table: str, columns: list, where: str,
+               parts: list[tuple[str, int | None]]) -> dict:
+    """``read_columns`` of *table* in the export at *path*, its rowid ranges *parts*
+    (SQL, at most how many rows; :func:`row_parts`) read at once, each by its own
+    thread and connection into arrays of its own size, then put end to end in rowid
+    order (the order of one scan of the table: the arrays equal a single read's, dtypes
+    included, as concatenating narrowed integer arrays takes the widest). A part's
+    error is raised here."""
+    results: list[dict | None] = [None] * len(parts)
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            own = Database(path)              # one connection per thread
+            try:
+                rowids, capacity = parts[i]
+                both = " AND ".join(f"({w})" for w in (where, rowids) if w)
+                results[i] = read_columns(own, table, columns, both, capacity)
+            finally:
+                own.close()
+        except BaseException as exc:          # noqa: BLE001 - raised by the caller
+            errors.append(exc)
+
+    helpers = [threading.Thread(target=one, args=(i,), daemon=True,
+                                name=f"gpugap-read-{table}-{i}")
+               for i in range(1, len(parts))]
+    for t in helpers:
+        t.start()
+    one(0)
+    for t in helpers:
+        t.join()
+    if errors:
+        raise errors[0]
+    done = [r for r in results if r is not None]
+    out = {}
+    for name in list(done[0]):
+        # Column by column, each part's array dropped once joined: the peak is the
+        # parts plus one column, not twice the table.
+        out[name] = np.concatenate([r.pop(name) for r in done])
+    return out

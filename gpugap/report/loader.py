@@ -681,7 +681,11 @@ class Loader:
                if v is not None and pattern.search(v)]
         if not hit:
             return empty_frame(OSRT_COLUMNS)
-        where = f'{quote_id(S.OSRT.column("name").nsys)} IN ({", ".join(map(str, hit))})'
+        # The range first: SQLite tests it in a comparison or two, an IN list by a lookup
+        # in a temporary B-tree per row (half the scan's time on millions of calls).
+        name = quote_id(S.OSRT.column("name").nsys)
+        where = (f"{name} BETWEEN {min(hit)} AND {max(hit)} AND "
+                 f'{name} IN ({", ".join(map(str, hit))})')
         gtid = self._osrt_gtid()
         if gtids is not None:
             where += f" AND {gtid} IN ({', '.join(str(int(g)) for g in gtids)})"
