@@ -48,15 +48,17 @@ def start(path: str | os.PathLike[str]) -> None:
 
 
 def _start(path: Path) -> None:
-    if not path.is_file() or sniff(path) != "sqlite" or not reader.adbc_available():
+    if not path.is_file() or sniff(path) != "sqlite":
         return
     db = Database(path)
     try:
+        big = [(read, rows) for read in big_reads(db)
+               if (rows := reader.row_bound(db, read.table)) >= reader.FAST_MIN_ROWS]
+        # The fast reader's import (ADBC) only for a report with a table to read early.
+        if not big or not reader.adbc_available():
+            return
         jobs = []
-        for read in big_reads(db):
-            rows = reader.row_bound(db, read.table)
-            if rows < reader.FAST_MIN_ROWS:
-                continue
+        for read, rows in big:
             key = _key(path, _sql(read))
             job = _Job()
             with _lock:
