@@ -34,7 +34,7 @@ from gpugap.accounting import host, policy
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 from gpugap.accounting.gaps import GapIndex, next_ops
 from gpugap.accounting.index import AccountingIndex
-from gpugap.accounting.partition import Partition, PartitionWriter, joined
+from gpugap.accounting.partition import Partition, PartitionWriter
 from gpugap.accounting.phases import Phases
 from gpugap.accounting.policy import Settings, compile_windows
 from gpugap.accounting.work import DeviceWork
@@ -256,7 +256,12 @@ def _scan(work: DeviceWork, window: tuple[int, int]
     seen) and the positions of the host-to-device copies."""
     lo, hi = window
     reach = lo                   # the latest end so far (the window's start before any)
-    starts, ends, h2d = [], [], []
+    # The gaps written in place, never joined from parts: at most one ends at each op,
+    # and the trailing one (room left unwritten is never resident).
+    starts = np.empty(len(work) + 1, dtype=np.int64)
+    ends = np.empty(len(work) + 1, dtype=np.int64)
+    n_gaps = 0
+    h2d = []
     threads: dict[int, int] = {}
     for o0, o1 in work.slices():
         ops = work.slice(o0, o1)
@@ -275,23 +280,26 @@ def _scan(work: DeviceWork, window: tuple[int, int]
         np.maximum(after, reach, out=after)
         before = np.r_[reach, after[:-1]]
         new = s > before                           # a gap ends at this op's start
-        _add_gaps(starts, ends, before[new], s[new], hi)
+        n_gaps = _add_gaps(starts, ends, n_gaps, before[new], s[new], hi)
         reach = int(after[-1])
     if hi > reach:                                 # the trailing gap
-        _add_gaps(starts, ends, np.array([reach]), np.array([hi]), hi)
+        n_gaps = _add_gaps(starts, ends, n_gaps, np.array([reach]), np.array([hi]),
+                           hi)
     main = max(threads, key=lambda g: threads[g]) if threads else -1   # first of the most
-    return (joined(starts), joined(ends), main,
+    return (starts[:n_gaps], ends[:n_gaps], main,
             np.concatenate(h2d) if h2d else np.zeros(0, dtype=np.int64))
 
 
-def _add_gaps(starts: list[np.ndarray], ends: list[np.ndarray], s: np.ndarray,
-              e: np.ndarray, hi: int) -> None:
+def _add_gaps(starts: np.ndarray, ends: np.ndarray, count: int, s: np.ndarray,
+              e: np.ndarray, hi: int) -> int:
     """Gaps (in time order, each ending after it starts, none before the window) clipped
-    to the window's end *hi* (those left with no length dropped)."""
+    to the window's end *hi* (those left with no length dropped), written after the
+    *count* gaps in *starts*, *ends*; returns the count then."""
     if s.size and int(e[-1]) > hi:             # ops beyond the window
         s, e = tl.clip((s, e), int(s[0]), hi)
-    starts.append(s)
-    ends.append(e)
+    starts[count:count + s.size] = s
+    ends[count:count + e.size] = e
+    return count + s.size
 
 
 def _with_next_ops(work: DeviceWork, ge: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 
 from gpugap.accounting.host import MODULE_LOAD, name_mask
 from gpugap.accounting.work import DeviceWork
+from gpugap.memory import isin
 from gpugap.program import DeviceProgram
 from gpugap.program.iterations import Iterations
 from gpugap.report.trace import Trace
@@ -104,8 +105,8 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
     end = first_op
     api = trace.api
     if len(api):
-        loads = np.flatnonzero(_module_load_rows(trace) & api["pid"].isin(
-            work.pids.tolist()).to_numpy())
+        loads = np.flatnonzero(_module_load_rows(trace)
+                               & isin(api["pid"].to_numpy(), work.pids))
         if loads.size:
             t = int(api["end"].to_numpy()[loads].max())
             end = max(end, t, int(work.ends_launched_before([t])[0]))

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap.jsonout import Record
+from gpugap.memory import isin
 from gpugap.report.trace import Trace
 
 PYTORCH_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bc10::")
@@ -117,7 +118,7 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
         api = api.astype(str).astype("category")
     by_driver = np.array([str(c).startswith("cuLaunch") for c in api.cat.categories]
                          + [False])
-    driver = by_driver[api.cat.codes.to_numpy()] & k["pid"].isin(pids).to_numpy()
+    driver = by_driver[api.cat.codes.to_numpy()] & isin(k["pid"].to_numpy(), pids)
     if not driver.any():
         return 0
     names = k["demangled"] if "demangled" in k else k["name"]

@@ -10,6 +10,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from gpugap.memory import isin
 from gpugap.report.trace import NO_CALL, OpOrder, Trace, graph_label
 
 # The columns of the CUDA call that launched an op (NO_CALL where none matched).
@@ -262,10 +263,13 @@ def device_window(trace: Trace, ops: DeviceOps) -> tuple[int, int]:
     lo, hi = ops.bounds()
     api = trace.api
     if len(api):
-        mine = api["pid"].isin(pids.tolist()).to_numpy()
+        mine = isin(api["pid"].to_numpy(), pids)
         if mine.any():
-            lo = min(lo, int(api["start"].to_numpy()[mine].min()))
-            hi = max(hi, int(api["end"].to_numpy()[mine].max()))
+            # Reduced where mine, not over copies of the calls' times (190 MB each at
+            # 24M calls).
+            start, end = api["start"].to_numpy(), api["end"].to_numpy()
+            lo = min(lo, int(np.min(start, where=mine, initial=np.iinfo(start.dtype).max)))
+            hi = max(hi, int(np.max(end, where=mine, initial=np.iinfo(end.dtype).min)))
     nv = trace.nvtx
     if len(nv):
         mine = nv["pid"].isin(pids.tolist()).to_numpy()

@@ -28,7 +28,7 @@ fold the runs of one cause in each phase.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -167,8 +167,8 @@ class _Between:
             if not len(f) or not self.legacy_keys.size:
                 continue
             launch = f["api_start"].to_numpy()
-            on = np.flatnonzero(np.isin(_keys(f["pid"].to_numpy(), f["stream"].to_numpy()),
-                                        self.legacy_keys) & (launch != NO_CALL))
+            on = np.flatnonzero(_on_streams(f["pid"].to_numpy(), f["stream"].to_numpy(),
+                                            self.legacy_keys) & (launch != NO_CALL))
             legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
             legacy_launch.append(launch[on].astype(np.int64))
         self.legacy = _by_key(
@@ -189,6 +189,15 @@ class _Between:
 
 def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
     return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _on_streams(p: np.ndarray, st: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Per op (process *p*, stream *st*): is its stream one of *keys*? _CHUNK ops at a
+    time (the keys of every kernel at once: 80 MB at 10M kernels, twice in the making)."""
+    out = np.empty(p.size, dtype=bool)
+    for i in range(0, p.size, _CHUNK):
+        out[i:i + _CHUNK] = np.isin(_keys(p[i:i + _CHUNK], st[i:i + _CHUNK]), keys)
+    return out
 
 
 def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
@@ -248,21 +257,29 @@ def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
 def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
                ) -> np.ndarray:
     """np.add.reduceat(_idle(k, a, keep), bounds), a batch of transitions at a time."""
+    return _run_sums(lambda p0, p1: _idle(k, a, keep[p0:p1]), keep.size, bounds)
+
+
+def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
+              ) -> np.ndarray:
+    """np.add.reduceat(values(0, size), bounds) in int64 (runs begin at *bounds*), from
+    values(p0, p1) of a batch of kept transitions at a time."""
     out = np.zeros(bounds.size, dtype=np.int64)
-    for p0 in range(0, keep.size, _CHUNK):
-        p1 = min(p0 + _CHUNK, keep.size)
+    for p0 in range(0, size, _CHUNK):
+        p1 = min(p0 + _CHUNK, size)
         run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
-        np.add.at(out, run, _idle(k, a, keep[p0:p1]))
+        np.add.at(out, run, values(p0, p1))
     return out
 
 
 def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """Permutation sorting by (start, end), stable; None when already in that order."""
-    if start.size > 1:
-        step = start[1:] - start[:-1]
-        if bool((step >= 0).all()) and bool(((step > 0) | (end[1:] >= end[:-1])).all()):
-            return None
-        return np.lexsort((end, start))
+    """Permutation sorting by (start, end), stable; None when already in that order
+    (checked _CHUNK kernels at a time: no array of every step)."""
+    for i in range(0, start.size - 1, _CHUNK):
+        s, e = start[i:i + _CHUNK + 1], end[i:i + _CHUNK + 1]
+        step = s[1:] - s[:-1]
+        if not (bool((step >= 0).all()) and bool(((step > 0) | (e[1:] >= e[:-1])).all())):
+            return np.lexsort((end, start))
     return None
 
 
@@ -368,7 +385,14 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     index = _index_dtype(m + 1)
     missing = -2
     new_range = t.get("new_range")
-    keeps, firsts, causes = [], [], []
+    if not m:
+        return np.zeros(0, dtype=index), np.zeros(0, dtype=np.int64), np.zeros(0, np.int8)
+    # Written in place batch by batch, never joined from parts: at most every transition
+    # is kept, or begins a run (room left unwritten is never resident).
+    keeps = np.empty(m, dtype=index)
+    firsts = np.empty(m, dtype=np.int64)
+    causes = np.empty(m, dtype=np.int8)
+    runs = 0
     # A batch at a time, with what carries over from the batch before: the length of the
     # same-stream streak it ended in, the cause carried, the run numbers (the last one,
     # and the last one kept).
@@ -411,13 +435,12 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
             first = first[1:]
         if run.size:
             last_kept = int(run[-1])
-        keeps.append((keep + i0).astype(index))
-        firsts.append(first + kept)
-        causes.append(carried[keep[first]])
+        keeps[kept:kept + keep.size] = keep + i0
+        firsts[runs:runs + first.size] = first + kept
+        causes[runs:runs + first.size] = carried[keep[first]]
         kept += keep.size
-    if not keeps:
-        return np.zeros(0, dtype=index), np.zeros(0, dtype=np.int64), np.zeros(0, np.int8)
-    return np.concatenate(keeps), np.concatenate(firsts), np.concatenate(causes)
+        runs += first.size
+    return keeps[:kept], firsts[:runs], causes[:runs]
 
 
 def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | None:
@@ -443,7 +466,8 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
     if keep.size == 0:
         return []
     # Runs are contiguous stretches of the kept transitions: keep[bounds[j]:bounds[j+1]].
-    transitions = np.add.reduceat((t["code"][keep] != _SAME).astype(np.int64), bounds)
+    transitions = _run_sums(lambda p0, p1: t["code"][keep[p0:p1]] != _SAME, keep.size,
+                            bounds)
     good = transitions >= config["min_transitions"]
     if not good.any():
         return []

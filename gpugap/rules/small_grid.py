@@ -25,6 +25,7 @@ from gpugap import intervals as tl
 from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
+from gpugap.memory import joined
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.groups import Groups
@@ -308,10 +309,11 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
 
 def _joined_union(parts: list[tl.Intervals]) -> tl.Intervals:
     """The union of unions: put end to end when they follow one another in time apart
-    (kernels in start order), else merged."""
-    s = np.concatenate([p[0] for p in parts])
-    e = np.concatenate([p[1] for p in parts])
+    (kernels in start order), else merged. The parts go as they are copied (millions of
+    intervals: never held twice)."""
+    starts, ends = [p[0] for p in parts], [p[1] for p in parts]
     parts.clear()
+    s, e = joined(starts), joined(ends)
     if bool((s[1:] > e[:-1]).all()):
         return s, e
     return tl.union(s, e)
