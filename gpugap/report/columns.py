@@ -67,17 +67,25 @@ def int_sql(expr: str, fill: int) -> str:
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE {int(fill)} END"
 
 
+# A text's length in bytes (its value read as a BLOB) is stored; in characters SQLite
+# counts them through the string. No more bytes than MAX_NAME means no more characters:
+# only a longer text is counted (or cut), so most names pass untouched and uncopied.
+def _bytes(expr: str) -> str:
+    return f"length(CAST({expr} AS BLOB))"
+
+
 def text_sql(expr: str) -> str:
     """SQL: *expr* cut to MAX_NAME characters when it is text, else NULL."""
-    return f"CASE WHEN typeof({expr}) = 'text' THEN substr({expr}, 1, {MAX_NAME}) END"
+    return (f"CASE WHEN typeof({expr}) = 'text' THEN CASE WHEN {_bytes(expr)} <= {MAX_NAME} "
+            f"THEN {expr} ELSE substr({expr}, 1, {MAX_NAME}) END END")
 
 
 def text_flags_sql(expr: str) -> str:
     """SQL: 1 when *expr* is neither text nor NULL (a BLOB, a number), 2 when it is text
     longer than MAX_NAME characters, else 0."""
-    return (f"(CASE WHEN typeof({expr}) NOT IN ('text', 'null') THEN 1 "
-            f"WHEN typeof({expr}) = 'text' AND length({expr}) > {MAX_NAME} THEN 2 "
-            "ELSE 0 END)")
+    return (f"(CASE typeof({expr}) WHEN 'text' THEN (CASE WHEN {_bytes(expr)} > {MAX_NAME} "
+            f"AND length({expr}) > {MAX_NAME} THEN 2 ELSE 0 END) WHEN 'null' THEN 0 "
+            "ELSE 1 END)")
 
 
 @dataclass(frozen=True)
