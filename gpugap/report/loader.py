@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.errors import ReportError
-from gpugap.memory import give_back
+from gpugap.memory import give_back, isin
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
 from gpugap.report import schema as S
@@ -889,8 +889,8 @@ def _captured(api: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     later, as part of a graph launch, so no kernel carries their correlation id."""
     names = api["name"].cat.categories
     codes = api["name"].cat.codes.to_numpy()
-    begin = np.isin(codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in names]))
-    end = np.isin(codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in names]))
+    begin = isin(codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in names]))
+    end = isin(codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in names]))
     out = np.zeros(rows.size, dtype=bool)
     if not begin.any():
         return out
@@ -914,7 +914,7 @@ def launches_without_kernels(api: pd.DataFrame, launched: np.ndarray) -> tuple[i
         return 0, 0
     names = api["name"].cat.categories
     launch_codes = np.flatnonzero([bool(_LAUNCH.match(c)) for c in names])
-    rows = np.flatnonzero(np.isin(api["name"].cat.codes.to_numpy(), launch_codes))
+    rows = np.flatnonzero(isin(api["name"].cat.codes.to_numpy(), launch_codes))
     if rows.size:
         rows = rows[~_captured(api, rows)]
     return int(rows.size), int(np.count_nonzero(~launched[rows]))
