@@ -28,8 +28,17 @@ def as_intervals(starts, ends) -> Intervals:
     return s[keep], e[keep]
 
 
+_SORTED_CHUNK = 1 << 20
+
+
 def is_sorted(a: np.ndarray) -> bool:
-    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
+    """Whether *a* never decreases; checked a million steps at a time (no array of every
+    step's comparison: 24 MB for 24M calls), stopping at the first that decreases."""
+    for i in range(0, a.size - 1, _SORTED_CHUNK):
+        part = a[i:i + _SORTED_CHUNK + 1]
+        if not bool((part[1:] >= part[:-1]).all()):
+            return False
+    return True
 
 
 def union(starts, ends) -> Intervals:

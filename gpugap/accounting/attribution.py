@@ -38,6 +38,7 @@ from gpugap.accounting.partition import Partition, PartitionWriter
 from gpugap.accounting.phases import Phases
 from gpugap.accounting.policy import Settings, compile_windows
 from gpugap.accounting.work import DeviceWork
+from gpugap.memory import give_back
 from gpugap.report.trace import Trace
 
 CHUNK_GAPS = 1 << 15      # gaps handled at a time (a module setting: tests make it small)
@@ -214,6 +215,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         is_, ie, ic = policy.idle_pieces(facts, settings, long_gap_ns, calls.of_thread)
         # 3. The slice's pieces, a block of the partition.
         writer.add_block(t0, np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
+    give_back()                     # the blocks' working memory, before their parts are joined
     partition = writer.finish(hi)
     # 4. The gaps, read back from the partition from now on.
     gaps = GapIndex(partition, work, main_gtid, per_block, n)

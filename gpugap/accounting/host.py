@@ -52,7 +52,9 @@ def name_mask(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     column is categorical (API and kernel names are), so millions of rows cost little."""
     if isinstance(names.dtype, pd.CategoricalDtype):
         hit = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
-        return hit[names.cat.codes.to_numpy()]  # code -1 (NaN) reads the trailing False
+        # code -1 (NaN) reads the trailing False; the codes read in place (.cat.codes
+        # copies them: 24 MB at 24M calls)
+        return hit[names.array.codes]
     return names.astype(str).str.contains(pattern).to_numpy()
 
 

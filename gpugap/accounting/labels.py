@@ -66,12 +66,36 @@ def _label_levels(trace: Trace, max_depth: int):
     return levels, vocab, blank
 
 
+# Times labelled at a time by range_label_codes: its working arrays (a few per depth,
+# and pandas' hash table) are then megabytes, not tens of them, for a million times.
+_LABEL_CHUNK = 1 << 18
+
+
 def range_label_codes(trace: Trace, times, max_depth: int = 1
                       ) -> tuple[np.ndarray, np.ndarray]:
     """range_labels as (code per time, distinct labels): labels[codes] are the labels.
     The strings are built once per distinct label, not once per time; the work per call
     is a search per time and depth, whatever the number of ranges or names."""
     times = np.asarray(times, dtype=np.int64)
+    if times.size <= _LABEL_CHUNK:
+        return _range_label_codes(trace, times, max_depth)
+    # Labels are numbered in sorted order: each batch's codes are renumbered into the
+    # sorted labels of all batches (the same numbers as labelling all times at once).
+    codes = np.empty(times.size, dtype=np.int64)
+    batch_labels = []
+    for i in range(0, times.size, _LABEL_CHUNK):
+        codes[i:i + _LABEL_CHUNK], found = _range_label_codes(
+            trace, times[i:i + _LABEL_CHUNK], max_depth)
+        batch_labels.append(found)
+    labels = np.unique(np.concatenate(batch_labels))
+    for i, found in zip(range(0, times.size, _LABEL_CHUNK), batch_labels, strict=True):
+        codes[i:i + _LABEL_CHUNK] = np.searchsorted(labels, found)[codes[i:i + _LABEL_CHUNK]]
+    return codes, labels
+
+
+def _range_label_codes(trace: Trace, times: np.ndarray, max_depth: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """range_label_codes of one batch of times."""
     empty = np.array([""], dtype=object)
     if trace.nvtx.empty or times.size == 0:
         return np.zeros(times.shape, dtype=np.int64), empty

@@ -26,6 +26,7 @@ from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
 from gpugap.jsonout import Record
+from gpugap.memory import give_back
 from gpugap.program import Program, understand
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
@@ -245,9 +246,13 @@ class Analyzer:
             for d, dev in accounting.devices.items()}
         result.scope_windows = scope
         context = Context(accounting, scope)
-        findings = rule_registry.finish(trace, self.selected, settle(
-            rule_registry.detect(trace, context, self.selected, self.effective),
-            self.selected, context, scope))
+        # The freed batches of each step given back before the next builds its own: a
+        # big report's peak would otherwise grow by them step after step.
+        settled = settle(rule_registry.detect(trace, context, self.selected, self.effective),
+                         self.selected, context, scope)
+        give_back()
+        findings = rule_registry.finish(trace, self.selected, settled)
+        give_back()
         for f in findings:
             # Name the process of a finding's device when one process drove it.
             dev = accounting.devices.get(f.device) if f.device is not None else None
@@ -256,7 +261,9 @@ class Analyzer:
         result.findings = findings
         result.verdict, per_device_verdict = decide(trace, accounting, findings,
                                                     self.selected, scope, range_name)
+        give_back()
         result.metrics = metrics.compute(trace, scope_windows)
+        give_back()
         devices = metrics.active_devices(trace)
         for device in devices:
             row = trace.device_row(int(device))

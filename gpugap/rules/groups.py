@@ -27,6 +27,9 @@ from gpugap.report.trace import Trace
 from gpugap.rules.base import FINDING_PHASES, Context
 
 GroupKey = tuple[int, str, str]          # device, phase, NVTX label ('' for none)
+# Events grouped at a time: the working arrays of a part (labels, phases, keys) are a few
+# megabytes, not tens of them for a batch of a million.
+_PART = 1 << 18
 
 
 class Groups:
@@ -40,20 +43,38 @@ class Groups:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """For events on *device* whose GPU time began at *start*, launched at
         *launched*: each one's group numbered within the batch (0..k-1, in order of
-        appearance), and each batch group's id (``to_id[local]`` is the event's id)."""
+        appearance), and each batch group's id (``to_id[local]`` is the event's id).
+        Worked through _PART events at a time: ids are given in order of first
+        appearance, so numbering the parts in turn numbers the batch as one."""
+        ids = np.empty(device.size, dtype=np.int64)
+        for i in range(0, device.size, _PART):
+            part = slice(i, i + _PART)
+            ids[part] = self._ids_of(device[part], start[part], launched[part])
+        local, to_id = pd.factorize(ids)
+        return local, to_id
+
+    def _ids_of(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray
+                ) -> np.ndarray:
+        """Each event's group id (new groups numbered in order of first appearance)."""
         range_code, range_names = folded_label_codes(self.trace, launched)
-        phase_code = self.context.phase_codes_of(device, start)
         device_code, device_ids = pd.factorize(device)
         n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
-        local, keys = pd.factorize(
-            (device_code.astype(np.int64) * n_phases + phase_code) * n_ranges + range_code)
+        # The key (device, phase, range) built in place: one array, not one per step.
+        code = device_code.astype(np.int64)
+        del device_code
+        code *= n_phases
+        code += self.context.phase_codes_of(device, start)
+        code *= n_ranges
+        code += range_code
+        del range_code
+        local, keys = pd.factorize(code)
         to_id = np.empty(len(keys), dtype=np.int64)
         for g, key in enumerate(keys.tolist()):            # one step per group, not event
             dev, rest = divmod(int(key), n_phases * n_ranges)
             phase, range_ = divmod(rest, n_ranges)
             to_id[g] = self._ids.setdefault((int(device_ids[dev]), FINDING_PHASES[phase],
                                              str(range_names[range_])), len(self._ids))
-        return local, to_id
+        return to_id[local]
 
     def __len__(self) -> int:
         return len(self._ids)

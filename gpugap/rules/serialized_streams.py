@@ -36,6 +36,7 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
+from gpugap.memory import give_back
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import SYNC, name_mask
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
@@ -272,6 +273,19 @@ def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.nd
     return out
 
 
+def _run_mins(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
+              ) -> np.ndarray:
+    """np.minimum.reduceat(values(0, size), bounds) in int64, from values(p0, p1) of a
+    batch of kept transitions at a time (no copy of every kept transition's value)."""
+    out = np.full(bounds.size, np.iinfo(np.int64).max, dtype=np.int64)
+    for p0 in range(0, size, _CHUNK):
+        p1 = min(p0 + _CHUNK, size)
+        run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
+        cuts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+        np.minimum.at(out, run[cuts], np.minimum.reduceat(values(p0, p1), cuts))
+    return out
+
+
 def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
     """Permutation sorting by (start, end), stable; None when already in that order
     (checked _CHUNK kernels at a time: no array of every step)."""
@@ -345,6 +359,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         cap = cap_all.at(positions)
         t = _transitions(k, cap, config, between)
         t["new_range"] = _range_changes(trace, context, int(device), k)
+        give_back()                     # the batches' memory, before the runs are built
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
                                       between)
     return findings
@@ -474,7 +489,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
     stretch = np.flatnonzero(good)                  # each good run's stretch of keep
     stats = {"run": stretch, "cause": carried[good],
              "transitions": transitions[good],
-             "first": np.minimum.reduceat(t["a"][keep], bounds)[good].astype(np.int64),
+             "first": _run_mins(lambda p0, p1: t["a"][keep[p0:p1]], keep.size, bounds)[good],
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,

@@ -25,7 +25,7 @@ from gpugap import intervals as tl
 from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
-from gpugap.memory import joined
+from gpugap.memory import give_back, joined
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.groups import Groups
@@ -112,7 +112,12 @@ def _first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if width * top >= 2**62:                 # dense again before it could overflow
             code, _ = pd.factorize(code)
             width = int(code.max(initial=0)) + 1
-        code = code * top + (key.astype(np.int64) - lo)
+        # In place: one temporary (the key widened), not three.
+        code *= top
+        wide = key.astype(np.int64)
+        wide -= lo
+        code += wide
+        del wide
         width *= top
     code, _ = pd.factorize(code)
     # In first-appearance order, a row is its code's first when its code exceeds every
@@ -163,12 +168,12 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     names = k["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype(str).astype("category")
-    name_code = names.cat.codes.to_numpy()
+    name_code = names.array.codes                  # read-only, not .cat.codes' copy
     name_text = np.asarray(names.cat.categories, dtype=object)
     cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
                                          "threads_per_block", "corr", "stream")}
     sms_of = _SmCounts(k, trace.devices)
-    comm = kernel_flags(trace) == COMM
+    flags = kernel_flags(trace)                    # each kernel's; compared per batch
     idle_sm = _IdleSm(trace, sms_of)
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
     # each chunk contributes partial sums per group and per launch configuration, all
@@ -183,16 +188,16 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         arrays go when it returns, before the next batch is built)."""
         part = slice(i0, min(i0 + _CHUNK, len(k)))
         idle_ns, own_ns = idle_sm.take(part.start, part.stop)     # before the chunk's arrays
-        sms = sms_of(cols["device"][part])
         blocks = cols["blocks"][part].astype(np.int64, copy=False)
         start = cols["start"][part].astype(np.int64, copy=False)
         end = cols["end"][part].astype(np.int64, copy=False)
         launch = cols["api_start"][part]
-        at = np.where(launch == NO_CALL, start, launch).astype(np.int64)
+        at = np.where(launch == NO_CALL, start, launch).astype(np.int64, copy=False)
         # Kernels outside the scope weigh nothing and are never small; communication
         # kernels (NCCL) are small by design: they move data, not fill SMs.
         dur = np.where(context.in_scope(cols["device"][part], at), end - start, 0)
-        small = (blocks < config["max_sm_fraction"] * sms) & (dur > 0) & ~comm[part]
+        small = ((blocks < config["max_sm_fraction"] * sms_of(cols["device"][part]))
+                 & (dur > 0) & (flags[part] != COMM))
         device = cols["device"][part]
         # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
         # instances folded), so a setup phase does not dilute a measured range.
@@ -211,6 +216,9 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         gids = to_global[local[cuts]]
         start, end, at = start[rows], end[rows], at[rows]
         small_dur = dur[rows].astype(np.int64)
+        # The batch's arrays go as soon as they are used (megabytes each): the batch's
+        # peak is its last steps, with the unions of all batches before it held.
+        del order, dur, group
         partial.append(pd.DataFrame({
             "gid": gids, "small_ns": np.add.reduceat(small_dur, cuts),
             "small": np.diff(np.r_[cuts, rows.size]),
@@ -223,6 +231,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                              strict=True):
             spans.setdefault(g, []).append(tl.union(start[lo:hi], end[lo:hi]))
             streams.setdefault(g, set()).update(np.unique(stream[lo:hi]).tolist())
+        del start, end, at, stream
         # Launch configurations (group, name, blocks, threads) in order of first launch.
         blocks, threads = blocks[rows], cols["threads_per_block"][part][rows]
         launch_config, first = _first_seen_codes(to_global[local], name_code[part][rows], blocks,
@@ -232,13 +241,17 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             "gid": to_global[local[first]], "name": name_code[part][first_row],
             "blocks": blocks[first], "threads": threads[first],
             "count": np.bincount(launch_config, minlength=first.size),
-            "time_ns": _int_sums(launch_config, small_dur, first.size), "sms": sms[first_row],
+            "time_ns": _int_sums(launch_config, small_dur, first.size),
+            "sms": sms_of(cols["device"][part][first_row]),
             "corr": cols["corr"][part][first_row], "row": first_row + i0}))
 
     # Kernels in batches (in their order), so memory stays bounded: every quantity is a
     # sum, min, max or first-seen value per group.
     for i0 in range(0, len(k), _CHUNK):
         add_chunk(i0)
+        # The batch's freed arrays lie in the heap between the unions kept (spans):
+        # given back, so that each batch does not leave its own behind.
+        give_back()
     if not partial:
         return []
     acc = _sums(totals, partial, len(groups))
