@@ -4,6 +4,7 @@ the answers (issue 25's and 26's "same answers" check).
 
     python benchmarks/snapshot.py save /tmp/before     # before the change
     python benchmarks/snapshot.py compare /tmp/before  # after: lists every difference
+    python benchmarks/snapshot.py compare /tmp/before --fork-all   # forking everywhere
 
 Covers reports/**.sqlite, tests/data/**.sqlite and the corpus (tests/corpus/captures,
 decompressed to a temporary folder), plus the tiled benchmark reports under
@@ -49,9 +50,16 @@ def key(path: Path) -> str:
     return str(rel).replace("/", "__") + ".json"
 
 
-def analyze(path: Path) -> tuple[str, str]:
+# --fork-all: every analysis forks its accounting's slices and the pieces after it
+# (gpugap.forkjoin), however small the report, to show forking changes no answer.
+FORK_ALL = ("import gpugap.analysis.core as core; core.FORK_MIN_OPS = 0; "
+            "from gpugap.cli import main; raise SystemExit(main())")
+
+
+def analyze(path: Path, fork_all: bool = False) -> tuple[str, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "gpugap", "analyze", "--json", "--no-config",
+    run = ["-c", FORK_ALL] if fork_all else ["-m", "gpugap"]
+    done = subprocess.run([sys.executable, *run, "analyze", "--json", "--no-config",
                            str(path)], capture_output=True, text=True, env=env, cwd=ROOT)
     return done.stdout, f"rc={done.returncode}\n{done.stderr[-2000:]}"
 
@@ -61,10 +69,12 @@ def main() -> int:
     ap.add_argument("mode", choices=["save", "compare"])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--fork-all", action="store_true",
+                    help="fork every analysis's pieces, however small the report")
     args = ap.parse_args()
     paths = reports()
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(analyze, paths))
+        results = list(pool.map(lambda p: analyze(p, args.fork_all), paths))
     if args.mode == "save":
         args.folder.mkdir(parents=True, exist_ok=True)
         for path, (out, err) in zip(paths, results, strict=True):

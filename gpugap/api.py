@@ -53,7 +53,7 @@ def analyze(report: PathLike | Trace, *, iteration: str | None = None,
             range: str | None = None, rules: Iterable[str] | None = None,
             thresholds: Thresholds | None = None,
             all_domains: bool = False, nsys: str | None = None,
-            require_gpu: bool = True) -> Analysis:
+            require_gpu: bool = True, processes: int | None = None) -> Analysis:
     """Analyze a report (a path, or a Trace from :func:`load`): the verdict, each device's
     phases and time accounting, metrics, the range table and every finding.
 
@@ -65,12 +65,14 @@ def analyze(report: PathLike | Trace, *, iteration: str | None = None,
     nested: ``{"launch-gap": {"min_gap_us": 50}}``), each checked against the rule's own.
     *all_domains*: list library NVTX ranges (CUB, NCCL...) in the range table.
     *require_gpu*: raise NoCudaActivity for a report without GPU work (else an Analysis
-    whose ``status`` is 'no-cuda-activity')."""
+    whose ``status`` is 'no-cuda-activity'). *processes*: at most this many processes
+    work on it (1: this one alone; default: every core for a report of 50,000 GPU
+    operations or more, through forked processes where the system has ``fork``)."""
     limits = checked(thresholds)                 # a wrong name fails before the work
     trace = report if isinstance(report, Trace) else load(report, nsys=nsys)
     result = analyze_trace(trace, rules=_rules(rules), thresholds=limits,
                            range_name=range, iteration=iteration, all_domains=all_domains,
-                           require_gpu=require_gpu)
+                           require_gpu=require_gpu, processes=processes)
     # In Jupyter it draws itself, timeline included: the view keeps the trace.
     result.html_view = partial(analysis_html, trace=trace)
     return result

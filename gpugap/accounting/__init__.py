@@ -37,9 +37,11 @@ class Accounting:
 
 
 def account(trace: Trace, settings: Settings | None = None, *,
-            iteration: str | None = None, program: Program | None = None) -> Accounting:
+            iteration: str | None = None, program: Program | None = None,
+            processes: int | None = 1) -> Accounting:
     """Phases and the bucket partition of every device with GPU work, as the program
-    model (*program*, else understood here with *iteration*) sees its devices."""
+    model (*program*, else understood here with *iteration*) sees its devices; each
+    device's slices in at most *processes* processes (None: every core)."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
     launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
@@ -55,7 +57,7 @@ def account(trace: Trace, settings: Settings | None = None, *,
         phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
         devices[device] = account_device(trace, work, phases, settings, waits,
                                          compiling, lambda seen=seen: seen.driver,
-                                         interpreted, index)
+                                         interpreted, index, processes)
     _cross_device_waits(devices, program)
     give_back()                                   # the batches' memory, to the system
     return Accounting(devices, settings, program, index)

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
+from gpugap import forkjoin
 from gpugap import intervals as tl
 from gpugap.accounting import host, policy
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
@@ -169,7 +171,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    compiling: tl.Intervals = tl.EMPTY,
                    driver: Callable[[], int] | None = None,
                    interpreted: bool = False,
-                   index: AccountingIndex | None = None) -> DeviceAccount:
+                   index: AccountingIndex | None = None,
+                   processes: int | None = 1) -> DeviceAccount:
     """The partition of *work*'s device (module doc); *waits*: the launching threads
     of each process whose waits on other threads tell waiting for work apart
     (host.ThreadWaits; no waits are looked at without them); *compiling*: when
@@ -177,7 +180,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     launches of the thread that drives the device (compile_windows; *driver* says which,
     asked only when there was compiling);
     *interpreted*: it launches from a Python framework (policy.host_work_gap_ns); *index*:
-    the trace's AccountingIndex (by default, AccountingIndex.of(trace))."""
+    the trace's AccountingIndex (by default, AccountingIndex.of(trace)); *processes*: at
+    most this many work on its slices (gpugap.forkjoin.run; None: every core)."""
     settings = settings or Settings()
     window = phases.window
     it = phases.iterations
@@ -194,11 +198,11 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         driving = driver() if driver is not None else -1
         compiling = compile_windows(work, driving if driving >= 0 else main_gtid, compiling)
     calls = _ThreadTime(index or AccountingIndex.of(trace), waits)
-    writer = PartitionWriter()
     n = gap_start.size
     lo, hi = window
     per_block = CHUNK_GAPS
-    for k in range(0, max(n, 1), per_block):
+
+    def block(k: int) -> tuple[int, np.ndarray, np.ndarray]:
         # 2. A slice from a gap's start to the next slice's first gap's start: no GPU
         # operation spans its edges.
         g0, g1 = k, min(k + per_block, n)
@@ -214,7 +218,17 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                            uploads, iterations_from, compiling, settings)
         is_, ie, ic = policy.idle_pieces(facts, settings, long_gap_ns, calls.of_thread)
         # 3. The slice's pieces, a block of the partition.
-        writer.add_block(t0, np.r_[bs, is_], np.r_[be, ie], np.r_[bc, ic].astype(np.int8))
+        return PartitionWriter.block(t0, np.r_[bs, is_], np.r_[be, ie],
+                                     np.r_[bc, ic].astype(np.int8))
+
+    # The first slice here, then the rest on every core allowed (gpugap.forkjoin): the
+    # first fills the indexes every slice reads (each thread's calls...) before a fork.
+    slices = range(0, max(n, 1), per_block)
+    writer = PartitionWriter()
+    writer.add(*block(slices[0]))
+    for done in forkjoin.run([partial(block, k) for k in slices[1:]],
+                             max_processes=processes):
+        writer.add(*done)
     give_back()                     # the blocks' working memory, before their parts are joined
     partition = writer.finish(hi)
     # 4. The gaps, read back from the partition from now on.

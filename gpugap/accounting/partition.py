@@ -217,7 +217,8 @@ def idle_runs(s: np.ndarray, e: np.ndarray, c: np.ndarray) -> tl.Intervals:
 
 
 class PartitionWriter:
-    """Builds a Partition block by block, each block's labelled pieces as they come."""
+    """Builds a Partition block by block: each block's labelled pieces compacted
+    (``block``, which may run in another process), then added in time order (``add``)."""
 
     def __init__(self) -> None:
         self._lengths: list[np.ndarray] = []
@@ -225,12 +226,18 @@ class PartitionWriter:
         self._block_start: list[int] = []
         self._block_first = [0]
 
-    def add_block(self, t0: int, s: np.ndarray, e: np.ndarray, c: np.ndarray) -> None:
+    @staticmethod
+    def block(t0: int, s: np.ndarray, e: np.ndarray, c: np.ndarray
+              ) -> tuple[int, np.ndarray, np.ndarray]:
         """Block starting at *t0*, of the labelled pieces (s, e, c) that tile it (any
-        order; neighbours of one bucket that touch are merged)."""
+        order; neighbours of one bucket that touch are merged), as ``add`` takes it:
+        (t0, lengths, codes), 5 bytes a piece."""
         s, e, c = coalesce(s, e, c)
         keep = e > s
-        length, code = _compact(e[keep] - s[keep], c[keep])
+        return (t0, *_compact(e[keep] - s[keep], c[keep]))
+
+    def add(self, t0: int, length: np.ndarray, code: np.ndarray) -> None:
+        """The next block, as ``block`` made it."""
         self._lengths.append(length)
         self._codes.append(code)
         self._block_start.append(t0)

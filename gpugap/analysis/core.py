@@ -10,12 +10,13 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from gpugap import __version__
+from gpugap import __version__, forkjoin
 from gpugap import intervals as tl
 from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, Settings, account, metrics
@@ -194,6 +195,22 @@ def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settin
     return Settings.with_min_gap((thresholds or {}).get("launch-gap", {}).get("min_gap_us"))
 
 
+# GPU operations from which the accounting's slices and the pieces after it run on
+# several cores (gpugap.forkjoin): below, they take less time than a fork and the
+# pickling back cost.
+FORK_MIN_OPS = 50_000
+
+
+def processes_for(trace: Trace, processes: int | None = None) -> int | None:
+    """How many processes an analysis of *trace* may use: *processes* when given, else
+    every core allowed (None) for a report of FORK_MIN_OPS GPU operations or more and
+    one below."""
+    if processes is not None:
+        return processes
+    ops = len(trace.kernels) + len(trace.memcpys) + len(trace.memsets) + len(trace.graphs)
+    return None if ops >= FORK_MIN_OPS else 1
+
+
 class Analyzer:
     """The accounting of a trace once, then any number of scopes (the whole report, or an
     NVTX range): the rules look at each scope's events, their findings are settled and
@@ -202,7 +219,8 @@ class Analyzer:
 
     def __init__(self, trace: Trace, *, rules: list[str] | None = None,
                  thresholds: Mapping[str, Mapping[str, float]] | None = None,
-                 iteration: str | None = None, all_domains: bool = False) -> None:
+                 iteration: str | None = None, all_domains: bool = False,
+                 processes: int | None = None) -> None:
         self.trace = trace
         self.selected = rule_registry.select(rules)
         self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
@@ -210,10 +228,11 @@ class Analyzer:
         self.all_domains = all_domains
         self.accounting: Accounting | None = None
         self.program: Program | None = None
+        self.processes = processes_for(trace, processes)
         if trace.has_gpu_activity:
             self.program = understand(trace, iteration=iteration)
             self.accounting = account(trace, settings_for(self.effective),
-                                      program=self.program)
+                                      program=self.program, processes=self.processes)
 
     def _base(self, range_name: str | None) -> Analysis:
         trace = self.trace
@@ -246,10 +265,28 @@ class Analyzer:
             for d, dev in accounting.devices.items()}
         result.scope_windows = scope
         context = Context(accounting, scope)
+        # The pieces that only read the trace and the accounting, on every core a big
+        # report is worth forking for (gpugap.forkjoin): each rule's detection, the
+        # metrics (the report's; each device's when there are several), the range table.
+        devices = metrics.active_devices(trace)
+        pieces: list[Callable[[], Any]] = rule_registry.detections(
+            trace, context, self.selected, self.effective)
+        n_rules = len(pieces)
+        pieces.append(partial(metrics.compute, trace, scope_windows))
+        if len(devices) > 1:
+            pieces += [partial(metrics.compute, trace, scope_windows, [int(d)])
+                       for d in devices]
+        pieces.append(partial(self._range_rows, instances))
+        done = forkjoin.run(pieces, shared=(trace, accounting, context, self.program,
+                                            *accounting.devices.values()),
+                            max_processes=self.processes)
+        give_back()
+        detected = [f for found in done[:n_rules] for f in found]
+        result.metrics, *per_device_metrics = done[n_rules:-1]
+        result.ranges, result.ranges_omitted = done[-1]
         # The freed batches of each step given back before the next builds its own: a
         # big report's peak would otherwise grow by them step after step.
-        settled = settle(rule_registry.detect(trace, context, self.selected, self.effective),
-                         self.selected, context, scope)
+        settled = settle(detected, self.selected, context, scope)
         give_back()
         findings = rule_registry.finish(trace, self.selected, settled)
         give_back()
@@ -262,14 +299,10 @@ class Analyzer:
         result.verdict, per_device_verdict = decide(trace, accounting, findings,
                                                     self.selected, scope, range_name)
         give_back()
-        result.metrics = metrics.compute(trace, scope_windows)
-        give_back()
-        devices = metrics.active_devices(trace)
-        for device in devices:
+        for i, device in enumerate(devices):
             row = trace.device_row(int(device))
             # One device: its metrics are the report's (same scope, same events).
-            per_device = (result.metrics if len(devices) == 1
-                          else metrics.compute(trace, scope_windows, [int(device)]))
+            per_device = result.metrics if len(devices) == 1 else per_device_metrics[i]
             dev = accounting.devices[int(device)]
             result.devices.append({"device": int(device),
                                    "name": None if row is None else row["name"],
@@ -277,31 +310,36 @@ class Analyzer:
                                    "verdict": per_device_verdict[int(device)].to_dict(),
                                    "accounting": dev.summary(),
                                    "metrics": per_device.to_dict()})
-        self._range_table(result, instances)
         return result
 
     def _range_table(self, result: Analysis, instances: pd.DataFrame | None) -> None:
-        """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of nested
-        ranges; within --range, the instances that begin inside it."""
+        result.ranges, result.ranges_omitted = self._range_rows(instances)
+
+    def _range_rows(self, instances: pd.DataFrame | None) -> tuple[list[RangeMetrics], int]:
+        """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of
+        nested ranges; within --range, the instances that begin inside it. Returns (its
+        rows, how many ranges it omitted)."""
         trace = self.trace
         table = nvtx_ranges.reported_ranges(trace, all_domains=self.all_domains,
                                             within=instances)
-        result.ranges_omitted = table.omitted
+        rows = []
         for row in table.rows:
             inst = row.instances
             windows = nvtx_ranges.windows_of(trace, inst)
-            result.ranges.append(RangeMetrics(
+            rows.append(RangeMetrics(
                 name=row.key.name, domain=row.key.domain, depth=row.depth,
                 count=len(inst), cpu_ns=int((inst["end"] - inst["start"]).sum()),
                 metrics=metrics.compute(trace, windows), path=list(row.path),
                 extent=((int(windows[0][0]), int(windows[1][-1])) if windows[0].size
                         else None)))
+        return rows, table.omitted
 
 
 def analyze(trace: Trace, *, rules: list[str] | None = None,
             thresholds: Mapping[str, Mapping[str, float]] | None = None,
             range_name: str | None = None, require_gpu: bool = True,
-            iteration: str | None = None, all_domains: bool = False) -> Analysis:
+            iteration: str | None = None, all_domains: bool = False,
+            processes: int | None = None) -> Analysis:
     """The verdict, the accounting of each device, metrics (whole report, per device, per
     NVTX range) and the findings of every rule.
 
@@ -310,9 +348,12 @@ def analyze(trace: Trace, *, rules: list[str] | None = None,
     iterations); by default they are found (gpugap.accounting.phases). *all_domains*
     lists library NVTX ranges (CUB, NCCL...) beside the program's. Without GPU activity,
     raises NoCudaActivity when *require_gpu*, else returns an Analysis whose status is
-    'no-cuda-activity' (its ranges still list the NVTX ranges found).
+    'no-cuda-activity' (its ranges still list the NVTX ranges found). *processes*: at
+    most this many processes work on it (gpugap.forkjoin; 1: this one alone; default:
+    every core for a big report, processes_for).
     """
     if range_name:
         nvtx_ranges.select(trace, range_name)         # a bad name fails before the work
     return Analyzer(trace, rules=rules, thresholds=thresholds, iteration=iteration,
-                    all_domains=all_domains).analyze(range_name, require_gpu=require_gpu)
+                    all_domains=all_domains, processes=processes
+                    ).analyze(range_name, require_gpu=require_gpu)

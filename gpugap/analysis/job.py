@@ -235,14 +235,16 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
 def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
                      nsys: str | None = None, rules: list[str] | None = None,
                      thresholds: dict | None = None, iteration: str | None = None,
-                     details: bool = False) -> RankSummary:
+                     details: bool = False, processes: int | None = 1) -> RankSummary:
     """Load and analyse one report (as ``gpugap analyze`` does) into its summary. Never
     raises for a bad report: its summary has status 'error' and the one-line reason.
-    Runs in the worker (a process of the pool, or a Dask worker that reads the file)."""
+    Runs in the worker (a process of the pool, or a Dask worker that reads the file),
+    in that process alone (*processes*: the reports of a job share the cores; see
+    gpugap.analysis.core.analyze)."""
     try:
         trace = load(path, nsys=nsys)
         analysis = analyze(trace, rules=rules, thresholds=thresholds, iteration=iteration,
-                           require_gpu=False)
+                           require_gpu=False, processes=processes)
         out = summarize(analysis, trace, index=index, details=details)
         out.identity = read_identity(trace.info.sqlite_path, shown=str(path))
         return out
@@ -287,9 +289,9 @@ def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | Non
         _on_dask(files, scheduler, arrived, options, scheduler_timeout)
     else:
         n = min(workers or os.cpu_count() or 1, len(files))
-        if n <= 1:
+        if n <= 1:              # the reports one after another, each on every core
             for i, p in enumerate(files):
-                arrived(summarize_report(p, i, **options))
+                arrived(summarize_report(p, i, **{"processes": None, **options}))
         else:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 

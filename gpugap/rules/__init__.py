@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from gpugap import intervals as tl
 from gpugap.errors import UsageError
@@ -61,17 +62,31 @@ def finish(trace: Trace, rules: list[Rule], findings: list[Finding]) -> list[Fin
 def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
            thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
     """The raw findings of every selected rule (their costs not settled yet)."""
-    findings: list[Finding] = []
+    return [f for found in detections(trace, context, rules, thresholds) for f in found()]
+
+
+def detections(trace: Trace, context: Context, rules: list[Rule] | None = None,
+               thresholds: Mapping[str, Mapping[str, float]] | None = None
+               ) -> list[Callable[[], list[Finding]]]:
+    """Each selected rule's detection, to be run (in any order, in any process: rules
+    only read the trace and the context); every threshold is checked first."""
+    pieces: list[Callable[[], list[Finding]]] = []
     for rule in rules or select():
         overrides = dict((thresholds or {}).get(rule.id, {}))
         unknown = set(overrides) - set(rule.thresholds)
         if unknown:
             raise UsageError(f"rule {rule.id} has no threshold {', '.join(sorted(unknown))}; "
                              f"it has: {', '.join(rule.thresholds)}")
-        findings.extend(rule.run(trace, context, overrides))
-        give_back()                              # the rule's batches' memory, to the system
-    return findings
+        pieces.append(partial(_detection, rule, trace, context, overrides))
+    return pieces
+
+
+def _detection(rule: Rule, trace: Trace, context: Context, overrides: dict[str, float]
+               ) -> list[Finding]:
+    found = rule.run(trace, context, overrides)
+    give_back()                              # the rule's batches' memory, to the system
+    return found
 
 
 __all__ = ["Cause", "Context", "Finding", "Rule", "Severity", "Threshold", "RULE_MODULES",
-           "detect", "finish", "registry", "run", "select"]
+           "detect", "detections", "finish", "registry", "run", "select"]

@@ -1,0 +1,174 @@
+"""Independent pieces of one analysis run on the cores a machine has to spare.
+
+After the accounting, an analysis has pieces of work that read the same trace and
+accounting and write nothing another reads (each rule's detection, the metrics, the
+range table). ``run`` gives them to forked processes as well as this one: a child sees
+everything as it was at the fork (copy-on-write: nothing is sent to it), takes the next
+piece from a queue shared with this process and its siblings (a pipe holding the
+pieces' numbers, so the busiest process does not wait for a static share), and sends
+its results back pickled once the queue is empty. Objects the caller names as shared
+(the trace, the accounting...) travel by name, not by value: a result that refers to
+one gets this process's own.
+
+The results are the same whichever process runs a piece, and when nothing can be
+forked (one core, no ``fork``: macOS and Windows, GPUGAP_PROCESSES=1) the pieces run
+here in order. A child that fails in any way (an exception, killed for memory, a result
+that cannot be pickled) has its pieces run again here, so any error is raised here as a
+run in one process raises it. Children ignore no signal of their own: Ctrl-C stops them
+with their process group, and this process kills the children it still has whenever it
+leaves ``run`` early.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpugap.memory import give_back
+
+# Numbers on the queue: two bytes each, and a read of two bytes from a pipe (less than
+# PIPE_BUF) takes two whole bytes, so every piece is taken exactly once.
+_WIDTH = 2
+MAX_PIECES = 1 << (8 * _WIDTH)
+
+
+def processes() -> int:
+    """How many processes ``run`` may use: the cores this process may run on, 1 without
+    ``fork`` (or on macOS, where forking a process with threads is unsafe) or with
+    GPUGAP_PROCESSES=1; GPUGAP_PROCESSES=N caps it."""
+    if not hasattr(os, "fork") or sys.platform == "darwin":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    cap = os.environ.get("GPUGAP_PROCESSES", "")
+    if cap.strip().isdigit():
+        cores = min(cores, max(int(cap), 1))
+    return max(cores, 1)
+
+
+def run(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = (),
+        max_processes: int | None = None) -> list[Any]:
+    """Each piece's result, in order, computed in up to *max_processes* processes (this
+    one included; default: ``processes()``). *shared*: objects results may refer to,
+    passed back by reference."""
+    n = min(len(pieces), max_processes or processes(), processes())
+    if n <= 1 or len(pieces) > MAX_PIECES:
+        return [piece() for piece in pieces]
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, b"".join(i.to_bytes(_WIDTH, "little") for i in range(len(pieces))))
+    os.close(queue_w)                    # once the queue is empty, reading it says so
+    names = {id(obj): i for i, obj in enumerate(shared)}
+    children: dict[int, int] = {}        # pid -> the read end of its results
+    results: dict[int, Any] = {}
+    try:
+        for s in (sys.stdout, sys.stderr):   # nothing buffered is written twice
+            try:
+                s.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        # The heap's free pages go before the fork: what either process allocates then is
+        # a fresh page, not a copy of one the other still maps.
+        give_back()
+        gc.freeze()         # a child's collections touch no object of this one's
+        try:
+            for _ in range(n - 1):
+                out_r, out_w = os.pipe()
+                pid = os.fork()
+                if pid == 0:                                     # the child
+                    os.close(out_r)
+                    _child(pieces, queue_r, out_w, names)        # never returns
+                os.close(out_w)
+                children[pid] = out_r
+        finally:
+            gc.unfreeze()
+        while (i := _take(queue_r)) is not None:
+            results[i] = pieces[i]()
+        for pid, out_r in list(children.items()):
+            results.update(_collect(out_r, pid, shared))
+            del children[pid]
+    finally:
+        os.close(queue_r)
+        for pid, out_r in children.items():     # left early: an error or an interrupt
+            _kill(pid)
+            try:
+                os.close(out_r)
+            except OSError:
+                pass
+    # Pieces a failed child had taken run here, in order.
+    return [results[i] if i in results else pieces[i]() for i in range(len(pieces))]
+
+
+def _take(queue_r: int) -> int | None:
+    data = os.read(queue_r, _WIDTH)
+    return int.from_bytes(data, "little") if len(data) == _WIDTH else None
+
+
+def _child(pieces: Sequence[Callable[[], Any]], queue_r: int, out_w: int,
+           names: dict[int, int]) -> None:
+    code = 1
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        # Fresh streams: another thread of the parent may have held the old ones' locks
+        # at the fork.
+        sys.stdout = io.TextIOWrapper(io.FileIO(os.dup(1), "w"), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(os.dup(2), "w"), write_through=True)
+        done: dict[int, Any] = {}
+        while (i := _take(queue_r)) is not None:
+            try:
+                done[i] = pieces[i]()
+            except Exception:       # noqa: BLE001 - the parent runs it again and raises
+                break
+        # Streamed: no second copy of the results (arrays of millions of rows) here or
+        # in the parent, which reads as this writes.
+        with os.fdopen(out_w, "wb") as out:
+            _Pickler(out, names).dump(done)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, names: dict[int, int]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.names = names
+
+    def persistent_id(self, obj: object) -> int | None:
+        return self.names.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, shared: Sequence[object]) -> None:
+        super().__init__(file)
+        self.shared = shared
+
+    def persistent_load(self, pid: int) -> object:
+        return self.shared[pid]
+
+
+def _collect(out_r: int, pid: int, shared: Sequence[object]) -> dict[int, Any]:
+    """A child's results ({} when it failed: its pieces are then run again here)."""
+    try:
+        with os.fdopen(out_r, "rb", closefd=False) as f:
+            done = _Unpickler(f, shared).load()
+    except Exception:               # noqa: BLE001 - cut short or not picklable: run again here
+        done = {}
+    os.close(out_r)
+    _, status = os.waitpid(pid, 0)
+    return done if status == 0 else {}
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass

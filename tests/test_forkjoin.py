@@ -1,0 +1,116 @@
+"""gpugap.forkjoin: pieces of work on forked processes, results as if run in order here.
+
+Real processes throughout (os.fork), no mocks: a child's failures are made by the
+pieces themselves (raising, exiting, returning what cannot be pickled) when they find
+they run in a child."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gpugap import forkjoin
+from gpugap.analysis import analyze, core
+from gpugap.jsonout import dumps
+from gpugap.report.loader import load
+
+pytestmark = pytest.mark.skipif(forkjoin.processes() < 2,
+                                reason="needs fork and two cores (CI has both)")
+
+HERE = os.getpid()
+
+
+def _pid_after(seconds: float) -> int:
+    time.sleep(seconds)           # long enough that both processes take pieces
+    return os.getpid()
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_results_in_order_from_more_than_one_process():
+    pieces = [lambda i=i: (i, _pid_after(0.05)) for i in range(8)]
+    out = forkjoin.run(pieces)
+    assert [i for i, _ in out] == list(range(8))
+    pids = {pid for _, pid in out}
+    assert HERE in pids and len(pids) >= 2       # this process took some, a child others
+    assert _no_children_left()
+
+
+def test_one_process_runs_everything_here():
+    out = forkjoin.run([lambda: _pid_after(0.01) for _ in range(4)], max_processes=1)
+    assert out == [HERE] * 4
+
+
+def test_environment_caps_the_processes(monkeypatch):
+    monkeypatch.setenv("GPUGAP_PROCESSES", "1")
+    assert forkjoin.processes() == 1
+    assert forkjoin.run([lambda: _pid_after(0.01) for _ in range(4)]) == [HERE] * 4
+
+
+def test_shared_objects_come_back_as_this_processes_own():
+    big = {"trace": list(range(1000))}
+    out = forkjoin.run([lambda: [big, _pid_after(0.05)] for _ in range(6)], shared=[big])
+    assert any(pid != HERE for _, pid in out)
+    assert all(obj is big for obj, _ in out)
+
+
+def _fails_in_a_child(how: str):
+    def piece():
+        time.sleep(0.05)
+        if os.getpid() != HERE:
+            if how == "raise":
+                raise RuntimeError("only in a child")
+            if how == "exit":
+                os._exit(137)               # as if killed for memory
+            if how == "unpicklable":
+                return lambda: None
+        return "done here"
+    return piece
+
+
+@pytest.mark.parametrize("how", ["raise", "exit", "unpicklable"])
+def test_a_failed_childs_pieces_run_again_here(how):
+    out = forkjoin.run([_fails_in_a_child(how) for _ in range(6)])
+    assert out == ["done here"] * 6
+    assert _no_children_left()
+
+
+def test_an_error_is_raised_here_as_in_one_process():
+    def bad():
+        time.sleep(0.05)
+        raise ValueError("bad piece")
+    with pytest.raises(ValueError, match="bad piece"):
+        forkjoin.run([bad for _ in range(4)])
+    assert _no_children_left()
+
+
+def test_forked_analysis_gives_the_same_answers(monkeypatch, tmp_path):
+    """Every piece after the accounting forked (the threshold lowered to every report),
+    on a one-GPU and a two-GPU capture (per-device metrics as pieces of their own): the
+    JSON equals the one-process analysis byte for byte."""
+    from_children = []
+    collect = forkjoin._collect
+
+    def counted(*args):
+        done = collect(*args)
+        from_children.append(len(done))
+        return done
+
+    monkeypatch.setattr(forkjoin, "_collect", counted)
+    for name in ("gemm.sqlite", "ddp-overlap.sqlite"):
+        trace = load(f"tests/data/captures/{name}")
+        monkeypatch.setattr(core, "FORK_MIN_OPS", 1 << 62)
+        alone = dumps(analyze(trace).to_dict())
+        monkeypatch.setattr(core, "FORK_MIN_OPS", 0)
+        forked = dumps(analyze(trace).to_dict())
+        assert forked == alone
+    assert sum(from_children) > 0           # some pieces' results came from a child
+    assert _no_children_left()
