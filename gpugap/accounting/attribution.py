@@ -69,11 +69,17 @@ class DeviceAccount:
         """(starts, ends, codes) of the pieces of blocks [k0, k1), in time order."""
         return self.partition.decode(k0, k1)
 
-    def blocks(self, lo: int | None = None, hi: int | None = None):
+    def blocks(self, lo: int | None = None, hi: int | None = None, *,
+               numbers: range | None = None):
         """(block start, block end, starts, ends, codes) of the blocks overlapping
-        [lo, hi) (default: all), one at a time."""
-        for _, *block in self.partition.blocks(lo, hi):
+        [lo, hi) (default: all), or of the blocks *numbers* (``block_range``), one at a
+        time."""
+        for _, *block in self.partition.blocks(lo, hi, numbers=numbers):
             yield tuple(block)
+
+    def block_range(self, lo: int | None = None, hi: int | None = None) -> range:
+        """The numbers of the blocks overlapping [lo, hi) (default: all)."""
+        return self.partition.block_range(lo, hi)
 
     def pieces(self, lo: int, hi: int, buckets=None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -60,11 +60,12 @@ class Partition:
         k1 = n if hi is None else min(int(np.searchsorted(self.block_start, hi, "left")), n)
         return range(k0, k1)
 
-    def blocks(self, lo: int | None = None, hi: int | None = None
+    def blocks(self, lo: int | None = None, hi: int | None = None, *,
+               numbers: range | None = None
                ) -> Iterator[tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray]]:
         """(number, start, end, starts, ends, codes) of each block overlapping [lo, hi)
-        (default: all), one at a time."""
-        for k in self.block_range(lo, hi):
+        (default: all), or of the blocks *numbers*, one at a time."""
+        for k in self.block_range(lo, hi) if numbers is None else numbers:
             yield (k, int(self.block_start[k]), int(self.block_start[k + 1]),
                    *self.decode(k, k + 1))
 

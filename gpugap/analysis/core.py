@@ -286,7 +286,7 @@ class Analyzer:
         result.ranges, result.ranges_omitted = done[-1]
         # The freed batches of each step given back before the next builds its own: a
         # big report's peak would otherwise grow by them step after step.
-        settled = settle(detected, self.selected, context, scope)
+        settled = settle(detected, self.selected, context, scope, self.processes)
         give_back()
         findings = rule_registry.finish(trace, self.selected, settled)
         give_back()

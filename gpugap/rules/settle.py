@@ -23,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dc_field
+from functools import partial
 
 import numpy as np
 
+from gpugap import forkjoin
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDS
 from gpugap.rules.base import FINDING_PHASES, Context, Finding, Rule, severity_for
@@ -118,21 +120,60 @@ class _Claiming:
     overlap: dict[str, int] = dc_field(default_factory=dict)   # taken by whom
     per_iteration: np.ndarray | None = None
 
+    def add(self, tally: _Tally) -> None:
+        """A run of blocks' figures (runs added in time order: ``overlap`` keeps the
+        order in which one run after another first met each finding)."""
+        self.size += tally.size
+        self.left += tally.left
+        for other, ns in tally.overlap.items():
+            self.overlap[other] = self.overlap.get(other, 0) + ns
+        if tally.per_iteration is not None and self.per_iteration is not None:
+            self.per_iteration += tally.per_iteration
 
-def _settle_device(dev, claims: list[_Claiming]) -> None:
+
+@dataclass
+class _Tally:
+    """One claim's figures in a run of blocks (see _Claiming)."""
+
+    size: int = 0
+    left: int = 0
+    overlap: dict[str, int] = dc_field(default_factory=dict)
+    per_iteration: np.ndarray | None = None
+
+
+# Runs of blocks per process settling a device's claims (gpugap.forkjoin): a few each, so
+# that a process done early takes another.
+RUNS_PER_PROCESS = 4
+
+
+def _settle_device(dev, claims: list[_Claiming], processes: int | None = 1) -> None:
     """Settle the claims of one device (in priority order), block by block: the buckets
     partition time, so each claim meets only what was claimed in its own buckets, and
-    blocks are disjoint, so each is settled on its own."""
+    blocks are disjoint, so each is settled on its own (runs of blocks in as many
+    processes as *processes* allows, their figures added up here, exact integers)."""
     bounds = [b for b in (c.where.bounds() for c in claims) if b is not None]
     if not bounds:
         return
-    lo = min(b[0] for b in bounds)
-    hi = max(b[1] for b in bounds)
-    for blo, bhi, s, e, code in dev.blocks(lo, hi):
+    numbers = dev.block_range(min(b[0] for b in bounds), max(b[1] for b in bounds))
+    workers = min(forkjoin.processes(), processes or forkjoin.processes())
+    n_runs = 1 if workers == 1 else max(min(len(numbers), RUNS_PER_PROCESS * workers), 1)
+    cuts = [numbers.start + len(numbers) * i // n_runs for i in range(n_runs + 1)]
+    runs = [range(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    for tallies in forkjoin.run([partial(_settle_blocks, dev, claims, run) for run in runs],
+                                shared=(dev,), max_processes=processes):
+        for c, tally in zip(claims, tallies, strict=True):
+            c.add(tally)
+
+
+def _settle_blocks(dev, claims: list[_Claiming], numbers: range) -> list[_Tally]:
+    """Each claim's figures in the blocks *numbers* (reads the claims, changes none)."""
+    tallies = [_Tally(per_iteration=None if c.per_iteration is None
+                      else np.zeros_like(c.per_iteration)) for c in claims]
+    for blo, bhi, s, e, code in dev.blocks(numbers=numbers):
         of_code: dict[int, tl.Intervals] = {}
         claimed: dict[int, tl.Intervals] = {}
         taken: dict[int, list[tuple[str, tl.Intervals]]] = {}
-        for c in claims:
+        for c, tally in zip(claims, tallies, strict=True):
             w = c.where.clip(blo, bhi)
             if not w[0].size:
                 continue
@@ -146,30 +187,33 @@ def _settle_device(dev, claims: list[_Claiming]) -> None:
                 before = claimed.get(k, tl.EMPTY)
                 fresh = tl.subtract(region, before) if before[0].size else region
                 got, total = tl.total(fresh), tl.total(region)
-                c.size += total
-                c.left += got
+                tally.size += total
+                tally.left += got
                 if total > got:                      # who had taken the rest
                     for other, theirs in taken.get(k, []):
-                        c.overlap[other] = c.overlap.get(other, 0) + tl.intersect_total(
-                            region, theirs)
+                        tally.overlap[other] = tally.overlap.get(other, 0) + \
+                            tl.intersect_total(region, theirs)
                 taken.setdefault(k, []).append((c.finding.id, region))
                 claimed[k] = tl.merge(before, region) if before[0].size else region
-                if c.iterations is not None and got:
+                if c.iterations is not None and tally.per_iteration is not None and got:
                     # Only the iterations that meet this block (the windows follow one
                     # another): a report has as many blocks as it has iterations.
                     ilo, ihi = c.iterations
                     i0 = int(np.searchsorted(ihi, blo, side="right"))
                     i1 = int(np.searchsorted(ilo, bhi, side="left"))
-                    c.per_iteration[i0:i1] += tl.total_between(fresh, ilo[i0:i1],
-                                                               ihi[i0:i1])
+                    tally.per_iteration[i0:i1] += tl.total_between(fresh, ilo[i0:i1],
+                                                                   ihi[i0:i1])
+    return tallies
 
 
 def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
-           scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
+           scope: Mapping[int, tl.Intervals] | None = None,
+           processes: int | None = 1) -> list[Finding]:
     """Costs, consequences, shares, severities and per-iteration figures of *findings*
     (made by *rules*), within *scope* (per device: the windows of a --range; None: each
-    finding's phase). Returns them ordered steady first, then by cost; findings outside
-    the scope go."""
+    finding's phase), each device's blocks in at most *processes* processes (None: every
+    core; gpugap.forkjoin). Returns them ordered steady first, then by cost; findings
+    outside the scope go."""
     assign_ids(findings)
     by_id = {r.id: r for r in rules}
     kept: list[Finding] = []
@@ -197,7 +241,7 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
             iterations, per_iteration=None if iterations is None
             else np.zeros(iterations[0].size, dtype=np.int64)))
     for device, mine in claims.items():
-        _settle_device(context.accounting.devices[device], mine)
+        _settle_device(context.accounting.devices[device], mine, processes)
         for c in mine:
             f = c.finding
             if c.size > 0 and c.size - c.left > 0.5 * c.size:
