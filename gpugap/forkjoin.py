@@ -36,13 +36,15 @@ from gpugap.memory import give_back
 # PIPE_BUF) takes two whole bytes, so every piece is taken exactly once.
 _WIDTH = 2
 MAX_PIECES = 1 << (8 * _WIDTH)
+# Set in a child: what it runs forks no further (the parent already uses every core).
+_in_child = False
 
 
 def processes() -> int:
     """How many processes ``run`` may use: the cores this process may run on, 1 without
-    ``fork`` (or on macOS, where forking a process with threads is unsafe) or with
-    GPUGAP_PROCESSES=1; GPUGAP_PROCESSES=N caps it."""
-    if not hasattr(os, "fork") or sys.platform == "darwin":
+    ``fork`` (or on macOS, where forking a process with threads is unsafe), in a child
+    of ``run`` or with GPUGAP_PROCESSES=1; GPUGAP_PROCESSES=N caps it."""
+    if _in_child or not hasattr(os, "fork") or sys.platform == "darwin":
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
@@ -113,6 +115,8 @@ def _take(queue_r: int) -> int | None:
 
 def _child(pieces: Sequence[Callable[[], Any]], queue_r: int, out_w: int,
            names: dict[int, int]) -> None:
+    global _in_child
+    _in_child = True
     code = 1
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -114,3 +114,12 @@ def test_forked_analysis_gives_the_same_answers(monkeypatch, tmp_path):
         assert forked == alone
     assert sum(from_children) > 0           # some pieces' results came from a child
     assert _no_children_left()
+
+
+def test_a_child_forks_no_further():
+    def nested():
+        time.sleep(0.05)
+        return os.getpid(), forkjoin.processes()
+    out = forkjoin.run([nested for _ in range(6)])
+    assert {n for pid, n in out if pid != HERE} == {1}
+    assert {n for pid, n in out if pid == HERE} == {forkjoin.processes()}

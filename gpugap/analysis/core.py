@@ -253,7 +253,7 @@ class Analyzer:
             if require_gpu:
                 raise NoCudaActivity(reason)
             result.status, result.error = "no-cuda-activity", reason
-            self._range_table(result, instances)
+            result.ranges, result.ranges_omitted = self._range_rows(instances)
             return result
         accounting = self.accounting
         result.accounting = accounting
@@ -311,9 +311,6 @@ class Analyzer:
                                    "accounting": dev.summary(),
                                    "metrics": per_device.to_dict()})
         return result
-
-    def _range_table(self, result: Analysis, instances: pd.DataFrame | None) -> None:
-        result.ranges, result.ranges_omitted = self._range_rows(instances)
 
     def _range_rows(self, instances: pd.DataFrame | None) -> tuple[list[RangeMetrics], int]:
         """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of
