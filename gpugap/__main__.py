@@ -1,3 +1,3 @@
-from gpugap.cli import main
+from gpugap.cli import entry
 
-raise SystemExit(main())
+entry()
