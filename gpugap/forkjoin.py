@@ -1,14 +1,14 @@
 """Independent pieces of one analysis run on the cores a machine has to spare.
 
-After the accounting, an analysis has pieces of work that read the same trace and
-accounting and write nothing another reads (each rule's detection, the metrics, the
-range table). ``run`` gives them to forked processes as well as this one: a child sees
-everything as it was at the fork (copy-on-write: nothing is sent to it), takes the next
-piece from a queue shared with this process and its siblings (a pipe holding the
-pieces' numbers, so the busiest process does not wait for a static share), and sends
-its results back pickled once the queue is empty. Objects the caller names as shared
-(the trace, the accounting...) travel by name, not by value: a result that refers to
-one gets this process's own.
+An analysis has stages made of pieces that read the same trace and accounting and write
+nothing another reads: the accounting's slices, then each rule's detection, the metrics
+and the range table, then the settling of runs of blocks. ``run`` gives them to forked
+processes as well as this one: a child sees everything as it was at the fork
+(copy-on-write: nothing is sent to it), takes the next piece from a queue shared with
+this process and its siblings (a pipe holding the pieces' numbers, so the busiest
+process does not wait for a static share), and sends its results back pickled once the
+queue is empty. Objects the caller names as shared (the trace, the accounting...)
+travel by name, not by value: a result that refers to one gets this process's own.
 
 The results are the same whichever process runs a piece, and when nothing can be
 forked (one core, no ``fork``: macOS and Windows, GPUGAP_PROCESSES=1) the pieces run

@@ -197,7 +197,8 @@ def _settle_blocks(dev, claims: list[_Claiming], numbers: range) -> list[_Tally]
                 claimed[k] = tl.merge(before, region) if before[0].size else region
                 if c.iterations is not None and tally.per_iteration is not None and got:
                     # Only the iterations that meet this block (the windows follow one
-                    # another): a report has as many blocks as it has iterations.
+                    # another): adding to every iteration would grow as blocks x
+                    # iterations.
                     ilo, ihi = c.iterations
                     i0 = int(np.searchsorted(ihi, blo, side="right"))
                     i1 = int(np.searchsorted(ilo, bhi, side="left"))
