@@ -83,7 +83,13 @@ def run(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = (),
         try:
             for _ in range(n - 1):
                 out_r, out_w = os.pipe()
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except Exception:   # noqa: BLE001 - no process to spare (EAGAIN, ENOMEM,
+                    # a warning made an error): the processes there are do the work.
+                    os.close(out_r)
+                    os.close(out_w)
+                    break
                 if pid == 0:                                     # the child
                     os.close(out_r)
                     _child(pieces, queue_r, out_w, names)        # never returns

@@ -123,3 +123,12 @@ def test_a_child_forks_no_further():
     out = forkjoin.run([nested for _ in range(6)])
     assert {n for pid, n in out if pid != HERE} == {1}
     assert {n for pid, n in out if pid == HERE} == {forkjoin.processes()}
+
+
+def test_no_process_to_spare_runs_everything_here(monkeypatch):
+    """os.fork failing (EAGAIN under a process limit: made to fail here, as no real run
+    can be made to hit the limit on demand) leaves the pieces to this process."""
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert forkjoin.run([lambda: _pid_after(0.01) for _ in range(4)]) == [HERE] * 4
