@@ -18,7 +18,9 @@ benchmarks/data/, which git ignores):
   cpp-graph-replay and pt-graph-infer, have no kernel rows to count, or few: their
   replays are one GRAPH_TRACE row each.)
 
-For each shape and size, on the same file, in one run:
+For each shape and size, on the same file, in one run, in rounds (each measurement once
+a round, so that the best of each comes from the same stretch of time on a VM whose
+speed drifts):
 
 - floor: SQLite's own scan of every column gpugap's answers need, from every table it
   reads (``SELECT count(*), total(c1), total(c2), ... FROM t``: every value decoded, no
@@ -131,16 +133,16 @@ def floor_plan(path: Path) -> tuple[list[str], int]:
     return queries, data_bytes
 
 
-def measure_floor(queries: list[str], path: Path, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        conn = connect(path)
+def floor_run(queries: list[str], path: Path) -> float:
+    """One scan of the floor's columns: seconds."""
+    conn = connect(path)
+    try:
         t0 = time.perf_counter()
         for q in queries:
             conn.execute(q).fetchone()
-        best = min(best, time.perf_counter() - t0)
+        return time.perf_counter() - t0
+    finally:
         conn.close()
-    return best
 
 
 def child_env() -> dict[str, str]:
@@ -182,11 +184,16 @@ def gpugap_cmd(path: Path) -> list[str]:
     return [sys.executable, "-m", "gpugap", "analyze", "--json", str(path)]
 
 
-def measure_gpugap(path: Path, repeat: int, answers: Path | None = None) -> dict:
-    runs = [run_measured(gpugap_cmd(path)) for _ in range(repeat)]
-    for r in runs:
-        if r["rc"] != 0:
-            raise SystemExit(f"gpugap failed (exit {r['rc']}): {r['stderr'].decode()[-2000:]}")
+def gpugap_run(path: Path) -> dict:
+    """One ``analyze --json`` of *path* (a failure ends the benchmark)."""
+    r = run_measured(gpugap_cmd(path))
+    if r["rc"] != 0:
+        raise SystemExit(f"gpugap failed (exit {r['rc']}): {r['stderr'].decode()[-2000:]}")
+    return r
+
+
+def gpugap_summary(path: Path, runs: list[dict], answers: Path | None = None) -> dict:
+    """The best of gpugap's *runs* on *path*, the peak memory of all."""
     if answers is not None:            # kept to compare two versions' answers (--answers)
         answers.mkdir(parents=True, exist_ok=True)
         (answers / f"{path.stem}.json").write_bytes(runs[0]["stdout"])
@@ -222,17 +229,23 @@ def find_nsys(arg: str | None) -> str | None:
     return None
 
 
-def measure_nsys(cmd: list[str], repeat: int, timeout: float) -> dict:
-    runs = []
-    for _ in range(repeat):
-        r = run_measured(cmd, timeout=timeout)
-        if r["timeout"]:
-            return {"timeout": True, "seconds": None, "limit_s": timeout}
-        err = r["stderr"].decode(errors="replace")
-        # nsys reports failures on stderr and still exits 0.
-        if r["rc"] != 0 or "ERROR" in err:
-            return {"error": err.strip()[-1000:] or f"exit {r['rc']}", "seconds": None}
-        runs.append(r)
+def nsys_run(cmd: list[str], timeout: float) -> dict:
+    """One nsys run: its measures, or {"timeout"} / {"error"} (then no more runs)."""
+    r = run_measured(cmd, timeout=timeout)
+    if r["timeout"]:
+        return {"timeout": True, "seconds": None, "limit_s": timeout}
+    err = r["stderr"].decode(errors="replace")
+    # nsys reports failures on stderr and still exits 0.
+    if r["rc"] != 0 or "ERROR" in err:
+        return {"error": err.strip()[-1000:] or f"exit {r['rc']}", "seconds": None}
+    return r
+
+
+def nsys_summary(cmd: list[str], runs: list[dict]) -> dict:
+    """The best of nsys's *runs*, or the first that failed."""
+    failed = [r for r in runs if r.get("seconds") is None]
+    if failed:
+        return failed[0]
     best = min(runs, key=lambda r: r["seconds"])
     return {"seconds": best["seconds"], "all_seconds": [round(r["seconds"], 3) for r in runs],
             "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "command": cmd[1:-1]}
@@ -271,15 +284,17 @@ def warm(path: Path) -> None:
             pass
 
 
-def loaded(label: str, measure):
-    """Run *measure*, with the 1/5/15-minute load averages before and after, printed."""
+def loaded(label: str, measure, log: dict[str, list[dict]], kind: str):
+    """Run *measure*; the 1/5/15-minute load averages before and after it, printed and
+    added to log[kind]."""
     before = os.getloadavg()
     value = measure()
     after = os.getloadavg()
     print(f"{label}  load {fmt_load(before)} -> {fmt_load(after)}", file=sys.stderr,
           flush=True)
-    return value, {"before": [round(x, 2) for x in before],
-                   "after": [round(x, 2) for x in after]}
+    log.setdefault(kind, []).append({"before": [round(x, 2) for x in before],
+                                     "after": [round(x, 2) for x in after]})
+    return value
 
 
 def fmt_load(avg) -> str:
@@ -305,28 +320,40 @@ def measure_size(shape: str, source: Path, size: str, args, nsys: str | None) ->
     print(f"{tag} {path.name}: {rows.get('CUPTI_ACTIVITY_KIND_KERNEL', 0):,} kernels, "
           f"{sum(rows.values()):,} rows", file=sys.stderr, flush=True)
     queries, data_bytes = floor_plan(path)
-    load = {}
-    floor, load["floor"] = loaded(f"{tag} floor", lambda: measure_floor(queries, path,
-                                                                         args.repeat))
-    print(f"{tag} floor {floor:.3f} s", file=sys.stderr, flush=True)
-    gg, load["gpugap"] = loaded(f"{tag} gpugap", lambda: measure_gpugap(path, args.repeat,
-                                                                             args.answers))
-    print(f"{tag} gpugap {gg['seconds']:.3f} s, {gg['peak_rss_mb']:.0f} MB",
-          file=sys.stderr, flush=True)
-    analyze = stats = None
-    if nsys:
-        reps = args.nsys_repeat or (args.repeat if want <= 1_000_000 else 1)
-        analyze, load["nsys_analyze"] = loaded(f"{tag} nsys analyze", lambda: measure_nsys(
-            [nsys, "analyze", "-r", NSYS_RULES, str(path)], reps, args.nsys_timeout))
-        print(f"{tag} nsys analyze {analyze.get('seconds')}", file=sys.stderr, flush=True)
-        stats, load["nsys_stats"] = loaded(f"{tag} nsys stats", lambda: measure_nsys(
-            [nsys, "stats", "-q", "-r", NSYS_STATS_REPORT, "-f", "csv", str(path)],
-            reps, args.nsys_timeout))
-        print(f"{tag} nsys stats {stats.get('seconds')}", file=sys.stderr, flush=True)
+    # Round by round, each measurement once a round (floor, gpugap, nsys analyze, nsys
+    # stats): the best of each comes from the same stretch of time, so the VM's speed,
+    # which drifts by 10-30% over minutes, moves them together instead of the ratio.
+    nsys_reps = (args.nsys_repeat or (args.repeat if want <= 1_000_000 else 1)) if nsys else 0
+    analyze_cmd = [nsys, "analyze", "-r", NSYS_RULES, str(path)] if nsys else []
+    stats_cmd = ([nsys, "stats", "-q", "-r", NSYS_STATS_REPORT, "-f", "csv", str(path)]
+                 if nsys else [])
+    load: dict[str, list[dict]] = {}
+    floors: list[float] = []
+    runs: dict[str, list[dict]] = {"gpugap": [], "nsys_analyze": [], "nsys_stats": []}
+    for i in range(max(args.repeat, nsys_reps)):
+        if i < args.repeat:
+            floors.append(loaded(f"{tag} floor", lambda: floor_run(queries, path), load,
+                                 "floor"))
+            runs["gpugap"].append(loaded(f"{tag} gpugap", lambda: gpugap_run(path), load,
+                                         "gpugap"))
+            print(f"{tag} floor {floors[-1]:.3f} s, gpugap {runs['gpugap'][-1]['seconds']:.3f}"
+                  f" s", file=sys.stderr, flush=True)
+        for kind, cmd in (("nsys_analyze", analyze_cmd), ("nsys_stats", stats_cmd)):
+            done = runs[kind]
+            if i < nsys_reps and not any(r.get("seconds") is None for r in done):
+                done.append(loaded(f"{tag} {kind}", lambda c=cmd: nsys_run(
+                    c, args.nsys_timeout), load, kind))
+                print(f"{tag} {kind.replace('_', ' ')} {done[-1].get('seconds')}",
+                      file=sys.stderr, flush=True)
+    floor = min(floors)
+    gg = gpugap_summary(path, runs["gpugap"], args.answers)
+    analyze = nsys_summary(analyze_cmd, runs["nsys_analyze"]) if nsys else None
+    stats = nsys_summary(stats_cmd, runs["nsys_stats"]) if nsys else None
     return {"shape": shape, "size": size, "file": path.name, "tiles": tiles, "rows": rows,
             "kernels": rows.get("CUPTI_ACTIVITY_KIND_KERNEL", 0),
             "row_total": sum(rows.values()), "file_mb": round(path.stat().st_size / 2**20),
-            "floor_s": round(floor, 4), "floor_queries": len(queries),
+            "floor_s": round(floor, 4), "floor_all_s": [round(f, 4) for f in floors],
+            "floor_queries": len(queries),
             "data_mb": round(data_bytes / 2**20, 1), "gpugap": gg,
             "nsys_analyze": analyze, "nsys_stats": stats, "load": load}
 
@@ -365,8 +392,10 @@ def main(argv: list[str] | None = None) -> int:
 
     compileall.compile_dir(Path(gpugap.__file__).parent, quiet=1)
     start_load = os.getloadavg()
-    small, small_load = loaded("[small] gpugap CPU", lambda: measure_small_cpu(args.repeat))
-    small["load"] = small_load
+    small_load: dict[str, list[dict]] = {}
+    small = loaded("[small] gpugap CPU", lambda: measure_small_cpu(args.repeat), small_load,
+                   "small")
+    small["load"] = small_load["small"][0]
     results = []
     for shape, (source, _what) in shapes.items():
         for size in args.sizes.split(","):
@@ -392,7 +421,8 @@ def _secs(m: dict | None) -> str:
 
 def _load_span(r: dict) -> str:
     """The 1-minute load average's lowest and highest over a size's measurements."""
-    ones = [v[k][0] for v in r["load"].values() for k in ("before", "after")]
+    ones = [m[k][0] for runs in r["load"].values() for m in runs
+            for k in ("before", "after")]
     return f"{min(ones):.1f}-{max(ones):.1f}"
 
 
