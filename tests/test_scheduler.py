@@ -38,8 +38,8 @@ def analyze_on(capsys, address: str, *extra: str) -> tuple[int, str, float]:
     ("tcp://127.0.0.1:99999", "bad port"),
     ("tcp://127.0.0.1:0", "out of range"),
     ("tcp://127.0.0.1:8786/path", "nothing after them"),
-    # found by tests/test_fuzz.py: these reached the connection (a DNS lookup, whose time
-    # no timeout bounds) or lost a part without a word
+    # found by tests/test_fuzz.py: these reached the connection (a name lookup for what
+    # is no name) or lost a part without a word
     ("tcp://127.0.0.1:8786#x", "nothing after them"),
     ("tcp://a b:8786", "'a b' is not a host name"),
     ("tcp://%41:8786", "not a host name"),
@@ -85,6 +85,38 @@ def test_closed_port(capsys):
         port = probe.getsockname()[1]          # bound, never listening: refused
         code, line, took = analyze_on(capsys, f"tcp://127.0.0.1:{port}")
     assert code == EXIT_USAGE and "cannot reach" in line and took < 15
+
+
+def test_a_host_name_is_resolved_then_reached(capsys):
+    """The real resolver, then the connection to what it gave: 'localhost' on a port
+    bound but not listening is refused."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        code, line, took = analyze_on(capsys, f"tcp://localhost:{port}")
+    assert code == EXIT_USAGE and "cannot reach" in line and took < 15
+
+
+def test_a_name_server_that_never_answers_is_bounded_by_the_timeout(capsys, monkeypatch):
+    """The system's resolver takes no timeout: a name server that does not answer held
+    the probe through its own retries (tens of seconds), whatever --scheduler-timeout
+    said. No real run hangs a resolver on demand, so a stand-in resolver that never
+    returns (within the test) takes getaddrinfo's place."""
+    release = threading.Event()
+
+    def hanging_getaddrinfo(*args, **kwargs):
+        release.wait(30)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging_getaddrinfo)
+    try:
+        code, line, took = analyze_on(capsys, "tcp://scheduler.example:8786",
+                                      "--scheduler-timeout", "0.5")
+    finally:
+        release.set()
+    assert code == EXIT_USAGE and took < 5
+    assert "'scheduler.example' did not resolve in 0.5 s" in line
+    assert "--scheduler-timeout" in line
 
 
 def test_http_server_is_not_a_scheduler(capsys):

@@ -16,6 +16,7 @@ import ipaddress
 import re
 import socket
 import struct
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -102,7 +103,17 @@ def probe(address: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     where = f"the Dask scheduler at {address}"
     try:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        found = _resolve(host, port, deadline)
+    except TimeoutError:
+        raise UsageError(f"the host name {host!r} did not resolve in {timeout:g} s; check "
+                         "the address and this machine's name service (or give the "
+                         "scheduler's IP address, or raise "
+                         f"{option('scheduler-timeout')})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot reach {where} ({exc.strerror or exc}); check the address "
+                         "and that the scheduler is running") from None
+    try:
+        sock = _connect(found, deadline)
     except TimeoutError:
         raise UsageError(f"nothing answered at {address} in {timeout:g} s; check that "
                          f"{where} is running and reachable (or raise "
@@ -153,6 +164,49 @@ def check_comm(address: str) -> None:
 
 class _NotDask(Exception):
     pass
+
+
+def _resolve(host: str, port: int, deadline: float) -> list[tuple]:
+    """getaddrinfo of *host* (TCP) before *deadline*, else TimeoutError. The system's
+    resolver takes no timeout (a name server that does not answer holds it through its
+    own retries, tens of seconds), so it runs in a daemon thread that is left behind
+    when the deadline passes."""
+    answer: list = []
+
+    def resolve() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+
+    worker = threading.Thread(target=resolve, daemon=True, name="gpugap-resolve")
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if not answer:
+        raise TimeoutError
+    if isinstance(answer[0], OSError):
+        raise answer[0]
+    return answer[0]
+
+
+def _connect(addresses: list[tuple], deadline: float) -> socket.socket:
+    """A TCP connection to the first of *addresses* (getaddrinfo's) that accepts one
+    before *deadline* (socket.create_connection without its own name lookup); the
+    last address's error otherwise."""
+    error: OSError = TimeoutError()
+    for family, kind, proto, _, sockaddr in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error
 
 
 def _read(sock: socket.socket, size: int, deadline: float) -> bytes:
