@@ -242,6 +242,27 @@ def test_check_and_baseline_gate_job_metrics(capsys, tmp_path):
     assert code == 1 and "job.wait_ms_per_iteration" in failed
 
 
+def test_job_gates_refuse_the_reports_of_two_jobs(capsys, tmp_path):
+    """Two runs' ranks passed together (a directory of runs) were taken as one job of 4
+    ranks: a skew of 8.4% that no run had. job.* gates and a job baseline now take the
+    ranks of one job, by what the reports record, and say so before any analysis;
+    gates on each report still hold for each of them."""
+    both = [*job_paths("balanced"), *job_paths("late")]
+    code, out, err = gpugap(capsys, "check", *both, "--workers", "1", "--no-config",
+                            "--max", "job.skew_pct=5")
+    assert code == 2 and out == ""
+    assert "these 4 reports are not the ranks of one job (by what they record: 2 jobs)" \
+        in err and "job.* gates need the ranks of one job" in err
+    baseline = tmp_path / "job.json"
+    code, _, err = gpugap(capsys, "baseline", "save", "--job", *both, "--workers", "1",
+                          "--no-config", "-o", baseline)
+    assert code == 2 and "--job needs the ranks of one job" in err
+    assert not baseline.exists()
+    code, out, _ = gpugap(capsys, "check", *both, "--no-config", "--max",
+                          "gpu_busy_pct=100", "--json")
+    assert code == 0 and len(json.loads(out)["reports"]) == 4
+
+
 # ---------------------------------------------------------------------------------------
 # Jobs from what the reports record
 

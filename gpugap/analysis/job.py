@@ -695,11 +695,13 @@ def group_reports(reports: Iterable[str | os.PathLike[str]], *,
 
 
 def require_one_job(paths: Sequence[str | os.PathLike[str]], *,
-                    nsys: str | None = None) -> None:
-    """Raise UsageError unless the readable reports among *paths* are one job by what
-    they record (gpugap.analysis.grouping; metadata only): analyzing unrelated reports
-    as the ranks of one job gives meaningless waits and skews. Unreadable reports are
-    left to the analysis, which lists them as failed."""
+                    nsys: str | None = None,
+                    fix: str = "group them with gpugap.analyze_jobs, or pass the ranks "
+                               "of one job") -> None:
+    """Raise UsageError (ending with *fix*) unless the readable reports among *paths*
+    are one job by what they record (gpugap.analysis.grouping; metadata only):
+    analyzing unrelated reports as the ranks of one job gives meaningless waits and
+    skews. Unreadable reports are left to the analysis, which lists them as failed."""
     identities = [read_identity(p, nsys=nsys) for p in paths]
     grouping = group(identities)
     readable = [i for i, identity in enumerate(identities) if identity.error is None]
@@ -712,8 +714,7 @@ def require_one_job(paths: Sequence[str | os.PathLike[str]], *,
     if alone:
         parts.append(f"{len(alone)} reports of no job")
     raise UsageError(f"these {len(readable)} reports are not the ranks of one job (by what "
-                     f"they record: {' and '.join(parts)}); group them with "
-                     "gpugap.analyze_jobs, or pass the ranks of one job")
+                     f"they record: {' and '.join(parts)}); {fix}")
 
 
 def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None = None,

@@ -61,6 +61,18 @@ baseline_app = typer.Typer(no_args_is_help=True,
 app.add_typer(baseline_app, name="baseline")
 
 
+def one_job(reports: list[Path], nsys: str | None, needs: str) -> None:
+    """UsageError unless *reports* are the ranks of one job by what they record (as
+    gpugap.analyze_job requires): what *needs* them (job.* gates, a job baseline) takes
+    one job's ranks, and unrelated reports taken together give meaningless waits and
+    skews."""
+    from gpugap.analysis.job import require_one_job
+
+    require_one_job(reports, nsys=nsys,
+                    fix=f"{needs} the ranks of one job: pass those (gpugap analyze "
+                        "REPORT... shows the jobs they form)")
+
+
 def project_config(config: Path | None, no_config: bool, *, range_name: str | None = None,
                    set_: list[str] | None = None, min_severity: str | None = None
                    ) -> Config:
@@ -120,8 +132,9 @@ def check(
     """Fail (exit 1) when a report breaks a gate: a metric past a limit, or a regression
     against a baseline. Gates come from --min/--max and from gpugap.toml or the tool.gpugap
     table of pyproject.toml (see docs/ci.md). Gates on job.* metrics (and a baseline
-    saved with --job) hold the REPORTs together, as the ranks of one job. A report that
-    lost GPU data fails too, unless --allow-lost-gpu-data."""
+    saved with --job) hold the REPORTs together, as the ranks of one job (which they
+    must be, by what they record). A report that lost GPU data fails too, unless
+    --allow-lost-gpu-data."""
     from gpugap.ci.baseline import load as load_baseline
     from gpugap.ci.check import evaluate
     from gpugap.ci.gates import Check, parse_gate
@@ -158,6 +171,9 @@ def check(
     report_gates = [g for g in gates if not g.metric.startswith("job.")]
     job_baseline = known is not None and known.of_job
 
+    if job_gates or job_baseline:          # before any report is analyzed
+        one_job(reports, nsys, "a job baseline needs" if job_baseline
+                else "job.* gates need")
     checked = []
     if report_gates or (known is not None and not job_baseline):
         for report in reports:
@@ -282,7 +298,8 @@ def baseline_save(
     scheduler_timeout: SchedulerTimeoutOpt = 10.0,
 ) -> int:
     """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
-    --job, the job.* metrics of the REPORTs taken together as the ranks of one job."""
+    --job, the job.* metrics of the REPORTs taken together as the ranks of one job (which
+    they must be, by what they record)."""
     from gpugap.analysis.job import analyze_job, expand_reports
     from gpugap.ci import baseline as baselines
     from gpugap.ci.measure import job_measurements, measure, reported_range_names
@@ -306,6 +323,7 @@ def baseline_save(
         if wanted:
             raise UsageError("a job baseline covers the whole job's steady state; "
                              "--range does not apply")
+        one_job(reports, nsys, "--job needs")
         with job_progress(len(reports)) as progress:
             combined = analyze_job(reports, workers=workers, scheduler=scheduler,
                                    scheduler_timeout=scheduler_timeout,
