@@ -24,7 +24,7 @@ from gpugap.analysis.job import analyze_jobs as analyze_grouped
 from gpugap.analysis.job import group_reports as group_paths
 from gpugap.ci.config import rule_threshold
 from gpugap.errors import UsageError
-from gpugap.render.notebook import analysis_html
+from gpugap.render.notebook import analysis_html, job_html, jobs_html
 from gpugap.report import load as load_report
 from gpugap.report.trace import Trace
 
@@ -96,9 +96,11 @@ def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None 
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise UsageError(f"workers must be a positive integer, not {workers!r}")
     require_one_job(expand_reports(items), nsys=nsys)
-    return analyze_job(items, workers=workers, scheduler=scheduler, nsys=nsys,
-                       rules=_rules(rules), thresholds=checked(thresholds),
-                       iteration=iteration)
+    job = analyze_job(items, workers=workers, scheduler=scheduler, nsys=nsys,
+                      rules=_rules(rules), thresholds=checked(thresholds),
+                      iteration=iteration)
+    job.html_view = job_html                 # in Jupyter it draws itself
+    return job
 
 
 def checked(thresholds: Thresholds | None) -> dict[str, dict[str, float]] | None:
@@ -173,6 +175,11 @@ def analyze_jobs(reports: PathLike | Iterable[PathLike], *, workers: int | None 
         _require_path(item, "reports")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise UsageError(f"workers must be a positive integer, not {workers!r}")
-    return analyze_grouped(items, workers=workers, scheduler=scheduler, nsys=nsys,
+    jobs = analyze_grouped(items, workers=workers, scheduler=scheduler, nsys=nsys,
                            rules=_rules(rules), thresholds=checked(thresholds),
                            iteration=iteration)
+    # In Jupyter they draw themselves, and so does each job taken from them.
+    jobs.html_view = jobs_html
+    for group_, job in jobs.jobs:
+        job.html_view = partial(job_html, group=group_)
+    return jobs

@@ -194,6 +194,35 @@ def test_analyze_many_is_a_job_with_a_frame():
         gpugap.analyze_many(ranks, workers=0)
     mixed = gpugap.analyze_many([*ranks, os.fspath(ROOT / "README.md")], workers=1)
     assert len(mixed.ranks) == 2 and len(mixed.failed) == 1
+    assert "1 report(s) not analyzed (Job.failed)" in repr(mixed)
+    assert "not analyzed: " in mixed._repr_html_()
+
+
+def test_jobs_display_themselves_in_a_notebook():
+    """A Job or Jobs on its own in a cell: a few lines of text (its repr was every
+    rank's every field, 16-65 kB), and in Jupyter the terminal's view as HTML."""
+    jobs = gpugap.analyze_jobs(CAPTURES / "ranks", workers=1)
+    text = repr(jobs)
+    assert text.startswith("4 reports: 2 jobs (A, B)")
+    assert max(len(line) for line in text.splitlines()) <= 80 and len(text) < 2000
+    late = jobs.job("B")
+    text = repr(late)
+    assert text.startswith("Job of 2 ranks (straggler): Rank 1 is the straggler")
+    assert "rank 1 (straggler): ddp-ranks-late.rank1.sqlite" in text
+    assert max(len(line) for line in text.splitlines()) <= 80 and len(text) < 2000
+    view = late._repr_html_()
+    assert html.escape(late.headline) in view and "<h3>Job B: 2 ranks, straggler</h3>" in view
+    assert "ddp-ranks-late.rank0.sqlite" in view and "1 *</td>" in view   # the straggler
+    for row in late.table():
+        assert html.escape(row["top_cause"]["headline"]) in view       # each rank's own
+    assert "Formed:</b> 2 reports, RANK 0-1 of WORLD_SIZE 2" in view
+    whole = jobs._repr_html_()
+    assert whole.count("<h3>Job ") == 2 and "4 reports: 2 jobs (A, B)" in whole
+    assert all(html.escape(row["headline"]) in whole for row in jobs.verdicts())
+    # Made without the front door: the text stands in.
+    from gpugap.analysis.job import analyze_jobs
+
+    assert analyze_jobs([CAPTURES / "ranks"], workers=1)._repr_html_() is None
 
 
 # --- pandas-shaped results -------------------------------------------------------------

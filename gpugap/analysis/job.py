@@ -57,6 +57,7 @@ Waiting for a peer
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, overload
@@ -357,6 +358,43 @@ class Job(Record):
     # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
     waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     iterations: list[str] = field(default_factory=list, repr=False)
+    # What Jupyter shows (gpugap.render.notebook.job_html), set by gpugap.analyze_many
+    # and analyze_jobs: the analysis layer draws nothing itself.
+    html_view: Callable[[Job], str] | None = field(default=None, repr=False,
+                                                   compare=False)
+
+    def summary(self, ranks_shown: int = 8) -> str:
+        """A few lines: the job's verdict, then one per rank (its median iteration,
+        busy share and waits), the reports that could not be analyzed counted."""
+        lines = [f"Job of {len(self.ranks)} rank{'s' if len(self.ranks) != 1 else ''} "
+                 f"({self.kind}): {one_line(self.headline, None)}"]
+        for row in self.table()[:ranks_shown]:
+            mark = " (straggler)" if row["rank"] == self.straggler else ""
+            wait = row["wait_ms_per_iteration"]
+            lines.append(
+                f"  rank {row['rank']}{mark}: {one_line(os.path.basename(row['report']))}"
+                f", {_fmt_ms(row['iteration_median_ms'])} per iteration, busy "
+                + ("-" if row["gpu_busy_pct"] is None else f"{row['gpu_busy_pct']:.1f}%")
+                + (f", waits {wait:.2f} ms per iteration" if wait is not None else ""))
+        if len(self.ranks) > ranks_shown:
+            lines.append(f"  ... and {len(self.ranks) - ranks_shown} more ranks "
+                         "(Job.frame() lists all)")
+        if self.failed:
+            lines.append(f"  {len(self.failed)} report(s) not analyzed (Job.failed)")
+        return "\n".join(textwrap.fill(line, 80, subsequent_indent="    ")
+                         for line in lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain-text view: the summary, not every rank's every field."""
+        printer.text("Job(...)" if cycle else self.summary())
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's view (gpugap.render.notebook.job_html); None (the plain summary)
+        for a Job not made by gpugap.analyze_many or analyze_jobs."""
+        return None if self.html_view is None else self.html_view(self)
 
     @property
     def straggler_summary(self) -> RankSummary | None:
@@ -407,6 +445,10 @@ class Job(Record):
                 "metrics": self.metrics, "ranks": self.table(),
                 "failed": [{"report": s.report, "index": s.index, "error": s.error}
                            for s in self.failed]}
+
+
+def _fmt_ms(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.2f} ms"
 
 
 @overload
@@ -612,6 +654,38 @@ class Jobs:
     summaries: list[RankSummary]           # every report, in the order given
     grouping: Grouping
     jobs: list[tuple[JobGroup, Job]]
+    # What Jupyter shows (gpugap.render.notebook.jobs_html), set by gpugap.analyze_jobs.
+    html_view: Callable[[Jobs], str] | None = field(default=None, repr=False,
+                                                    compare=False)
+
+    def summary(self) -> str:
+        """A few lines: how many reports and jobs, each job's verdict, the reports of
+        no job and those that could not be analyzed counted."""
+        names = ", ".join(group_.name for group_, _ in self.jobs)
+        lines = [f"{len(self.summaries)} reports: {len(self.jobs)} "
+                 f"job{'s' if len(self.jobs) != 1 else ''}"
+                 + (f" ({names})" if names else "")
+                 + (f", {len(self.grouping.alone)} of no job" if self.grouping.alone
+                    else "")]
+        for group_, job in self.jobs:
+            lines.append(f"  job {group_.name} ({len(job.ranks)} ranks, {job.kind}): "
+                         f"{one_line(job.headline, None)}")
+        if self.failed:
+            lines.append(f"  {len(self.failed)} report(s) not analyzed (Jobs.failed)")
+        return "\n".join(textwrap.fill(line, 80, subsequent_indent="    ")
+                         for line in lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain-text view: the summary, not every report's every field."""
+        printer.text("Jobs(...)" if cycle else self.summary())
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's view (gpugap.render.notebook.jobs_html); None (the plain summary)
+        for Jobs not made by gpugap.analyze_jobs."""
+        return None if self.html_view is None else self.html_view(self)
 
     @property
     def alone(self) -> list[RankSummary]:

@@ -3,13 +3,20 @@ terminal says first (the program, the verdict and its fix), the steady state's
 breakdown, the findings as a table, then the timeline: the page of
 :mod:`gpugap.render.html`, embedded whole in an iframe so that its script and style
 stay its own and the notebook's stay untouched.
+
+A job's ranks (``Job._repr_html_``) and several reports grouped into jobs
+(``Jobs._repr_html_``) as the terminal shows them (gpugap.render.job): the job's
+verdict first, how it was formed, one row per rank, each rank's own verdict.
 """
 
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 from gpugap.analysis import Analysis
+from gpugap.analysis.grouping import JobGroup
+from gpugap.analysis.job import Job, Jobs
 from gpugap.render.html import render_html
 from gpugap.render.timeline import build_panels
 from gpugap.report.trace import Trace
@@ -18,6 +25,8 @@ from gpugap.units import fmt_ns
 # Rows of the findings table (the rest are counted below it) and of the breakdown.
 MAX_FINDINGS = 20
 MAX_BUCKETS = 8
+# Ranks in a job's table (the rest are counted below it: Job.frame() has them all).
+MAX_RANKS = 64
 TIMELINE_HEIGHT_PX = 760
 
 _STYLE = ("<style>.gpugap-nb table{border-collapse:collapse;margin:4px 0 10px}"
@@ -98,3 +107,77 @@ def analysis_html(analysis: Analysis, trace: Trace, *, timeline: bool = True) ->
     return (f'<div class="gpugap-nb">{_STYLE}{_verdict(analysis)}{_breakdown(analysis)}'
             f"{_findings(analysis)}"
             f"{_timeline(analysis, trace) if timeline else ''}</div>")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def job_html(job: Job, group: JobGroup | None = None) -> str:
+    """The notebook view of one job (of *group*, when several reports were grouped):
+    its verdict, how it was formed, one row per rank (the straggler marked), the
+    reports that could not be analyzed."""
+    return f'<div class="gpugap-nb">{_STYLE}{_job(job, group)}</div>'
+
+
+def _job(job: Job, group: JobGroup | None) -> str:
+    name = f"Job {_e(group.name)}: " if group is not None else "Job: "
+    parts = [f"<h3>{name}{len(job.ranks)} ranks, {_e(job.kind)}</h3>",
+             f'<p class="verdict">{_e(job.headline)}</p>']
+    if group is not None:
+        parts.append(f"<p><b>Formed:</b> {_e(group.how)}</p>")
+    head = ("<tr><th>rank</th><th>report</th><th>iteration (ms)</th><th>p90 (ms)</th>"
+            "<th>busy</th><th>comm (ms)</th><th>exposed (ms)</th><th>overlap</th>"
+            "<th>waits (ms)</th><th>its own verdict</th></tr>")
+    rows = job.table()
+    body = "".join(
+        f'<tr><td class="nw">{row["rank"]}{" *" if row["rank"] == job.straggler else ""}'
+        f'</td><td class="nw">{_e(Path(row["report"]).name)}</td>'
+        f'<td class="num">{_ms(row["iteration_median_ms"])}</td>'
+        f'<td class="num">{_ms(row["iteration_p90_ms"])}</td>'
+        f'<td class="num">{_pct(row["gpu_busy_pct"])}</td>'
+        f'<td class="num">{_ms(row["comm_ms_per_iteration"])}</td>'
+        f'<td class="num">{_ms(row["exposed_comm_ms_per_iteration"])}</td>'
+        f'<td class="num">{_pct(row["comm_compute_overlap_pct"])}</td>'
+        f'<td class="num">{_ms(row["wait_ms_per_iteration"])}</td>'
+        f'<td>{_e((row["top_cause"] or {}).get("headline") or "no verdict")}</td></tr>'
+        for row in rows[:MAX_RANKS])
+    parts.append("<h4>Ranks (medians per steady iteration)</h4>"
+                 f"<table>{head}{body}</table>")
+    if len(rows) > MAX_RANKS:
+        parts.append(f"<p>... and {len(rows) - MAX_RANKS} more ranks: "
+                     "<code>job.frame()</code></p>")
+    notes = [f"ranks from {_e(job.rank_source)}; clock: {_e(job.clock)}; "
+             f"{job.collectives_matched} collectives matched over "
+             f"{job.iterations_matched} iterations"]
+    if job.straggler is not None:
+        notes.append("* the straggler; waits: time inside collectives before the last "
+                     "rank started them")
+    parts += [f"<p>{note}</p>" for note in notes]
+    parts += [f'<p class="sev-error">not analyzed: {_e(s.report)}: {_e(s.error)}</p>'
+              for s in job.failed]
+    return "".join(parts)
+
+
+def jobs_html(jobs: Jobs) -> str:
+    """The notebook view of several reports grouped into jobs: one row per report (its
+    job, rank and own verdict), then each job's view."""
+    head = "<tr><th>report</th><th>job</th><th>rank</th><th>verdict</th></tr>"
+    body = "".join(
+        f'<tr><td class="nw">{_e(Path(row["report"]).name)}</td>'
+        f'<td>{_e(row["job"] or "-")}</td>'
+        f'<td>{"-" if row["rank"] is None else row["rank"]}</td>'
+        f'<td class="{"sev-error" if row["status"] == "error" else ""}">'
+        f'{_e(row["headline"])}</td></tr>'
+        for row in jobs.verdicts())
+    names = ", ".join(group.name for group, _ in jobs.jobs)
+    title = (f"{len(jobs.summaries)} reports: {len(jobs.jobs)} "
+             f"job{'s' if len(jobs.jobs) != 1 else ''}" + (f" ({_e(names)})" if names else "")
+             + (f", {len(jobs.grouping.alone)} of no job" if jobs.grouping.alone else ""))
+    sections = "".join(_job(job, group) for group, job in jobs.jobs)
+    return (f'<div class="gpugap-nb">{_STYLE}<h3>{title}</h3><table>{head}{body}</table>'
+            f"{sections}</div>")
