@@ -1,7 +1,8 @@
 """gpugap on the pre-registered corpus (tests/corpus): 37 real programs (PyTorch, JAX,
 CuPy, Triton, cuda-python, C++; one and two GPUs), each with expectations written before
 gpugap analyzed it (README.md there: the formats, the vocabulary; MANIFEST.md: the
-programs and every change made after gpugap's output was seen).
+programs and every change made after gpugap's output was seen), and a sealed split that
+no test scores (README.md, rule 5).
 
 Every expectation is scored met or missed (tests/corpus/score.py, which prints them all:
 ``python tests/corpus/score.py --all``); the dev and held-out splits are reported apart.
@@ -95,6 +96,22 @@ def test_healthy_control_gets_no_warning(name):
     assert check.met, check.got
 
 
+def test_the_sealed_split_is_complete_and_never_scored():
+    """The sealed split (README.md, rule 5): every program captured and pre-registered
+    (its capture, manifest, expectation, truth script and figures committed), and no
+    scoring here looks at gpugap's output on it."""
+    sealed = score.programs(score.SEALED)
+    assert len(sealed) >= 6
+    for name in sealed:
+        folder = score.PROGRAMS / name
+        assert all((folder / f).is_file() for f in ("program.toml", "expected.toml",
+                                                   "truth.py", "truth.json")), name
+        assert (score.CAPTURES / f"{name}.sqlite.xz").is_file(), name
+        assert (score.CAPTURES / f"{name}.manifest.json").is_file(), name
+    assert not set(sealed) & {o.program for o in outcomes()}
+    assert not set(sealed) & set(score.programs(None))
+
+
 def test_the_controls_are_the_registered_ones():
     registered = sorted(o.program for o in outcomes() for c in o.checks
                         if c.key == "silent.no_warnings")
@@ -119,7 +136,9 @@ def test_truth_scripts_still_print_their_committed_figures(tmp_path):
     were written from stay reproducible through any change to the shared helpers."""
     cache_dir = Path(tempfile.gettempdir()) / "gpugap-corpus"
     cache_dir.mkdir(exist_ok=True)
-    names = score.programs(None)
+    # The sealed split's too: a truth script reads the capture alone, never gpugap's
+    # output, so checking it leaves the split sealed.
+    names = score.programs(None) + score.programs(score.SEALED)
     for name in names:
         # The scripts read the capture's manifest beside it.
         (tmp_path / f"{name}.sqlite").symlink_to(score.capture_path(name, cache_dir))
@@ -134,7 +153,7 @@ def test_truth_scripts_still_print_their_committed_figures(tmp_path):
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         printed = list(pool.map(run, names))
-    assert len(printed) == 37
+    assert len(printed) == 37 + len(score.programs(score.SEALED))
     differ = [(name, err[-300:]) for name, out, err in printed
               if out != (score.PROGRAMS / name / "truth.json").read_text()]
     assert differ == []
