@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,6 +40,28 @@ def _clean(value: Any) -> Any:
 
 def dumps(document: Any) -> str:
     return json.dumps(_clean(document), indent=2, default=_default, allow_nan=False)
+
+
+class Shown:
+    """A result that shows itself by its summary: ``repr()`` and IPython's plain-text
+    view are ``summary()`` (a few 80-column lines, not every field), and Jupyter's view
+    is the HTML its ``html_view`` draws (set by the front door, gpugap.api, from
+    gpugap.render.notebook: the layers below draw nothing), else the summary. A
+    dataclass using it says ``repr=False``, so that its own repr is not generated."""
+
+    html_view: Callable[[Any], str] | None
+
+    def summary(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(f"{type(self).__name__}(...)" if cycle else self.summary())
+
+    def _repr_html_(self) -> str | None:
+        return None if self.html_view is None else self.html_view(self)
 
 
 class Record:

@@ -26,7 +26,7 @@ from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
-from gpugap.jsonout import Record
+from gpugap.jsonout import Record, Shown
 from gpugap.memory import give_back
 from gpugap.program import Program, understand
 from gpugap.report.trace import Trace
@@ -55,7 +55,7 @@ class RangeMetrics(Record):
 
 
 @dataclass(repr=False)
-class Analysis(Record):
+class Analysis(Shown, Record):
     """Everything gpugap says about one report (docs/api.md): read as attributes or as a
     mapping (``analysis['verdict']``), as JSON with :meth:`to_json` (what ``gpugap
     analyze --json`` prints), as DataFrames with :meth:`frames`; in Jupyter it draws
@@ -142,18 +142,6 @@ class Analysis(Record):
             else "  no findings")
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        """IPython's plain-text view: the summary, not every field."""
-        printer.text("Analysis(...)" if cycle else self.summary())
-
-    def _repr_html_(self) -> str | None:
-        """Jupyter's view (gpugap.render.notebook): the verdict, the steady-state
-        breakdown, the findings and the timeline; None (the plain summary) for an
-        Analysis not made by gpugap.analyze."""
-        return None if self.html_view is None else self.html_view(self)
 
 
 def _gpu_summary(trace: Trace) -> dict[str, Any]:

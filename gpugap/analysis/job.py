@@ -80,7 +80,7 @@ from gpugap.analysis.grouping import (
 from gpugap.analysis.scheduler import DEFAULT_TIMEOUT_S, check_address, check_comm, probe
 from gpugap.errors import GpugapError, UsageError, option
 from gpugap.files import expand_reports, natural_order
-from gpugap.jsonout import Record
+from gpugap.jsonout import Record, Shown
 from gpugap.report import Trace, load
 from gpugap.text import one_line
 from gpugap.units import fmt_ns
@@ -337,8 +337,8 @@ def _on_dask(paths: list[str], scheduler: str | Client, arrived: Progress,
 # The job
 
 
-@dataclass
-class Job(Record):
+@dataclass(repr=False)
+class Job(Shown, Record):
     """Every rank's summary lined up: ranks, clocks, waits, the straggler, the verdict."""
 
     ranks: list[RankSummary]               # analyzed reports, by rank
@@ -384,17 +384,6 @@ class Job(Record):
         return "\n".join(textwrap.fill(line, 80, subsequent_indent="    ")
                          for line in lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        """IPython's plain-text view: the summary, not every rank's every field."""
-        printer.text("Job(...)" if cycle else self.summary())
-
-    def _repr_html_(self) -> str | None:
-        """Jupyter's view (gpugap.render.notebook.job_html); None (the plain summary)
-        for a Job not made by gpugap.analyze_many or analyze_jobs."""
-        return None if self.html_view is None else self.html_view(self)
 
     @property
     def straggler_summary(self) -> RankSummary | None:
@@ -645,8 +634,8 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
                waits_by_iteration=by_iteration, iterations=iterations)
 
 
-@dataclass
-class Jobs:
+@dataclass(repr=False)
+class Jobs(Shown):
     """Reports grouped into jobs by what each records (gpugap.analysis.grouping), every
     job combined, the others analyzed on their own: what ``gpugap analyze`` shows for
     several reports."""
@@ -675,17 +664,6 @@ class Jobs:
         return "\n".join(textwrap.fill(line, 80, subsequent_indent="    ")
                          for line in lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        """IPython's plain-text view: the summary, not every report's every field."""
-        printer.text("Jobs(...)" if cycle else self.summary())
-
-    def _repr_html_(self) -> str | None:
-        """Jupyter's view (gpugap.render.notebook.jobs_html); None (the plain summary)
-        for Jobs not made by gpugap.analyze_jobs."""
-        return None if self.html_view is None else self.html_view(self)
 
     @property
     def alone(self) -> list[RankSummary]:
