@@ -103,6 +103,9 @@ def clipped_ns(intervals: np.ndarray, lo: int, hi: int) -> int:
     return int((b - a).sum())
 
 
+KERNEL_LAUNCH = r"^(cudaLaunchKernel\w*|cuLaunchKernel\w*)$"
+
+
 class Report:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -232,6 +235,21 @@ class Report:
             name = re.sub(r"_v\d+$", "", self.strings.get(n, str(n)))
             if rx.search(name):
                 out.append((a, b, name, g))
+        return out
+
+    def launch_calls(self) -> list[tuple[int, int, str, int, int]]:
+        """(start, end, name without its _vNNNN suffix, globalTid, correlationId) of every
+        kernel launch call (cudaLaunchKernel*, cuLaunchKernel*), by start: the launch of
+        a kernel is the call with its correlationId in the same process."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return []
+        rx = re.compile(KERNEL_LAUNCH)
+        out = []
+        for a, b, n, g, c in self.q("select start, end, nameId, globalTid, correlationId "
+                                    "from CUPTI_ACTIVITY_KIND_RUNTIME order by start"):
+            name = re.sub(r"_v\d+$", "", self.strings.get(n, str(n)))
+            if rx.search(name):
+                out.append((a, b, name, g, c))
         return out
 
     def osrt_calls(self, pattern: str = ".", lo: int | None = None, hi: int | None = None

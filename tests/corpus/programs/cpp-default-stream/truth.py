@@ -45,7 +45,6 @@ Figures (times in ns on the session clock unless the key says ms/us):
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -57,22 +56,9 @@ from truthlib import THREAD_MASK, Report, clipped_ns, overlap_ns, pct  # noqa: E
 
 A, B, M = "work_a", "work_b", "mark_progress"
 SKIP = 2
-LAUNCH = r"^(cudaLaunchKernel\w*|cuLaunchKernel\w*)$"
 WATCHED = (r"(Synchronize|^cudaStreamWaitEvent|^cudaEventQuery|Malloc|Free|^cuMemAlloc|"
            r"^cuMemFree|^cuMemCreate$|^cudaHostAlloc|Memcpy|Memset|^cuModuleLoad|"
            r"^cuLibraryLoad)")
-
-
-def launch_rows(r: Report) -> list[tuple[int, int, str, int, int]]:
-    """(start, end, name, globalTid, correlationId) of every kernel launch call, by start."""
-    rx = re.compile(LAUNCH)
-    out = []
-    for a, b, n, g, c in r.q("select start, end, nameId, globalTid, correlationId from "
-                             "CUPTI_ACTIVITY_KIND_RUNTIME order by start"):
-        name = re.sub(r"_v\d+$", "", r.strings.get(n, str(n)))
-        if rx.search(name):
-            out.append((a, b, name, g, c))
-    return out
 
 
 def us(values, fn=np.median) -> float | None:
@@ -85,7 +71,7 @@ def main(path: str) -> dict:
     out: dict = {"iterations": len(its)}
     if len(its) <= SKIP + 1:
         return out | {"error": "too few iteration ranges"}
-    by_corr = {(((g >> 24) & THREAD_MASK), c): a for a, _b, _n, g, c in launch_rows(r)}
+    by_corr = {(((g >> 24) & THREAD_MASK), c): a for a, _b, _n, g, c in r.launch_calls()}
     rows = r.q("select start, end, shortName, streamId, correlationId, globalPid, deviceId, "
                "gridX * gridY * gridZ, blockX * blockY * blockZ from "
                "CUPTI_ACTIVITY_KIND_KERNEL order by start")

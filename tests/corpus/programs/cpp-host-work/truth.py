@@ -48,7 +48,6 @@ Figures (times in ns on the session clock unless the key says ms/us):
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -59,22 +58,9 @@ from truthlib import THREAD_MASK, Report, pct  # noqa: E402
 
 KERNEL = "fma_pass"
 SKIP = 2
-LAUNCH = r"^(cudaLaunchKernel\w*|cuLaunchKernel\w*)$"
 WATCHED = (r"(Synchronize|^cudaStreamWaitEvent|^cudaEventQuery|Malloc|Free|^cuMemAlloc|"
            r"^cuMemFree|^cuMemCreate$|^cudaHostAlloc|Memcpy|Memset|^cuModuleLoad|"
            r"^cuLibraryLoad)")
-
-
-def launch_rows(r: Report) -> list[tuple[int, int, str, int, int]]:
-    """(start, end, name, globalTid, correlationId) of every kernel launch call, by start."""
-    rx = re.compile(LAUNCH)
-    out = []
-    for a, b, n, g, c in r.q("select start, end, nameId, globalTid, correlationId from "
-                             "CUPTI_ACTIVITY_KIND_RUNTIME order by start"):
-        name = re.sub(r"_v\d+$", "", r.strings.get(n, str(n)))
-        if rx.search(name):
-            out.append((a, b, name, g, c))
-    return out
 
 
 def med(values: list[float], scale: float) -> float | None:
@@ -87,7 +73,7 @@ def main(path: str) -> dict:
     out: dict = {"iterations": len(its)}
     if len(its) <= SKIP + 1:
         return out | {"error": "too few iteration ranges"}
-    launches = launch_rows(r)
+    launches = r.launch_calls()
     lstart = np.array([a for a, *_ in launches], dtype=np.int64)
     by_corr = {(((g >> 24) & THREAD_MASK), c): a for a, _b, _n, g, c in launches}
     rows = r.q("select start, end, shortName, correlationId, globalPid from "

@@ -58,7 +58,6 @@ from truthlib import THREAD_MASK, Report, pct  # noqa: E402
 
 KERNEL = "matmul_kernel"
 SKIP = 2
-LAUNCH = r"^(cudaLaunchKernel\w*|cuLaunchKernel\w*)$"
 MODULE_LOAD = r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cudaLibraryLoad\w*)$"
 SPAWN = r"^(posix_spawnp?|fork|vfork|execv\w*|system|popen)$"
 REAP = r"^(waitpid|wait4|waitid|wait)$"
@@ -73,18 +72,6 @@ def pid_of(g: int) -> int:
     return (g >> 24) & THREAD_MASK
 
 
-def launch_rows(r: Report) -> list[tuple[int, int, str, int, int]]:
-    """(start, end, name, globalTid, correlationId) of every kernel launch call, by start."""
-    rx = re.compile(LAUNCH)
-    out = []
-    for a, b, n, g, c in r.q("select start, end, nameId, globalTid, correlationId from "
-                             "CUPTI_ACTIVITY_KIND_RUNTIME order by start"):
-        name = re.sub(r"_v\d+$", "", r.strings.get(n, str(n)))
-        if rx.search(name):
-            out.append((a, b, name, g, c))
-    return out
-
-
 def counts(rows: list[tuple]) -> dict[str, int]:
     return dict(sorted(Counter(row[2] for row in rows).items()))
 
@@ -95,7 +82,7 @@ def main(path: str) -> dict:
     out: dict = {"iterations": len(steps)}
     if len(steps) <= SKIP + 1:
         return out | {"error": "too few step ranges"}
-    launches = launch_rows(r)
+    launches = r.launch_calls()
     lstart = np.array([a for a, *_ in launches], dtype=np.int64)
     by_corr = {(pid_of(g), c): a for a, _b, _n, g, c in launches}
     rows = r.q("select start, end, shortName, correlationId, globalPid, gridX * gridY * "
