@@ -8,10 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpugap.cli import main
+from gpugap.errors import EXIT_USAGE
 from gpugap.render import decimate
 from gpugap.render.html import timeline_json
-from gpugap.render.timeline import build_timeline
-from tests.conftest import analyze_report, load_report
+from gpugap.render.timeline import DEFAULT_MAX_EVENTS, build_timeline
+from tests.conftest import analyze_report, load_report, report_path
+from tests.test_html import page_data
 
 NAME = "moe-experts-bad"
 CAP = 5_000
@@ -92,6 +95,25 @@ def test_the_page_carries_the_spans_counts():
     assert merged[:, 1].sum() == capped.decimation["merged"]
     assert (merged[:, 1] > 1).all()
     assert data["decimation"]["max_events"] == CAP
+
+
+def test_the_command_line_sets_the_budget(tmp_path, capsys):
+    """`analyze --html --max-events N` writes the page build_timeline(max_events=N)
+    gives; without a timeline output the option is refused (exit 2, one line)."""
+    page = tmp_path / "capped.html"
+    report = str(report_path(NAME))
+    assert main(["analyze", report, "--html", str(page), "--max-events", str(CAP)]) == 0
+    (panel,) = page_data(page)["panels"]
+    capped = build_timeline(load_report(NAME), analyze_report(NAME), max_events=CAP)
+    assert panel["decimation"] == capped.decimation
+    assert capped.decimation["drawn"] <= CAP
+    capsys.readouterr()
+    assert main(["analyze", report, "--json", "--max-events", str(CAP)]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == "" and err == ("gpugap: error: --max-events is the timeline's budget: "
+                                 "give it with --html, --svg or --png\n")
+    assert main(["analyze", "--help"]) == 0
+    assert f"(default {DEFAULT_MAX_EVENTS})" in " ".join(capsys.readouterr().out.split())
 
 
 def test_decimate_merges_runs_of_short_events_and_keeps_long_and_protected_ones():

@@ -242,6 +242,10 @@ def analyze(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     scheduler_timeout: SchedulerTimeoutOpt = 10.0,
+    max_events: Annotated[int | None, typer.Option(
+        "--max-events", min=1, help="the timeline (--html/--svg/--png) holds at most N "
+                                    "events: past it, short ones merge into spans "
+                                    "(default 250000)", metavar="N")] = None,
 ) -> int:
     """Diagnose a report: the verdict on its steady state (or --range), where the GPU's
     time goes, and every finding with its cause, cost and fix. Several reports: each
@@ -255,6 +259,9 @@ def analyze(
     from gpugap.files import expand_reports
 
     found = expand_reports(reports)
+    if max_events is not None and not any(f.timeline for f in outputs.asked(ANALYSIS)):
+        raise UsageError("--max-events is the timeline's budget: give it with --html, "
+                         "--svg or --png")
     if len(found) > 1:
         outputs.refuse(JOB, f"takes one report, not the {len(found)} of a job")
         if range_:
@@ -291,7 +298,7 @@ def analyze(
                               require_gpu=False, iteration=iteration,
                               all_domains=all_domains)
     outputs.write(ANALYSIS, result, View(trace=trace, range_name=range_,
-                                         min_severity=severity),
+                                         min_severity=severity, max_events=max_events),
                   inputs=[report, cfg.path], console=stdout, errors=stderr,
                   terminal=lambda: render(result, stdout, max_findings=max_findings,
                                           min_severity=severity),

@@ -70,6 +70,7 @@ class Format:
     default_file: str | None = None    # "module:function" -> Path | None, when not given
     active: str | None = None          # LINES: "module:function" -> bool
     says_size: bool = False            # "wrote PATH (N KiB)": large files
+    timeline: bool = False             # draws the report's timeline (View.max_events)
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -148,15 +149,16 @@ register(Format(
     active="gpugap.render.github:in_github_actions"))
 register(Format(
     "html", "write a self-contained HTML timeline with the findings drawn on it", FILE,
-    renders={ANALYSIS: "gpugap.render.html:analysis_html"}, says_size=True))
+    renders={ANALYSIS: "gpugap.render.html:analysis_html"}, says_size=True, timeline=True))
 register(Format(
     "svg", "write a static SVG of the timeline (the --range window, else a few steady "
            "iterations)", FILE,
-    renders={ANALYSIS: "gpugap.render.timeline_svg:analysis_svg"}, says_size=True))
+    renders={ANALYSIS: "gpugap.render.timeline_svg:analysis_svg"}, says_size=True,
+    timeline=True))
 register(Format(
     "png", "write that SVG as PNG (needs chromium)", FILE,
     renders={ANALYSIS: "gpugap.render.timeline_svg:analysis_png"},
-    needs="gpugap.render.timeline_svg:find_chromium", says_size=True))
+    needs="gpugap.render.timeline_svg:find_chromium", says_size=True, timeline=True))
 
 
 __all__ = ["ANALYSIS", "CHECK", "DIFF", "FILE", "FORMATS", "JOB", "LINES", "STDOUT",

@@ -567,9 +567,9 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
     if cut:                 # a report larger than a timeline draws (gpugap.render.decimate)
         sub_text += (f" · {sum(d['merged'] for d in cut):,} short events of the report "
                      f"merged into {sum(d['spans'] for d in cut):,} spans before drawing")
-    if stats["lanes_left_out"]:
-        sub_text += (f" · {stats['lanes_left_out']} lanes with nothing in this window left "
-                     "out")
+    if left_out := stats["lanes_left_out"]:
+        sub_text += (f" · {left_out} lane{'s' if left_out > 1 else ''} with nothing in this "
+                     "window left out")
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">'
             f"<title>{_esc(title)}</title>{_style()}"
