@@ -60,7 +60,7 @@ def _report(group: list[score.Outcome]) -> str:
 
 def test_every_program_is_captured_and_analyzed():
     done = outcomes()
-    assert len(done) == 37
+    assert len(done) == 43
     assert [o.program for o in done if o.error] == []
 
 
@@ -78,7 +78,8 @@ def test_expectations_met(split, capsys):
 # Healthy controls (expected.toml: silent.no_warnings), and the two that gpugap warns
 # about, for reasons it shows: their expectation stays as registered (MANIFEST.md).
 CONTROLS = ["cpp-graph-replay", "cpp-mallocasync", "cpp-pinned", "cpp-threads-streams",
-            "jax-jit-train", "jax-sharded-2gpu", "pt-cudnn-bench", "pt-eval-overlap"]
+            "cupy-streams-overlap", "jax-jit-train", "jax-sharded-2gpu", "pt-cudnn-bench",
+            "pt-eval-overlap"]
 WARNED = {
     "jax-sharded-2gpu": "GPU 1 waits 5.4% of the steady state inside its all-reduce for "
                         "GPU 0's (the two launcher threads' skew; truth: 5.49% exposed)",
@@ -123,7 +124,7 @@ def test_finding_costs_never_exceed_their_scope():
     warm-up, steady state, tail) cost at most the phase's wall time (one accounting, no
     time claimed twice)."""
     outcomes()
-    assert len(SCOPES) == 37
+    assert len(SCOPES) == 43
     over = [(name, *row) for name, rows in SCOPES.items() for row in rows
             if row[2] > row[3]]
     assert over == []
@@ -153,7 +154,7 @@ def test_truth_scripts_still_print_their_committed_figures(tmp_path):
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         printed = list(pool.map(run, names))
-    assert len(printed) == 37 + len(score.programs(score.SEALED))
+    assert len(printed) == 43 + len(score.programs(score.SEALED))
     differ = [(name, err[-300:]) for name, out, err in printed
               if out != (score.PROGRAMS / name / "truth.json").read_text()]
     assert differ == []

@@ -551,27 +551,29 @@ def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
 
 @pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
                                   "pipeline"])
-def test_batch_uploads_equal_the_whole_launch_order(name):
-    """The copies that upload a batch, found from each copy's predecessor in its
-    thread's launch order (launched_before), equal those of the whole order."""
+def test_batch_uploads_are_the_runs_of_host_to_device_copies(name):
+    """The copies that begin a batch's upload, found with numpy, equal those of a walk
+    over the device's ops one at a time: the first of each run of host-to-device copies
+    one after another, the run 64 KiB or more."""
     from gpugap.accounting.policy import H2D, batch_uploads
     from gpugap.accounting.work import device_work
 
     trace = load(CAPTURES / f"{name}.sqlite")
     for device in trace.op_index.devices:
         work = device_work(trace, device)
-        is_h2d = np.isin(work.bucket, H2D)
-        launched = work.api_start
-        known = np.flatnonzero(~np.isnan(launched))
-        order = known[np.argsort(launched[known], kind="stable")]
-        by_thread = order[np.argsort(work.gtid[order], kind="stable")]
-        prev_h2d = np.zeros(len(work), dtype=bool)
-        same = work.gtid[by_thread][1:] == work.gtid[by_thread][:-1]
-        prev_h2d[by_thread[1:]] = same & is_h2d[by_thread[:-1]]
-        first = np.flatnonzero(is_h2d & ~prev_h2d)
-        want = first[work.gather("bytes", first) >= 65536]
+        is_h2d = np.isin(work.bucket, H2D).tolist()
+        nbytes = np.nan_to_num(work.gather("bytes", np.arange(len(work)))).tolist()
+        want, start, total = [], None, 0.0
+        for p in [*range(len(work)), None]:
+            if p is not None and is_h2d[p]:
+                start, total = (p, 0.0) if start is None else (start, total)
+                total += nbytes[p]
+                continue
+            if start is not None and total >= 65536:
+                want.append(start)
+            start = None
         got = batch_uploads(work, np.flatnonzero(is_h2d), 65536)
-        assert np.array_equal(got, want)
+        assert got.tolist() == want
 
 
 def test_range_labels_equal_the_per_time_strings():

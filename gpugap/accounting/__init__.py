@@ -44,9 +44,11 @@ def account(trace: Trace, settings: Settings | None = None, *,
     device's slices in at most *processes* processes (None: every core)."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
-    launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
-                 for p in program.processes}
-    waits = ThreadWaits(program.waits, launchers)
+    # Every thread that launched GPU work, helpers included: a launcher that waits while
+    # one of them works (JAX's Python thread building the next batch while XLA's
+    # launching threads wait for the step it dispatches) is fed by that work.
+    feeders = {p.pid: [t.gtid for t in p.threads] for p in program.processes}
+    waits = ThreadWaits(program.waits, feeders)
     interpreted = program.framework in INTERPRETED
     spans = program.compile_spans
     compiling = tl.union(spans.start, spans.end)

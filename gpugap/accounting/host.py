@@ -195,9 +195,11 @@ class ThreadWaits:
     """When launching threads waited on other threads while no launching thread of their
     process had anything to launch: the OS runtime calls in which a thread blocks for
     another (gpugap.program.threads.WAIT_CALLS: a queue's lock or condition variable, a
-    semaphore, poll, sleep), intersected over the process's launching threads (*launchers*:
-    pid -> their gtids). A thread that waits while another launcher works (the autograd
-    thread waiting for the forward pass) is fed by that one's work: not waiting for work.
+    semaphore, poll, sleep), intersected over the process's threads that launch GPU work
+    (*launchers*: pid -> their gtids, helpers included). A thread that waits while another
+    of them works (the autograd thread waiting for the forward pass, XLA's launching
+    threads waiting for the Python thread to dispatch the next step) is fed by that one's
+    work: not waiting for work.
     *calls*: those waits, as the program model read them (None: no OS runtime trace)."""
 
     def __init__(self, calls: pd.DataFrame | None, launchers: dict[int, list[int]]

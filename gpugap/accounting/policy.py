@@ -27,12 +27,13 @@ the gap (the trailing gap: the device's main launching thread):
    a. module-load, between the first and the last module load of the gap: a library
       loading its kernels does host work between the loads (cuBLAS initialising);
    b. thread-wait, in a long gap (below), inside an OS wait on another thread while no
-      launching thread of the process had work (host.ThreadWaits): nothing to do;
+      thread of the process that launches GPU work had any (host.ThreadWaits): nothing to
+      do;
    c. results, in a long gap that began as a batch's results came back (a
       device-to-host copy of at least ``input_min_bytes`` ended just before it);
-   d. input, when the next operation uploads a batch inside the iterations: a
-      host-to-device copy of at least ``input_min_bytes`` that is the first of its group
-      (the host was loading data);
+   d. input, when the next operation uploads a batch inside the iterations: the first of
+      a run of host-to-device copies, at least ``input_min_bytes`` together (the host was
+      loading data);
    e. when the thread was blocked (module load, synchronisation, allocation, blocking
       copy) at the moment the gap began, the bucket of the latest blocking call before
       it in the gap, for as long as the host was held while the GPU still had work (its
@@ -353,17 +354,18 @@ def compiled_until(compiling: tl.Intervals, gs: np.ndarray, ge: np.ndarray) -> n
 
 
 def batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarray:
-    """Positions (increasing) of the host-to-device copies (*h2d*) that upload a batch
-    (5d): big enough, and first of their group in their thread's launch order (the op
-    their thread launched before them is no host-to-device copy)."""
+    """Positions (increasing) of the host-to-device copies (*h2d*, increasing) that begin
+    a batch's upload (5d): the first of a run of such copies one after another on the
+    device, the run together at least *min_bytes* (a batch and its labels, in either
+    order, whichever threads launched them: XLA launches a step's copies from a pool)."""
     if not h2d.size:
         return h2d
-    before = work.launched_before(h2d)
-    after_h2d = np.zeros(h2d.size, dtype=bool)
-    known = before >= 0
-    after_h2d[known] = np.isin(work.take(before[known]).bucket, H2D)
-    first = h2d[~after_h2d]
-    return first[work.gather("bytes", first) >= min_bytes]
+    first = np.r_[True, h2d[1:] != h2d[:-1] + 1]            # runs of adjacent positions
+    run = np.cumsum(first) - 1
+    nbytes = np.nan_to_num(work.gather("bytes", h2d).astype(np.float64))
+    run_bytes = np.bincount(run, weights=nbytes)
+    starts = h2d[first]
+    return starts[run_bytes >= min_bytes]
 
 
 def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int) -> np.ndarray:

@@ -7,7 +7,7 @@ Each is recognised by traces that only it leaves, counted as evidence:
 | PyTorch | yes | kernels of ATen (``at::native::`` in the demangled name) |
 | JAX | yes | XLA's NVTX ranges (domain TSL: XlaModule, XlaCompile...), or its fusions |
 | XLA | yes | its NVTX ranges (domain TSL), kernels XLA names ``*_fusion*`` |
-| CuPy | yes | CuPy's elementwise and reduction kernels (``cupy_*``) |
+| CuPy | yes | its kernels (``cupy_*``), or its way of calling CUDA (below) |
 | Inductor | yes | torch.compile's generated kernels (``triton_poi_*``, ``triton_red_*``...) |
 | Triton | yes | Inductor's kernels, or the driver launching a Python program's own beside torch |
 | cuBLAS | library | its GEMM kernels (``*xmma_gemm*``, ``nvjet_*``, ``gemv*``, cutlass...) |
@@ -15,6 +15,11 @@ Each is recognised by traces that only it leaves, counted as evidence:
 | NCCL | library | its kernels (``ncclDevKernel_*``) or its NVTX domain |
 | CUDA C++ | framework | no framework above, GPU work launched from a process that is not Python |
 | CUDA Python | framework | no framework above, GPU work launched from Python |
+
+A Python program whose kernels are all its own RawKernels shows no ``cupy_*`` kernel;
+CuPy still calls CUDA as no other Python library does: kernels through the driver
+(``cuLaunchKernel``), never the runtime, memory through the runtime API (``cudaMalloc``,
+``cudaMemcpy*``, ``cudaMemset*``).
 
 A framework decides the language of a fix (gpugap.rules speak PyTorch, JAX, CuPy or
 CUDA C++); libraries say where kernels come from.
@@ -129,6 +134,35 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     return int((driver & own[names.cat.codes.to_numpy()]).sum())
 
 
+RUNTIME_LAUNCH = re.compile(r"^cudaLaunch|^cudaGraphLaunch")
+RUNTIME_MEMORY = re.compile(r"^cuda(?:Malloc|Free|Memcpy|Memset)")
+
+
+def _cupy_calls(trace: Trace, pids: list[int]) -> int:
+    """Of *pids* (Python processes), the runtime API memory calls when they called CUDA
+    the way CuPy does and no other Python library does: its RawKernels and compiled
+    kernels launched through the driver (cuLaunchKernel), never through the runtime (as
+    PyTorch's kernels are), while its memory pool allocates, copies and fills through the
+    runtime API (cuda-python's cuda.core, Numba and PyCUDA use the driver for both).
+    0 when they did not."""
+    api = trace.api
+    if not len(api) or not pids:
+        return 0
+    api = api[isin(api["pid"].to_numpy(), pids)]
+    names = api["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    categories = [str(c) for c in names.cat.categories]
+    counts = np.bincount(names.cat.codes.to_numpy(), minlength=len(categories))
+    driver = sum(int(n) for c, n in zip(categories, counts, strict=True)
+                 if c.startswith("cuLaunchKernel"))
+    runtime = sum(int(n) for c, n in zip(categories, counts, strict=True)
+                  if RUNTIME_LAUNCH.search(c))
+    memory = sum(int(n) for c, n in zip(categories, counts, strict=True)
+                 if RUNTIME_MEMORY.search(c))
+    return memory if driver and not runtime else 0
+
+
 def detect(trace: Trace) -> list[Component]:
     """The frameworks and libraries the report shows, frameworks first."""
     out: list[Component] = []
@@ -157,6 +191,11 @@ def detect(trace: Trace) -> list[Component]:
         out.append(Component("Triton", True, f"{inductor} Inductor kernels" if inductor
                              else f"{driver} kernels launched through the driver beside "
                                   "PyTorch"))
+    cupy_calls = 0 if any(c.framework for c in out) else _cupy_calls(trace, python)
+    if cupy_calls:
+        out.append(Component("CuPy", True, f"kernels launched through the driver, "
+                                           f"{cupy_calls} memory calls through the "
+                                           "runtime API (CuPy's way)"))
     if not any(c.framework for c in out) and pids:
         if python and len(python) == len(pids):
             out.append(Component("CUDA Python", True,

@@ -27,6 +27,10 @@ from gpugap.program.threads import ProcessRole
 from gpugap.report.trace import Trace
 from gpugap.units import fmt_ns
 
+# The frameworks a fix speaks the API of (Program.framework), the first of them the
+# program uses winning (a JAX program that also runs a few ATen kernels is told JAX's).
+FIX_LANGUAGES = ("JAX", "PyTorch", "CuPy", "CUDA Python", "CUDA C++")
+
 
 @dataclass
 class DeviceLink(Record):
@@ -100,7 +104,7 @@ class Program(Record):
     @property
     def framework(self) -> str | None:
         """The framework whose API a fix should speak: PyTorch, JAX, CuPy, CUDA C++..."""
-        for name in ("JAX", "PyTorch", "CuPy", "CUDA Python", "CUDA C++"):
+        for name in FIX_LANGUAGES:
             if name in self.frameworks:
                 return name
         return None

@@ -227,6 +227,11 @@ class Rule:
     # When its findings' claims settle, lower first: causes before the consequences
     # they explain (gpugap.rules.settle); a Cause may have its own (Cause.priority).
     priority: int = DEFAULT_PRIORITY
+    # Peers: rules of one priority whose findings claim the same time as two remedies for
+    # it (small grids; the serialisation that keeps them from running concurrently).
+    # Their findings settle larger claim first, so the one that would recover more takes
+    # the time they share and explains the other; others settle in time order.
+    peer: bool = False
 
     def __post_init__(self) -> None:
         causes = self.causes

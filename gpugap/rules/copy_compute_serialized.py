@@ -31,9 +31,23 @@ from gpugap.units import fmt_bytes, fmt_ns
 CAUSES = (
     Cause("same-stream", "copy on the same stream as the kernels around it",
           "Move the copies to a dedicated copy stream and double-buffer: copy batch i+1 while "
-          "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent, "
-          "torch.cuda.Event + stream.wait_event), from pinned host memory.",
-          title="Copies and compute taking turns (same stream)"),
+          "batch i computes, ordered with events (cudaEventRecord/cudaStreamWaitEvent), "
+          "from pinned host memory.",
+          title="Copies and compute taking turns (same stream)",
+          fixes={"PyTorch": "Move the copies to a dedicated copy stream and double-buffer: "
+                            "copy batch i+1 while batch i computes (x.to('cuda', "
+                            "non_blocking=True) inside `with torch.cuda.stream(copy):`), "
+                            "ordered with events (torch.cuda.Event + stream.wait_event), "
+                            "from pinned host memory (pin_memory()).",
+                 "CuPy": "Move the copies to a dedicated copy stream and double-buffer: "
+                         "copy batch i+1 while batch i computes "
+                         "(ndarray.set(pinned, stream=copy_stream)), ordered with events "
+                         "(cp.cuda.Event, stream.wait_event), from pinned host memory "
+                         "(cupyx.empty_pinned).",
+                 "JAX": "Let the next batch's transfer overlap this step: start it before "
+                        "the step (jax.device_put of batch i+1 while step i runs, e.g. "
+                        "flax.jax_utils.prefetch_to_device), so the step never waits for "
+                        "its input."}),
     Cause("dependency", "copy on its own stream but ordered against the kernels",
           "Deepen the pipeline: issue the copy for the next batch before the compute of this "
           "one and keep one more buffer in flight, so the event that orders them is already "
@@ -126,8 +140,9 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                                 total_bytes=int(g["bytes"].sum()), stream=int(stream),
                                 alone_ns=cost),
                 marks=_marks(worst),
-                fix=RULE.causes[str(cause)].fix, streams=sorted({int(stream)} | set(
-                    map(int, g["before_stream"])) | set(map(int, g["after_stream"]))),
+                fix=RULE.causes[str(cause)].fix_for(context.framework),
+                streams=sorted({int(stream)} | set(map(int, g["before_stream"]))
+                               | set(map(int, g["after_stream"]))),
                 device=int(device), count=len(g), phase=str(phase),
                 ranges=ranges_of(trace, g["at"].to_numpy()),
                 claim=Claim(int(device), tl.union(g["start"].to_numpy(np.int64),

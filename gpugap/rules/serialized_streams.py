@@ -22,7 +22,8 @@ Cost (from the accounting): host-launch-bound runs claim the idle time inside th
 the other causes claim the compute time of the kernels off the run's busiest stream (the
 run's kernel time minus the busiest stream's), an upper bound of what overlap could have
 saved; resource-saturation claims nothing. Runs stop at NVTX range boundaries; findings
-fold the runs of one cause in each phase.
+fold the runs of one cause in each phase. Overlap helps only kernels that leave SMs
+idle, small-grid's findings: the two settle as peers, the larger claim first.
 """
 
 from __future__ import annotations
@@ -43,20 +44,50 @@ from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Thr
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
+FIXES_LEGACY_STREAM = {
+    "PyTorch": "Keep work off the legacy default stream between them: PyTorch's own streams "
+               "(torch.cuda.Stream) do not synchronise with it, so look for what runs on "
+               "the default stream between them (ops outside a `with torch.cuda.stream(s):` "
+               "block, an extension launching on stream 0) and give it a stream of its own, "
+               "ordered with events (torch.cuda.Event, Stream.wait_stream).",
+    "CUDA Python": "Keep work off the legacy default stream between them: launch on "
+                   "streams created non-blocking (cuda.core: "
+                   "Device().create_stream(StreamOptions(nonblocking=True)); the driver: "
+                   "cuStreamCreate with CU_STREAM_NON_BLOCKING), or run with the per-thread "
+                   "default stream (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1).",
+    "CuPy": "Keep work off the legacy default stream between them: create the streams with "
+            "cp.cuda.Stream(non_blocking=True) and run every operation inside a `with "
+            "stream:` block (work outside one goes to the legacy null stream, which "
+            "synchronises with every blocking stream).",
+}
+FIXES_LAUNCH_BOUND = {
+    "PyTorch": "Launch fewer, larger kernels: one batched/grouped GEMM instead of many "
+               "small ones (torch.bmm/baddbmm), fuse element-wise work (torch.compile), or "
+               "capture the sequence once in a CUDA graph (torch.cuda.CUDAGraph, "
+               "torch.compile(mode=\"reduce-overhead\")) and replay it.",
+    "JAX": "Launch fewer, larger kernels: batch the small operations (jax.vmap) inside one "
+           "jitted function, so that XLA fuses them and launches the step as one "
+           "executable.",
+    "CuPy": "Launch fewer, larger kernels: batch small arrays into one, fuse element-wise "
+            "work (cupy.fuse, an ElementwiseKernel), or capture the sequence in a CUDA graph "
+            "(stream.begin_capture() / end_capture(), then graph.launch()).",
+}
 CAUSE_LIST = (
     Cause("legacy-default-stream", "implicit synchronisation through the legacy NULL stream",
           "Keep work off the legacy default stream between them: compile with nvcc "
           "--default-stream per-thread (or use cudaStreamPerThread / CU_STREAM_PER_THREAD), "
-          "or create the streams with cudaStreamNonBlocking (torch streams already are).",
-          title="Streams serialized by the legacy default stream"),
+          "or create the streams with cudaStreamNonBlocking.",
+          title="Streams serialized by the legacy default stream",
+          fixes=FIXES_LEGACY_STREAM),
     Cause("resource-saturation", "each kernel fills the GPU (expected)",
           "Nothing to fix: each kernel already fills the GPU, so overlap is neither possible "
           "nor needed. Overlap matters only for kernels that leave SMs idle."),
     Cause("host-launch-bound", "kernels finish before the host launches the next",
           "Launch fewer, larger kernels: one batched/grouped GEMM instead of many small ones "
-          "(torch.bmm/baddbmm, grouped GEMM in CUTLASS or cuBLASLt), fuse element-wise work "
-          "(torch.compile), or capture the sequence once in a CUDA graph and replay it.",
-          title="Launch-bound across streams"),
+          "(grouped GEMM in CUTLASS or cuBLASLt, cublasGemmBatchedEx), fuse kernels that "
+          "run back to back, or capture the sequence once in a CUDA graph "
+          "(cudaStreamBeginCapture / cudaStreamEndCapture) and replay it.",
+          title="Launch-bound across streams", fixes=FIXES_LAUNCH_BOUND),
     Cause("explicit-sync", "stream/device/event synchronisation between them",
           "Remove synchronisation between independent work; order only what depends, with "
           "events (cudaEventRecord + cudaStreamWaitEvent), and synchronise the host once at "
@@ -534,7 +565,8 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
             rule=RULE.id, cause=str(cause), severity=Severity.INFO,
             start_ns=int(k.start[int(g["first"].min())]),
             end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost,
-            at_ns=int(g["at"].min()), message=text, fix=RULE.causes[str(cause)].fix,
+            at_ns=int(g["at"].min()), message=text,
+            fix=RULE.causes[str(cause)].fix_for(context.framework),
             marks=_marks(k, shown, examples),
             streams=streams, device=device, count=int(g["transitions"].sum()),
             ranges=ranges_of(trace, g["at"].to_numpy()), phase=str(phase),
@@ -701,4 +733,5 @@ RULE = Rule(
     detect=detect,
     color="#8e44ad",
     priority=30,
+    peer=True,
 )

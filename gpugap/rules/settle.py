@@ -2,13 +2,15 @@
 
 Every finding claims the nanoseconds it explains (gpugap.rules.base.Claim). Claims are
 settled in order, causes before consequences (each rule, and any of its causes, declares
-when its findings settle: ``Rule.priority``, ``Cause.priority``): a finding's cost is
+when its findings settle: ``Rule.priority``, ``Cause.priority``; findings of peer rules,
+larger claim first: ``Rule.peer``): a finding's cost is
 its claim's weight times the nanoseconds of its claim that no earlier finding took. So
 the costs of all findings in a scope never add up to more than its wall time. When more
 than half of what a finding claims was already taken, it is a consequence of the
 finding that took most of it (``consequence_of``) and costs only the rest: the warm-up
-latency that a module-load gap explains, the small grid of kernels a serialized run
-explains.
+latency that a module-load gap explains; of small grids on streams the legacy stream
+serialised, whichever of the two claims more (bigger grids, or running them concurrently)
+explains the other.
 
 A finding's share is of its scope: the steady state of its device, the whole timeline
 for one-time costs (start-up, warm-up iterations, tail), or the user's ``--range`` (one
@@ -219,8 +221,9 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
     by_id = {r.id: r for r in rules}
     kept: list[Finding] = []
     claims: dict[int, list[_Claiming]] = {}
-    for f in sorted(findings, key=lambda f: (by_id[f.rule].priority_of(f.cause),
-                                             f.start_ns)):
+    for f in sorted(findings, key=lambda f: (
+            by_id[f.rule].priority_of(f.cause),
+            -_claimed_ns(f) if by_id[f.rule].peer else 0.0, f.start_ns)):
         if f.claim is None:
             f.cost_ns = 0
             if scope is None or _at_in_scope(f, scope):
@@ -274,6 +277,14 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
     kept.sort(key=lambda f: (rank.get(f.phase or "steady", 0), -f.cost_ns,
                              -Severity(f.severity).rank))
     return kept
+
+
+def _claimed_ns(f: Finding) -> float:
+    """What a finding claims on its own: its claim's weighted length (0 without one),
+    by which peers' findings settle (Rule.peer)."""
+    if f.claim is None:
+        return 0.0
+    return f.claim.weight * tl.total(_as_union(*f.claim.intervals))
 
 
 def _wall(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None) -> int:

@@ -10,7 +10,10 @@ Cost: the SM time left idle while they ran. At each instant the idle share of th
 kernels (gpugap.intervals.shared_idle_each): a small kernel alone costs its time x the
 share of SMs it left idle; small kernels that together fill the GPU on concurrent
 streams cost nothing, and the rule stays silent when the idle share of their time is
-below min_idle_sm_pct (they already did what the fix asks).
+below min_idle_sm_pct (they already did what the fix asks). Small grids on streams that
+ran one after another are serialized-streams' findings too: the two settle as peers,
+the larger claim first (bigger grids, or running them concurrently, whichever would
+recover more), and that finding explains the other.
 """
 
 from __future__ import annotations
@@ -372,5 +375,9 @@ RULE = Rule(
     causes=CAUSES,
     detect=detect,
     color="#c2185b",
-    priority=50,      # after serialized-streams: a serialized run explains its small grids
+    # serialized-streams' peer: SMs that small grids leave idle are what running them
+    # concurrently would fill, so where both claim the same time the larger claim (the
+    # bigger saving: bigger grids, or overlap) settles it and explains the other.
+    priority=30,
+    peer=True,
 )

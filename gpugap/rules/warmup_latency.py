@@ -39,12 +39,23 @@ from gpugap.units import fmt_ns
 FIX = ("Warm up outside the region that matters: run each operation (first GEMM of each "
        "shape/dtype, first launch of each kernel) once before it; create library handles "
        "once at start-up; set CUDA_MODULE_LOADING=EAGER to load all kernels at start-up "
-       "instead of on first use; cache compiled programs and descriptors (cudnn/cuBLASLt "
-       "plans, torch.compile caches) across runs.")
-CAUSES = (Cause("module-load", "lazy loading of library/program modules", FIX),
-          Cause("library-init", "library handle creation", FIX),
-          Cause("first-call", "first call of an API / first launch of a kernel", FIX),
-          Cause("first-iteration", "first instance of a repeated NVTX range", FIX))
+       "instead of on first use; cache compiled programs and descriptors (cuDNN/cuBLASLt "
+       "plans, compiled kernels) across runs.")
+FIXES = {
+    "PyTorch": FIX.replace("compiled kernels", "torch.compile caches"),
+    "JAX": ("Warm up outside the region that matters: call each jitted function once with "
+            "the shapes and dtypes it will see (jax.jit(f).lower(...).compile() ahead of "
+            "time), set CUDA_MODULE_LOADING=EAGER to load all kernels at start-up instead "
+            "of on first use, and keep XLA's compilation cache across runs "
+            "(jax_compilation_cache_dir)."),
+    "CuPy": FIX.replace("compiled kernels", "CuPy's kernel cache, CUPY_CACHE_DIR"),
+}
+CAUSES = (Cause("module-load", "lazy loading of library/program modules", FIX, fixes=FIXES),
+          Cause("library-init", "library handle creation", FIX, fixes=FIXES),
+          Cause("first-call", "first call of an API / first launch of a kernel", FIX,
+                fixes=FIXES),
+          Cause("first-iteration", "first instance of a repeated NVTX range", FIX,
+                fixes=FIXES))
 
 
 def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
@@ -402,7 +413,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         findings.append(Finding(
             rule=RULE.id, cause=str(cause), severity=Severity.INFO,
             start_ns=int(starts.min()), end_ns=int(ends.max()), cost_ns=cost,
-            at_ns=int(starts.min()), message=text, fix=RULE.causes[str(cause)].fix,
+            at_ns=int(starts.min()), message=text,
+            fix=RULE.causes[str(cause)].fix_for(context.framework),
             marks=_marks(shown),
             device=int(device), count=len(g), phase=str(phase),
             ranges=ranges_of(trace, starts),

@@ -44,7 +44,6 @@ the GPU has SMs, % of kernel time). Also ``first_iteration_ms``, ``second_iterat
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -52,8 +51,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import (THREAD_MASK, Report, clipped_ns, iv, ms, overlap_ns, pct,  # noqa: E402
-                      union, window_of)
+from truthlib import THREAD_MASK, Report, clipped_ns, iv, ms, overlap_ns, pct, union, window_of  # noqa: E402
 
 SKIP = 2
 ALLOC = r"(Malloc|Free|^cuMemAlloc)"

@@ -49,8 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import (THREAD_MASK, Report, clipped_ns, ms, overlap_ns, pct, union,  # noqa: E402
-                      window_of)
+from truthlib import THREAD_MASK, Report, clipped_ns, ms, overlap_ns, pct, union, window_of  # noqa: E402
 
 SKIP = 2
 GAP_NS = 20_000
