@@ -59,9 +59,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
     api = trace.api
     cats = hostmod.api_categories(trace)
     program = acc_program(trace)
-    launchers = {p.pid: [t.gtid for t in p.threads if t.role == "launcher"]
-                 for p in program.processes}
-    waits = hostmod.ThreadWaits(program.waits, launchers)
+    waits = hostmod.ThreadWaits.of(program)
     spans = program.compile_spans
     cw_s, cw_e = policy.compile_windows(work, program.devices[dev.device].driver,
                                              tl.union(spans.start, spans.end))

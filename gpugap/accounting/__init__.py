@@ -44,11 +44,7 @@ def account(trace: Trace, settings: Settings | None = None, *,
     device's slices in at most *processes* processes (None: every core)."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
-    # Every thread that launched GPU work, helpers included: a launcher that waits while
-    # one of them works (JAX's Python thread building the next batch while XLA's
-    # launching threads wait for the step it dispatches) is fed by that work.
-    feeders = {p.pid: [t.gtid for t in p.threads] for p in program.processes}
-    waits = ThreadWaits(program.waits, feeders)
+    waits = ThreadWaits.of(program)
     interpreted = program.framework in INTERPRETED
     spans = program.compile_spans
     compiling = tl.union(spans.start, spans.end)

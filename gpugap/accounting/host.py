@@ -20,6 +20,7 @@ cudaLaunchKernel is module loading, not launching):
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ import pandas as pd
 from gpugap import intervals as tl
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Trace
+
+if TYPE_CHECKING:
+    from gpugap.program import Program
 
 CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
 MODULE, SYNC, ALLOC, BLOCKING, LAUNCH = range(len(CATEGORIES))
@@ -192,21 +196,27 @@ MIN_IDLE_WAIT_NS = 1_000_000
 
 
 class ThreadWaits:
-    """When launching threads waited on other threads while no launching thread of their
-    process had anything to launch: the OS runtime calls in which a thread blocks for
-    another (gpugap.program.threads.WAIT_CALLS: a queue's lock or condition variable, a
-    semaphore, poll, sleep), intersected over the process's threads that launch GPU work
-    (*launchers*: pid -> their gtids, helpers included). A thread that waits while another
-    of them works (the autograd thread waiting for the forward pass, XLA's launching
-    threads waiting for the Python thread to dispatch the next step) is fed by that one's
-    work: not waiting for work.
+    """When launching threads waited on other threads while no thread of their process
+    that launches GPU work had anything to launch: the OS runtime calls in which a
+    thread blocks for another (gpugap.program.threads.WAIT_CALLS: a queue's lock or
+    condition variable, a semaphore, poll, sleep), intersected over the process's
+    *feeders* (pid -> the gtids of its threads that launch GPU work, helpers included).
+    A thread that waits while another of them works (the autograd thread waiting for the
+    forward pass, XLA's launching threads waiting for the Python thread to dispatch the
+    next step) is fed by that one's work: not waiting for work.
     *calls*: those waits, as the program model read them (None: no OS runtime trace)."""
 
-    def __init__(self, calls: pd.DataFrame | None, launchers: dict[int, list[int]]
+    def __init__(self, calls: pd.DataFrame | None, feeders: dict[int, list[int]]
                  ) -> None:
         self.calls = calls            # the launchers' OS waits (program.threads.wait_calls)
-        self.launchers = launchers
+        self.feeders = feeders
         self._idle: dict[int, tl.Intervals] = {}
+
+    @classmethod
+    def of(cls, program: Program) -> ThreadWaits:
+        """The waits of *program*'s threads that launched GPU work."""
+        return cls(program.waits, {p.pid: [t.gtid for t in p.threads]
+                                   for p in program.processes})
 
     def idle(self, gtid: int) -> tl.Intervals:
         """The times *gtid* waited while every launcher of its process waited too."""
@@ -215,7 +225,7 @@ class ThreadWaits:
         return self._idle.get(gtid, tl.EMPTY)
 
     def _read(self, pid: int, gtid: int) -> None:
-        threads = self.launchers.get(pid) or [gtid]
+        threads = self.feeders.get(pid) or [gtid]
         if gtid not in threads:
             threads = [*threads, gtid]
         if self.calls is None:

@@ -134,6 +134,7 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     return int((driver & own[names.cat.codes.to_numpy()]).sum())
 
 
+DRIVER_LAUNCH = re.compile(r"^cuLaunchKernel")
 RUNTIME_LAUNCH = re.compile(r"^cudaLaunch|^cudaGraphLaunch")
 RUNTIME_MEMORY = re.compile(r"^cuda(?:Malloc|Free|Memcpy|Memset)")
 
@@ -148,19 +149,20 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     api = trace.api
     if not len(api) or not pids:
         return 0
-    api = api[isin(api["pid"].to_numpy(), pids)]
-    names = api["name"]
+    names = api["name"][isin(api["pid"].to_numpy(), pids)]
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype(str).astype("category")
-    categories = [str(c) for c in names.cat.categories]
-    counts = np.bincount(names.cat.codes.to_numpy(), minlength=len(categories))
-    driver = sum(int(n) for c, n in zip(categories, counts, strict=True)
-                 if c.startswith("cuLaunchKernel"))
-    runtime = sum(int(n) for c, n in zip(categories, counts, strict=True)
-                  if RUNTIME_LAUNCH.search(c))
-    memory = sum(int(n) for c, n in zip(categories, counts, strict=True)
-                 if RUNTIME_MEMORY.search(c))
-    return memory if driver and not runtime else 0
+    per_name = dict(zip(map(str, names.cat.categories),
+                        np.bincount(names.cat.codes.to_numpy(),
+                                    minlength=len(names.cat.categories)).tolist(),
+                        strict=True))
+
+    def calls(pattern: re.Pattern[str]) -> int:
+        return sum(n for name, n in per_name.items() if pattern.search(name))
+
+    if calls(RUNTIME_LAUNCH) or not calls(DRIVER_LAUNCH):
+        return 0
+    return calls(RUNTIME_MEMORY)
 
 
 def detect(trace: Trace) -> list[Component]:

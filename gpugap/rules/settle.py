@@ -2,9 +2,9 @@
 
 Every finding claims the nanoseconds it explains (gpugap.rules.base.Claim). Claims are
 settled in order, causes before consequences (each rule, and any of its causes, declares
-when its findings settle: ``Rule.priority``, ``Cause.priority``; findings of peer rules,
-larger claim first: ``Rule.peer``): a finding's cost is
-its claim's weight times the nanoseconds of its claim that no earlier finding took. So
+when its findings settle: ``Rule.priority``, ``Cause.priority``; the findings of peer
+rules, ``Rule.peer``, larger claim first): a finding's cost is its claim's weight times
+the nanoseconds of its claim that no earlier finding took. So
 the costs of all findings in a scope never add up to more than its wall time. When more
 than half of what a finding claims was already taken, it is a consequence of the
 finding that took most of it (``consequence_of``) and costs only the rest: the warm-up
