@@ -134,7 +134,8 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     return int((driver & own[names.cat.codes.to_numpy()]).sum())
 
 
-DRIVER_LAUNCH = re.compile(r"^cuLaunchKernel")
+# CuPy's launch; Triton (3.x) and cuda-python's cuda.core launch with cuLaunchKernelEx.
+CUPY_LAUNCH = re.compile(r"^cuLaunchKernel(?!Ex)")
 RUNTIME_LAUNCH = re.compile(r"^cudaLaunch|^cudaGraphLaunch")
 RUNTIME_MEMORY = re.compile(r"^cuda(?:Malloc|Free|Memcpy|Memset)")
 
@@ -144,7 +145,8 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     the way CuPy does and no other Python library does: its RawKernels and compiled
     kernels launched through the driver (cuLaunchKernel), never through the runtime (as
     PyTorch's kernels are), while its memory pool allocates, copies and fills through the
-    runtime API (cuda-python's cuda.core, Numba and PyCUDA use the driver for both).
+    runtime API (cuda-python's cuda.core, Numba and PyCUDA use the driver for both;
+    Triton beside PyTorch's allocator launches with cuLaunchKernelEx).
     0 when they did not."""
     api = trace.api
     if not len(api) or not pids:
@@ -160,7 +162,7 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     def calls(pattern: re.Pattern[str]) -> int:
         return sum(n for name, n in per_name.items() if pattern.search(name))
 
-    if calls(RUNTIME_LAUNCH) or not calls(DRIVER_LAUNCH):
+    if calls(RUNTIME_LAUNCH) or not calls(CUPY_LAUNCH):
         return 0
     return calls(RUNTIME_MEMORY)
 
