@@ -19,6 +19,7 @@ from gpugap import intervals as tl
 from gpugap.accounting import account, policy
 from gpugap.accounting import host as hostmod
 from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
+from gpugap.accounting.index import AccountingIndex
 from gpugap.program import understand as acc_program
 from gpugap.report import load
 from tests.conftest import corpus_capture
@@ -59,7 +60,7 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
     api = trace.api
     cats = hostmod.api_categories(trace)
     program = acc_program(trace)
-    waits = hostmod.ThreadWaits.of(program)
+    waits = hostmod.ThreadWaits.of(program, AccountingIndex.of(trace).calls)
     spans = program.compile_spans
     cw_s, cw_e = policy.compile_windows(work, program.devices[dev.device].driver,
                                              tl.union(spans.start, spans.end))

@@ -14,8 +14,11 @@ from tests.conftest import analyze_report
 
 # What only one framework's user can act on.
 API_OF = {"PyTorch": re.compile(r"\btorch\b|DataLoader|pin_memory", re.IGNORECASE),
-          "JAX": re.compile(r"\bjax\b|\bXLA\b"),
+          "JAX": re.compile(r"\bjax\b|\bXLA\b", re.IGNORECASE),
           "CuPy": re.compile(r"\bcupy\b|\bcp\.cuda\b", re.IGNORECASE)}
+# What only a compiled CUDA C++ program can act on.
+CPP_ONLY = re.compile(r"\bnvcc\b|--default-stream")
+PYTHON = ("JAX", "PyTorch", "CuPy", "CUDA Python")
 CAUSES = [(rule.id, cause) for rule in select(None) for cause in rule.causes.values()]
 
 
@@ -24,6 +27,9 @@ def test_no_fix_speaks_another_framework_s_api(framework):
     wrong = [(rule, cause.id, other) for rule, cause in CAUSES
              for other, api in API_OF.items()
              if other != framework and api.search(cause.fix_for(framework))]
+    if framework in PYTHON:
+        wrong += [(rule, cause.id, "CUDA C++") for rule, cause in CAUSES
+                  if CPP_ONLY.search(cause.fix_for(framework))]
     assert wrong == []
 
 

@@ -44,11 +44,11 @@ def account(trace: Trace, settings: Settings | None = None, *,
     device's slices in at most *processes* processes (None: every core)."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
-    waits = ThreadWaits.of(program)
     interpreted = program.framework in INTERPRETED
     spans = program.compile_spans
     compiling = tl.union(spans.start, spans.end)
     index = AccountingIndex.of(trace)
+    waits = ThreadWaits.of(program, index.calls)
     devices = {}
     for device, seen in program.devices.items():
         work = device_work(trace, device, seen.ops, index.op_buckets)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from gpugap import intervals as tl
+from gpugap.memory import isin
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Trace
 
@@ -193,6 +194,7 @@ def library_inits(trace: Trace, gtid: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 MIN_IDLE_WAIT_NS = 1_000_000
+_NEVER = 2**62                  # after any time of a report
 
 
 class ThreadWaits:
@@ -206,20 +208,27 @@ class ThreadWaits:
     next step) is fed by that one's work: not waiting for work.
     *calls*: those waits, as the program model read them (None: no OS runtime trace)."""
 
-    def __init__(self, calls: pd.DataFrame | None, feeders: dict[int, list[int]]
-                 ) -> None:
+    def __init__(self, calls: pd.DataFrame | None, feeders: dict[int, list[int]],
+                 last_call: dict[int, int] | None = None) -> None:
         self.calls = calls            # the launchers' OS waits (program.threads.wait_calls)
         self.feeders = feeders
+        # When each feeder's last CUDA call ended: after it, it feeds nobody (a warm-up or
+        # loading thread that has ended does not keep the others from waiting).
+        self.last_call = last_call or {}
         self._idle: dict[int, tl.Intervals] = {}
 
     @classmethod
-    def of(cls, program: Program) -> ThreadWaits:
-        """The waits of *program*'s threads that launched GPU work."""
-        return cls(program.waits, {p.pid: [t.gtid for t in p.threads]
-                                   for p in program.processes})
+    def of(cls, program: Program, api: ApiCalls | None = None) -> ThreadWaits:
+        """The waits of *program*'s threads that launched GPU work, each counted up to
+        its last CUDA call in *api* (None: throughout)."""
+        feeders = {p.pid: [t.gtid for t in p.threads] for p in program.processes}
+        gtids = np.array([g for threads in feeders.values() for g in threads],
+                         dtype=np.int64)
+        return cls(program.waits, feeders, None if api is None else api.last_calls(gtids))
 
     def idle(self, gtid: int) -> tl.Intervals:
-        """The times *gtid* waited while every launcher of its process waited too."""
+        """The times *gtid* waited while every feeder of its process waited too (or had
+        made its last CUDA call)."""
         if gtid not in self._idle:
             self._read(int(gtid) >> 24 & 0xFFFFFF, int(gtid))
         return self._idle.get(gtid, tl.EMPTY)
@@ -237,11 +246,16 @@ class ThreadWaits:
             for g, part in rows.groupby("gtid"):
                 waits[int(g)] = tl.union(part["start"].to_numpy(np.int64),
                                          part["end"].to_numpy(np.int64))
+        # Another feeder keeps *g* from waiting for work until its last CUDA call: after
+        # it, it feeds nobody (a warm-up or loading thread that has ended).
+        idle_other = {g: tl.merge(waits[g], (np.array([self.last_call[g]]),
+                                             np.array([_NEVER])))
+                      if g in self.last_call else waits[g] for g in threads}
         for g in threads:
             together = waits[g]
             for other in threads:
                 if other != g:
-                    together = tl.intersect(together, waits[other])
+                    together = tl.intersect(together, idle_other[other])
             # Short waits of all launchers at once are hand-offs between them (the main
             # thread waking the autograd thread), not a lack of work.
             long = (together[1] - together[0]) >= MIN_IDLE_WAIT_NS
@@ -276,6 +290,16 @@ class ApiCalls:
             [i + np.flatnonzero(end[i:i + step] - start[i:i + step] > LOOKBACK_NS)
              for i in range(0, start.size, step)] or [np.zeros(0, np.int64)])
         self._names = api["name"]
+
+    def last_calls(self, gtids: np.ndarray) -> dict[int, int]:
+        """For threads *gtids*: when its last call ended, of those that made any."""
+        mine = np.flatnonzero(isin(self.gtid, gtids))
+        if not mine.size:
+            return {}
+        who, at = np.unique(self.gtid[mine], return_inverse=True)
+        last = np.full(who.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(last, at, self.end[mine])
+        return {int(g): int(t) for g, t in zip(who, last, strict=True)}
 
     def rows(self, i: np.ndarray) -> np.ndarray:
         """The frame's rows of the calls at positions *i* (in start order)."""

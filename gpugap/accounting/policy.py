@@ -78,7 +78,7 @@ class Settings:
     # (host_work_gap_ns); off where the user set min_gap_us: theirs decides alone.
     adaptive_gap: bool = True
     queued_min_us: float = 30.0      # queued this long while idle: a dependency held it
-    input_min_bytes: int = 65536     # a host-to-device copy this big uploads a batch
+    input_min_bytes: int = 65536     # host-to-device copies this big together: a batch
     warmup_factor: float = 2.0       # iterations this much slower than the median: warm-up
 
     @classmethod
@@ -357,7 +357,10 @@ def batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarr
     """Positions (increasing) of the host-to-device copies (*h2d*, increasing) that begin
     a batch's upload (5d): the first of a run of such copies one after another on the
     device, the run together at least *min_bytes* (a batch and its labels, in either
-    order, whichever threads launched them: XLA launches a step's copies from a pool)."""
+    order, whichever threads launched them: XLA launches a step's copies from a pool).
+    Runs are of the device's order, not of each stream's: a kernel of another stream
+    that starts between a small first copy and the batch splits them (the gap before the
+    small one is then not called input), and two processes' copies can form one run."""
     if not h2d.size:
         return h2d
     first = np.r_[True, h2d[1:] != h2d[:-1] + 1]            # runs of adjacent positions

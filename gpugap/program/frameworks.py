@@ -40,7 +40,7 @@ from gpugap.report.trace import Trace
 PYTORCH_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bc10::")
 INDUCTOR_KERNEL = re.compile(r"^(?:void )?triton_(?:poi|per|red|tem|for|unk|mm|bmm)_")
 XLA_KERNEL = re.compile(r"(?:^|_)fusion(?:_\d+)?$|^(?:input|loop|wrapped|gemm)_\w*fusion"
-                        r"|^(?:void )?xla::")
+                        r"|^(?:void )?xla::|^wrapped_|^xla_|RedzoneAllocatorKernel")
 CUPY_KERNEL = re.compile(r"^(?:void )?cupy_")
 CUBLAS_KERNEL = re.compile(r"xmma_gemm|^(?:void )?(?:nvjet_|gemv|gemmk|gemmSN|sgemm|dgemm|"
                            r"hgemm|cublas|splitKreduce)|cutlass\w*gemm|gemm\w*cutlass|"
@@ -134,10 +134,12 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     return int((driver & own[names.cat.codes.to_numpy()]).sum())
 
 
-# CuPy's launch; Triton (3.x) and cuda-python's cuda.core launch with cuLaunchKernelEx.
+# CuPy's launch (cuda.core and recent Triton launch with cuLaunchKernelEx).
 CUPY_LAUNCH = re.compile(r"^cuLaunchKernel(?!Ex)")
 RUNTIME_LAUNCH = re.compile(r"^cudaLaunch|^cudaGraphLaunch")
 RUNTIME_MEMORY = re.compile(r"^cuda(?:Malloc|Free|Memcpy|Memset)")
+# Memory through the driver: XLA's runtime, cuda.core, Numba, PyCUDA (never CuPy's pool).
+DRIVER_MEMORY = re.compile(r"^cu(?:MemAlloc|MemFree|Memcpy|Memset|StreamIsCapturing)")
 
 
 def _cupy_calls(trace: Trace, pids: list[int]) -> int:
@@ -145,9 +147,10 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     the way CuPy does and no other Python library does: its RawKernels and compiled
     kernels launched through the driver (cuLaunchKernel), never through the runtime (as
     PyTorch's kernels are), while its memory pool allocates, copies and fills through the
-    runtime API (cuda-python's cuda.core, Numba and PyCUDA use the driver for both;
-    Triton beside PyTorch's allocator launches with cuLaunchKernelEx).
-    0 when they did not."""
+    runtime API, none through the driver (XLA's runtime, cuda-python's cuda.core, Numba
+    and PyCUDA use the driver for memory). 0 when they did not. Not told apart: Triton
+    kernels launched with cuLaunchKernel (older Triton releases) beside PyTorch's allocator
+    in a program that runs no ATen kernel at all."""
     api = trace.api
     if not len(api) or not pids:
         return 0
@@ -162,7 +165,7 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     def calls(pattern: re.Pattern[str]) -> int:
         return sum(n for name, n in per_name.items() if pattern.search(name))
 
-    if calls(RUNTIME_LAUNCH) or not calls(CUPY_LAUNCH):
+    if calls(RUNTIME_LAUNCH) or calls(DRIVER_MEMORY) or not calls(CUPY_LAUNCH):
         return 0
     return calls(RUNTIME_MEMORY)
 

@@ -44,10 +44,10 @@ CAUSES = (
                          "(ndarray.set(pinned, stream=copy_stream)), ordered with events "
                          "(cp.cuda.Event, stream.wait_event), from pinned host memory "
                          "(cupyx.empty_pinned).",
-                 "JAX": "Let the next batch's transfer overlap this step: start it before "
-                        "the step (jax.device_put of batch i+1 while step i runs, e.g. "
-                        "flax.jax_utils.prefetch_to_device), so the step never waits for "
-                        "its input."}),
+                 "JAX": "Let the next batch's transfer overlap this step: jax.device_put "
+                        "batch i+1 before dispatching step i (keep a batch or two in "
+                        "flight, e.g. in a small deque), so the step never waits for its "
+                        "input."}),
     Cause("dependency", "copy on its own stream but ordered against the kernels",
           "Deepen the pipeline: issue the copy for the next batch before the compute of this "
           "one and keep one more buffer in flight, so the event that orders them is already "

@@ -137,6 +137,10 @@ FIXES_COMPILATION = {
     "CuPy": "Compile kernels once: create each RawKernel/RawModule once (CuPy caches "
             "compiled code by source and options) and keep CUPY_CACHE_DIR on persistent "
             "storage.",
+    "CUDA Python": "Compile once: build each program (cuda.core Program.compile, NVRTC) "
+                   "outside the loop and reuse its kernels, keep the compiled cubins "
+                   "between runs, or ship cubins built for the GPUs you run on (no PTX "
+                   "left for the driver to JIT).",
     "CUDA C++": "Compile ahead of time for the GPUs you run on (nvcc -arch=sm_XX: no PTX "
                 "left for the driver to JIT), and cache NVRTC's output between runs.",
 }

@@ -50,6 +50,9 @@ FIXES_LEGACY_STREAM = {
                "the default stream between them (ops outside a `with torch.cuda.stream(s):` "
                "block, an extension launching on stream 0) and give it a stream of its own, "
                "ordered with events (torch.cuda.Event, Stream.wait_stream).",
+    "JAX": "Keep work off the legacy default stream between them: XLA's own streams do "
+           "not synchronise with it, so the work on stream 0 comes from a library or a "
+           "custom call launching there: have it launch on the stream XLA passes it.",
     "CUDA Python": "Keep work off the legacy default stream between them: launch on "
                    "streams created non-blocking (cuda.core: "
                    "Device().create_stream(StreamOptions(nonblocking=True)); the driver: "
@@ -92,7 +95,20 @@ CAUSE_LIST = (
           "Remove synchronisation between independent work; order only what depends, with "
           "events (cudaEventRecord + cudaStreamWaitEvent), and synchronise the host once at "
           "the end.",
-          title="Streams serialized by synchronisation"),
+          title="Streams serialized by synchronisation",
+          fixes={"PyTorch": "Remove synchronisation between independent work "
+                            "(torch.cuda.synchronize, stream.synchronize, .item()); order "
+                            "only what depends, with events (torch.cuda.Event.record, "
+                            "stream.wait_event, or stream.wait_stream), and synchronise "
+                            "the host once at the end.",
+                 "CuPy": "Remove synchronisation between independent work "
+                         "(stream.synchronize, cp.cuda.Device().synchronize, .get()); "
+                         "order only what depends, with events (cp.cuda.Event.record, "
+                         "stream.wait_event), and synchronise the host once at the end.",
+                 "JAX": "Remove synchronisation between independent work "
+                        "(block_until_ready, float(), np.asarray on results): put the "
+                        "independent computations in one jitted function and let XLA "
+                        "order them, and wait for results once at the end."}),
     Cause("unknown", "launched in time, yet serialized",
           "Check CUDA_DEVICE_MAX_CONNECTIONS (work from more streams than hardware queues "
           "falsely serialises), stream priorities, and cross-stream event waits.",

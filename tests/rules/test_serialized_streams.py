@@ -1,8 +1,9 @@
 """serialized-streams: work on different streams that did not overlap. Fires on the
 legacy default stream (default-stream-bad), a host launching too slowly for 8 streams
 (moe-experts-bad), a host synchronizing after each launch (causes-streams' range
-explicit-sync) and, as info, grids that fill the GPU (grid-sweep-good); silent on
-streams that overlap."""
+explicit-sync: there as the consequence of the small grids it serialised, their peer
+finding) and, as info, grids that fill the GPU (grid-sweep-good); silent on streams that
+overlap."""
 
 from __future__ import annotations
 
@@ -112,3 +113,25 @@ def test_the_silent_streams_do_overlap(range_name: str) -> None:
     """The controls of SILENT: the same kernels with one sync at the end (no-sync), or
     launched in any order, overlap."""
     assert analyze_report(CAUSES, range_name).metrics.kernel_overlap_pct > 90
+
+
+def test_small_grids_and_their_serialisation_settle_as_peers() -> None:
+    """Small grids on streams that ran one after another have two remedies, bigger grids
+    or overlap: whichever claims more takes the time they share and explains the other
+    (Rule.peer). On cpp-default-stream (8-block grids on two streams serialised by the
+    legacy stream) that is the grids; on the default-stream puzzle (grids that together
+    would fill the GPU) the serialisation; on causes-streams' explicit-sync range (a
+    synchronisation after each launch of small grids) the grids."""
+    def lead(name: str, range_name: str | None, serialized: str) -> str:
+        analysis = analyze_report(name, range_name)
+        (grid,) = [f for f in analysis.findings_of("small-grid")
+                   if f.phase in ("steady", "range")]
+        (serial,) = [f for f in analysis.findings_of(RULE, serialized)
+                     if f.phase in ("steady", "range")]
+        first, second = (grid, serial) if grid.cost_ns > serial.cost_ns else (serial, grid)
+        assert second.consequence_of == first.id
+        return first.rule
+
+    assert lead("corpus:cpp-default-stream", None, "legacy-default-stream") == "small-grid"
+    assert lead("default-stream-bad", "measured", "legacy-default-stream") == RULE
+    assert lead(CAUSES, "explicit-sync", "explicit-sync") == "small-grid"
