@@ -22,7 +22,7 @@ from gpugap.accounting.buckets import BUSY_IDS, CODE, IDS
 from gpugap.accounting.index import AccountingIndex
 from gpugap.program import understand as acc_program
 from gpugap.report import load
-from tests.conftest import corpus_capture
+from tests.conftest import corpus_capture, load_report
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 NAMES = ["train-workers0", "decode", "sync-item", "alloc-nocache", "eval-pageable",
@@ -376,3 +376,16 @@ def test_the_accounting_owns_min_gap_us():
         == policy.Settings()
     assert settings_for({"launch-gap": {"min_gap_us": 50}}) == policy.Settings(
         min_gap_us=50.0, adaptive_gap=False)
+
+
+@pytest.mark.parametrize("name", ["corpus:jax-host-input", "corpus:pt-dataloader-tail",
+                                  "captures/ddp-overlap"])
+def test_last_calls_are_each_thread_s_latest_end(name):
+    """ApiCalls.last_calls (walking back from the end of the report) against every
+    thread's calls at once, on real captures of many threads (XLA's pool), a loader,
+    and a DDP rank."""
+    calls = AccountingIndex.of(load_report(name)).calls
+    threads = np.unique(calls.gtid)
+    assert threads.size > 1
+    assert calls.last_calls(threads) == {int(g): int(calls.end[calls.gtid == g].max())
+                                         for g in threads.tolist()}

@@ -292,14 +292,26 @@ class ApiCalls:
         self._names = api["name"]
 
     def last_calls(self, gtids: np.ndarray) -> dict[int, int]:
-        """For threads *gtids*: when its last call ended, of those that made any."""
-        mine = np.flatnonzero(isin(self.gtid, gtids))
-        if not mine.size:
-            return {}
-        who, at = np.unique(self.gtid[mine], return_inverse=True)
-        last = np.full(who.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(last, at, self.end[mine])
-        return {int(g): int(t) for g, t in zip(who, last, strict=True)}
+        """For threads *gtids*: when its last call ended, of those that made any: the
+        latest end of its calls in the last stretch of the report it called in, walking
+        back a doubling stretch at a time (the threads that call until the end are all in
+        its last stretch)."""
+        left = {int(g) for g in np.asarray(gtids).tolist()}
+        out: dict[int, int] = {}
+        hi, size = self.gtid.size, 1 << 16
+        while left and hi > 0:
+            lo = max(0, hi - size)
+            part = self.gtid[lo:hi]
+            at = np.flatnonzero(isin(part, list(left)))
+            if at.size:
+                who, code = np.unique(part[at], return_inverse=True)
+                last = np.full(who.size, np.iinfo(np.int64).min, dtype=np.int64)
+                np.maximum.at(last, code, self.end[lo + at])
+                for g, t in zip(who.tolist(), last.tolist(), strict=True):
+                    out[int(g)] = int(t)
+                    left.discard(int(g))
+            hi, size = lo, size * 2
+        return out
 
     def rows(self, i: np.ndarray) -> np.ndarray:
         """The frame's rows of the calls at positions *i* (in start order)."""
