@@ -76,6 +76,7 @@ from numpy.typing import ArrayLike
 
 from gpugap.jsonout import Record
 from gpugap.report import schema
+from gpugap.report.table import Table
 
 PROCESS_COLUMNS = schema.frame_columns(schema.PROCESSES)
 EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
@@ -184,6 +185,29 @@ class Trace:
     # use. Not an argument: a copy (dataclasses.replace) starts with none.
     derived: dict[type, Derived] = field(init=False, default_factory=dict, repr=False,
                                          compare=False)
+    # The frames as Tables (``table``), each built on first use.
+    tables: dict[str, Table] = field(init=False, default_factory=dict, repr=False,
+                                     compare=False)
+
+    def table(self, name: str) -> Table:
+        """The events of *name* ('kernels', 'api', 'osrt'...: the frames' names) as a
+        Table: the columns the analysis reads, without pandas."""
+        found = self.tables.get(name)
+        if found is None:
+            if name not in TABLE_NAMES:
+                raise KeyError(f"no table {name!r}: one of {', '.join(TABLE_NAMES)}")
+            found = self.tables[name] = Table.from_pandas(getattr(self, name))
+        return found
+
+    def osrt_calls_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                               ) -> Table:
+        """``osrt_overlapping`` as a Table."""
+        return Table.from_pandas(self.osrt_overlapping(windows))
+
+    def osrt_calls_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+                         pids: list[int] | None = None) -> Table:
+        """``osrt_named`` as a Table."""
+        return Table.from_pandas(self.osrt_named(pattern, gtids, pids))
 
     @property
     def osrt(self) -> pd.DataFrame:
@@ -290,6 +314,9 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
                          for c, t in columns.items()})
 
 
+# The frames a Trace holds, by name (``Trace.table``).
+TABLE_NAMES = ("kernels", "memcpys", "memsets", "api", "syncs", "nvtx", "streams", "devices",
+               "threads", "graphs", "processes", "event_waits", "osrt")
 OSRT_COLUMNS: dict[str, str] = schema.frame_columns(schema.OSRT)
 GRAPH_COLUMNS: dict[str, str] = schema.frame_columns(schema.GRAPH) | schema.LAUNCH_COLUMNS
 # What a launch column (api_start, api_end, gtid) of a GPU op holds when no CUDA call

@@ -1,0 +1,75 @@
+"""gpugap.report.table: the analysis's pandas-free columns, checked against the loader's
+DataFrames of real captures (the Table must hold exactly what the frame holds)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpugap.report.table import Labels, Table, concat
+from gpugap.report.trace import TABLE_NAMES
+from tests.conftest import load_report
+
+CAPTURES = ["captures/gemm", "captures/small-graph-node", "captures/ddp-overlap",
+            "corpus:jax-host-input"]
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_every_table_holds_its_frames_values(name: str) -> None:
+    trace = load_report(name)
+    for table_name in TABLE_NAMES:
+        frame = trace.osrt if table_name == "osrt" else getattr(trace, table_name)
+        table = trace.table(table_name)
+        assert table is trace.table(table_name)               # built once
+        assert len(table) == len(frame) and table.columns == list(frame.columns)
+        back = table.to_pandas()
+        for column in frame.columns:
+            want, got = frame[column], back[column]
+            if isinstance(want.dtype, pd.CategoricalDtype):
+                assert isinstance(table[column], Labels)
+                assert want.astype(object).tolist() == got.astype(object).tolist()
+            else:
+                assert np.array_equal(want.to_numpy(), got.to_numpy()), (table_name, column)
+
+
+def test_rows_labels_and_concat_on_a_real_capture() -> None:
+    trace = load_report("captures/gemm")
+    api, frame = trace.table("api"), trace.api
+    sync = re.compile(r"Synchronize")
+    mask = api.labels("name").matching(sync)
+    assert mask.tolist() == frame["name"].astype(str).str.contains(sync).tolist()
+    assert mask.any()
+    picked = api.rows(mask)
+    assert picked["start"].tolist() == frame.loc[mask, "start"].tolist()
+    assert list(picked.labels("name")) == frame.loc[mask, "name"].astype(str).tolist()
+    first = next(picked.records())
+    assert first["name"] == picked.labels("name")[0] and first["start"] == picked["start"][0]
+    names = sorted(set(api.labels("name")) - {None})
+    assert api.labels("name").isin(names[:1]).sum() == (frame["name"] == names[0]).sum()
+    both = concat([api.rows(np.arange(3)), picked])
+    assert len(both) == 3 + len(picked)
+    assert list(both.labels("name")) == (list(api.rows(np.arange(3)).labels("name"))
+                                         + list(picked.labels("name")))
+
+
+def test_labels_of_strings_keep_appearance_order_and_missing_values() -> None:
+    # Hand-built: a missing name is rarer in a real export than any test can rely on.
+    labels = Labels.of(["b", None, "a", "b"])
+    assert labels.categories.tolist() == ["b", "a"]
+    assert labels.codes.tolist() == [0, -1, 1, 0]
+    assert list(labels) == ["b", None, "a", "b"]
+    assert labels.code_of("a") == 1 and labels.code_of("zzz") == -2
+    assert labels.matching(re.compile("a|b")).tolist() == [True, False, True, True]
+
+
+def test_a_table_refuses_columns_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="different lengths"):
+        Table({"a": np.zeros(2), "b": np.zeros(3)})
+    with pytest.raises(ValueError, match="mask of 1 rows"):
+        Table({"a": np.zeros(2)}).rows(np.array([True]))
+    with pytest.raises(KeyError, match="no table"):
+        load_report("captures/gemm").table("nope")
+    assert Table.empty_of({"start": "int64", "name": "str"}).empty
