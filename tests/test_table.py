@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpugap.report.table import Labels, Table, concat
+from gpugap.report.table import Labels, Table, concat, factorize, unique_in_order
 from gpugap.report.trace import TABLE_NAMES
 from tests.conftest import load_report
 
@@ -73,3 +73,17 @@ def test_a_table_refuses_columns_of_different_lengths() -> None:
     with pytest.raises(KeyError, match="no table"):
         load_report("captures/gemm").table("nope")
     assert Table.empty_of({"start": "int64", "name": "str"}).empty
+
+
+@pytest.mark.parametrize("name", ["captures/gemm", "captures/ddp-overlap"])
+def test_factorize_is_pandas_order_of_appearance(name: str) -> None:
+    api = load_report(name).api
+    for column in ("gtid", "corr", "start"):
+        values = api[column].to_numpy()
+        codes, uniques = factorize(values)
+        want_codes, want_uniques = pd.factorize(values)
+        assert codes.tolist() == want_codes.tolist()
+        assert uniques.tolist() == want_uniques.tolist()
+        assert unique_in_order(values).tolist() == pd.unique(values).tolist()
+    names = api["name"].astype(str).to_numpy(dtype=object)
+    assert factorize(names)[1].tolist() == pd.factorize(names)[1].tolist()

@@ -41,14 +41,10 @@ class Labels:
         values = np.asarray(list(values) if not isinstance(values, np.ndarray) else values,
                             dtype=object)
         missing = np.array([v is None for v in values.tolist()], dtype=bool)
-        present = values[~missing].astype(str)
-        uniq, first, inverse = np.unique(present, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")           # appearance order, as pandas
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
+        present, categories = factorize(values[~missing].astype(str))
         codes = np.full(values.size, -1, dtype=np.int32)
-        codes[~missing] = rank[inverse]
-        return cls(codes, uniq[order].astype(object))
+        codes[~missing] = present
+        return cls(codes, categories.astype(object))
 
     def __len__(self) -> int:
         return int(self.codes.size)
@@ -206,6 +202,24 @@ class Table(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"Table({self._length} rows: {', '.join(self._columns)})"
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) with uniques in order of first appearance, as ``pd.factorize``
+    gives them (for values without NaN or None): ``uniques[codes] == values``."""
+    values = np.asarray(values)
+    if not values.size:
+        return np.zeros(0, dtype=np.intp), values[:0]
+    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.intp)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], uniq[order]
+
+
+def unique_in_order(values: np.ndarray) -> np.ndarray:
+    """The distinct values in order of first appearance (``pd.unique``)."""
+    return factorize(values)[1]
 
 
 def concat(tables: list[Table]) -> Table:
