@@ -16,19 +16,15 @@ import tempfile
 import threading
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
 
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
-from gpugap.report.reader import read_columns, read_frame, row_bound
+from gpugap.report.reader import read_columns, read_rows, row_bound
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
 from gpugap.text import one_line, short_path
-
-if TYPE_CHECKING:          # pandas is imported only where frames are built
-    import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # SQLite's unix VFS opens a database by its full path (symbolic links resolved, so a
@@ -277,11 +273,12 @@ class Database:
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         return self._execute(sql, params)
 
-    def frame(self, sql: str, columns: list[str]) -> pd.DataFrame:
-        """Run *sql* and return its result as a DataFrame with *columns* (numeric columns
-        come back as int64/float64 numpy arrays; NULLs as NaN in float columns)."""
+    def frame(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
+        """Run *sql* and return its result as numpy arrays named *columns* (integers
+        int64, numbers with NULLs float64 with NaN, anything else object: see
+        reader.read_rows)."""
         try:
-            return read_frame(self, sql, columns)
+            return read_rows(self, sql, columns)
         except UNREADABLE as exc:
             raise self.unreadable(exc) from None
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.errors import ReportError
@@ -33,6 +32,7 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
+from gpugap.report.table import Labels, SparseInts, Table, factorize, inner_join
 from gpugap.report.trace import (
     EVENT_WAIT_COLUMNS,
     NO_CALL,
@@ -41,7 +41,6 @@ from gpugap.report.trace import (
     PROCESS_COLUMNS,
     ReportInfo,
     Trace,
-    empty_frame,
 )
 from gpugap.report.validate import as_int
 
@@ -126,8 +125,8 @@ class Loader:
             ids, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
             if reads.usable(self.db, S.STRINGS.name):
                 raw = self.db.frame(*reads.select_sql(self.db, S.STRINGS))
-                ids = raw["id"].to_numpy(dtype=np.int64)
-                flags = raw["value_flag"].to_numpy(dtype=np.int64)
+                ids = _ids(raw["id"]).astype(np.int64)
+                flags = _ids(raw["value_flag"]).astype(np.int64)
                 self.problems.add("StringIds:id", np.count_nonzero(ids < 0),
                                   "strings in StringIds without a valid id: ignored")
                 self.problems.add("StringIds:value", np.count_nonzero(flags == 1),
@@ -137,8 +136,8 @@ class Loader:
                                   f"strings longer than {V.MAX_NAME} characters: cut")
                 keep = ids >= 0
                 ids, first = np.unique(ids[keep], return_index=True)
-                values = raw["value"].to_numpy(dtype=object)[keep][first]
-                values[pd.isna(values)] = None       # NULL may come back as NaN
+                values = raw["value"].astype(object)[keep][first]
+                values[~_present(values)] = None       # NULL may come back as NaN
             self._strings = (ids, values)
         return self._strings
 
@@ -152,24 +151,20 @@ class Loader:
             out[hit] = values[pos[hit]]
         return out
 
-    def names(self, ids: pd.Series | np.ndarray,
-              transform: Callable[[str], str] | None = None,
-              what: str | None = None) -> pd.Categorical:
-        """StringIds ids -> a Categorical of names (categories sorted; NULL ->
-        '<unnamed>', an id without a usable string -> '<id>')."""
+    def names(self, ids: np.ndarray, transform: Callable[[str], str] | None = None,
+              what: str | None = None) -> Labels:
+        """StringIds ids -> Labels of names (categories sorted; NULL -> '<unnamed>', an
+        id without a usable string -> '<id>')."""
         return self._name_codes(ids, [transform], what)[0]
 
-    def _name_codes(self, ids: pd.Series | np.ndarray,
-                    transforms: list[Callable[[str], str] | None],
-                    what: str | None = None) -> list[pd.Categorical]:
-        """One Categorical per transform for the same ids, each distinct id mapped once
+    def _name_codes(self, ids: np.ndarray, transforms: list[Callable[[str], str] | None],
+                    what: str | None = None) -> list[Labels]:
+        """One Labels per transform for the same ids, each distinct id mapped once
         through a lookup table (no sort of the rows). *what* names the rows, to count
         those whose name is missing."""
-        if isinstance(ids, pd.Series):
-            ids = ids.fillna(-1).to_numpy(dtype=np.int64)
+        ids = _ids(ids)
         if ids.size == 0:
-            return [pd.Categorical.from_codes(np.zeros(0, dtype=np.int8), categories=[])
-                    for _ in transforms]
+            return [Labels(np.zeros(0, dtype=np.int8), []) for _ in transforms]
         lo, hi = int(ids.min()), int(ids.max())
         dense = hi - lo < (1 << 24)
         if dense:                 # StringIds ids are small: count them instead of sorting
@@ -191,8 +186,7 @@ class Loader:
         out = []
         for transform in transforms:
             values = raw if transform is None else [transform(v) for v in raw]
-            # Distinct ids may map to equal strings (after transform); Categorical needs
-            # unique categories, so fold them.
+            # Distinct ids may map to equal strings (after transform): fold them.
             cats, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
             remap = remap.astype(np.int32)
             if dense:
@@ -201,7 +195,7 @@ class Loader:
                 codes = lut[shifted]
             else:
                 codes = remap[np.searchsorted(present, ids)]
-            out.append(pd.Categorical.from_codes(codes, categories=cats, validate=False))
+            out.append(Labels(codes, cats))
         return out
 
     def column(self, table: str, *candidates: str, default: str = "NULL") -> str:
@@ -216,21 +210,18 @@ class Loader:
         col = self.column(table, *candidates, default="")
         return int_sql(col, fill) if col else str(fill if default is None else default)
 
-    def enum_labels(self, table: str, values: pd.Series | np.ndarray) -> pd.Categorical:
-        """Enum ids -> a Categorical of their labels (NULL/negative -> 'Unknown', an id
-        the table lacks -> '<id>'), mapping each distinct id once."""
+    def enum_labels(self, table: str, values: np.ndarray) -> Labels:
+        """Enum ids -> Labels of their labels (NULL/negative -> 'Unknown', an id the
+        table lacks -> '<id>'), mapping each distinct id once."""
         labels = self.db.enum(table)
-        if isinstance(values, pd.Series):
-            values = values.fillna(-1).to_numpy(dtype=np.int64)
-        present, inverse = np.unique(values, return_inverse=True)
+        present, inverse = np.unique(_ids(values), return_inverse=True)
         mapped = [labels.get(v, "Unknown" if v < 0 else f"<{v}>") for v in present.tolist()]
         cats, remap = np.unique(np.array(mapped, dtype=object), return_inverse=True)
-        return pd.Categorical.from_codes(remap[inverse].astype(np.int32), categories=cats,
-                                         validate=False)
+        return Labels(remap[inverse.reshape(-1)].astype(np.int32), cats)
 
     @staticmethod
-    def pid_of(gid: pd.Series) -> np.ndarray:
-        return (gid.fillna(0).to_numpy(dtype=np.int64) >> _PID_SHIFT) & _ID_MASK
+    def pid_of(gid: np.ndarray) -> np.ndarray:
+        return (_ids(gid, 0) >> _PID_SHIFT) & _ID_MASK
 
     def _checked(self, table: str, data: dict[str, np.ndarray], what: str
                  ) -> dict[str, np.ndarray]:
@@ -258,14 +249,14 @@ class Loader:
                                             c.label or c.name, self.problems)
         return data
 
-    def gpu_frame(self, read: reads.Read | None, table: S.Table) -> pd.DataFrame:
+    def gpu_frame(self, read: reads.Read | None, table: S.Table) -> Table:
         """GPU activity rows (see columns.gpu_read) as *table* declares them: start,
-        end, device, context, stream, corr, pid, then its own columns; an empty frame
+        end, device, context, stream, corr, pid, then its own columns; an empty table
         without the table. Rows without valid times or with a value its declaration
         drops (an impossible device) are dropped; invalid ids become 0; names and enum
         labels are looked up, other values clamped to their bounds."""
         if read is None:
-            return empty_frame(S.frame_columns(table) | LAUNCH_COLUMNS)
+            return Table.empty_of(S.frame_columns(table) | LAUNCH_COLUMNS)
         what = table.what
         data = self.run(read)
         n = data["start"].size
@@ -285,126 +276,137 @@ class Loader:
         data = V.take(data, mask)
         if n and not data["start"].size:
             self.emptied.append(read.table)
-        frame = pd.DataFrame(self._fix_ids(data, table), copy=False)
+        columns: dict[str, Any] = dict(self._fix_ids(data, table))
         counted = False
+        # Names and enum labels replace their ids, after the other columns (as ever).
         for c in table.read():
             if c.kind == "name":      # the first name's missing ones are counted
-                frame[c.name] = self.names(frame.pop(c.read_as).to_numpy(),
-                                           what=None if counted else what)
+                columns[c.name] = self.names(columns.pop(c.read_as),
+                                             what=None if counted else what)
                 counted = True
             elif c.kind == "enum":
-                frame[c.name] = self.enum_labels(c.enum, frame.pop(c.read_as))
+                columns[c.name] = self.enum_labels(c.enum, columns.pop(c.read_as))
         for c in table.read():
             if c.invalid == "clamp" and c.bounds is not None:
-                frame[c.name] = V.clamp(frame[c.name].to_numpy(), *c.bounds, what,
-                                        c.label or c.name, self.problems)
-        hidden = [c.name for c in table.read() if not c.frame]
-        return frame.drop(columns=hidden) if hidden else frame
+                columns[c.name] = V.clamp(columns[c.name], *c.bounds, what,
+                                          c.label or c.name, self.problems)
+        for c in table.read():
+            if not c.frame:
+                columns.pop(c.name, None)
+        return Table(columns, int(data["start"].size))
 
-    def kernels(self) -> pd.DataFrame:
+    def kernels(self) -> Table:
         frame = self.gpu_frame(reads.kernel_read(self.db), S.KERNEL)
-        graph = frame["graph_node"].to_numpy(dtype=np.int64)      # -1: not from a graph
+        graph = frame["graph_node"].astype(np.int64)      # -1: not from a graph
         if graph.size and int(np.count_nonzero(graph >= 0)) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
-            frame["graph_node"] = pd.arrays.SparseArray(graph, fill_value=NO_GRAPH_NODE)
+            graph_node: Any = SparseInts.of(graph, NO_GRAPH_NODE)
         else:
-            frame["graph_node"] = graph
+            graph_node = graph
         del graph
 
         def product(floor: str, *cols: str) -> np.ndarray:
             # In int64: the factors are clamped to CUDA's limits, so it never overflows.
-            out = frame[cols[0]].to_numpy(dtype=np.int64)
+            out = frame[cols[0]].astype(np.int64)
             for c in cols[1:]:
-                out = out * frame[c].to_numpy(dtype=np.int64)
+                out = out * frame[c].astype(np.int64)
             return narrow(out, np.dtype(floor))
 
-        frame["blocks"] = product("int64", "grid_x", "grid_y", "grid_z")
-        frame["threads_per_block"] = product("int64", "block_x", "block_y", "block_z")
-        return frame
+        return frame.with_columns(
+            graph_node=graph_node,
+            blocks=product("int64", "grid_x", "grid_y", "grid_z"),
+            threads_per_block=product("int64", "block_x", "block_y", "block_z"))
 
-    def memcpys(self) -> pd.DataFrame:
+    def memcpys(self) -> Table:
         read = reads.memcpy_read(self.db)
         if read is not None and not self.db.has("ENUM_CUDA_MEM_KIND"):
             self.warnings.append("no ENUM_CUDA_MEM_KIND table: memory kinds of copies "
                                  "unknown, pageable copies cannot be recognised")
         return self.gpu_frame(read, S.MEMCPY)
 
-    def memsets(self) -> pd.DataFrame:
+    def memsets(self) -> Table:
         return self.gpu_frame(reads.memset_read(self.db), S.MEMSET)
 
-    def event_waits(self) -> pd.DataFrame:
+    def event_waits(self) -> Table:
         """Stream waits on an event recorded on another device: (start, end, pid,
         src_device: where the event was recorded, dst_device: whose stream waited), from
         the event records and the stream-wait syncs, paired by event and record."""
         records, waits = reads.event_link_reads(self.db)
         if records is None or waits is None:
-            return empty_frame(EVENT_WAIT_COLUMNS)
-        rec = pd.DataFrame(records.run(self.db))
-        wait = pd.DataFrame(waits.run(self.db))
+            return Table.empty_of(EVENT_WAIT_COLUMNS)
+        rec = records.run(self.db)
+        wait = waits.run(self.db)
         stream_wait = reads.enum_id(self.db, "ENUM_CUPTI_SYNC_TYPE",
                                     "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT")
-        wait = wait[wait["sync_type_id"] == stream_wait]
-        if rec.empty or wait.empty:
-            return empty_frame(EVENT_WAIT_COLUMNS)
-        # A sync row's deviceId is not always its stream's: its context says which device.
-        contexts = rec.drop_duplicates(["pid", "context"])[["pid", "context", "device"]]
-        joined = wait.merge(rec[["pid", "event", "sync", "device"]], on=["pid", "event", "sync"])
-        joined = joined.merge(contexts.rename(columns={"device": "dst_device"}),
-                              on=["pid", "context"])
-        out = pd.DataFrame({"start": joined["start"].astype(np.int64),
-                            "end": joined["end"].astype(np.int64),
-                            "pid": joined["pid"].astype(np.int64),
-                            "src_device": joined["device"].astype(np.int64),
-                            "dst_device": joined["dst_device"].astype(np.int64)})
-        return out[out["src_device"] != out["dst_device"]].reset_index(drop=True)
+        on = wait["sync_type_id"] == stream_wait
+        wait = {k: v[on] for k, v in wait.items()}
+        if not rec["pid"].size or not wait["pid"].size:
+            return Table.empty_of(EVENT_WAIT_COLUMNS)
+        # Each wait with the records of its event (same process, event and record), in
+        # the waits' order, then the device of the wait's own context (a sync row's
+        # deviceId is not always its stream's): the first record of that context says.
+        w, r = inner_join([wait["pid"], wait["event"], wait["sync"]],
+                          [rec["pid"], rec["event"], rec["sync"]])
+        _, first = np.unique(np.stack([rec["pid"].astype(np.int64),
+                                       rec["context"].astype(np.int64)]),
+                             axis=1, return_index=True)
+        first.sort()
+        w2, c = inner_join([wait["pid"][w], wait["context"][w]],
+                           [rec["pid"][first], rec["context"][first]])
+        src = rec["device"][r][w2].astype(np.int64)
+        dst = rec["device"][first][c].astype(np.int64)
+        keep = src != dst
+        w = w[w2][keep]
+        return Table({"start": wait["start"][w].astype(np.int64),
+                      "end": wait["end"][w].astype(np.int64),
+                      "pid": wait["pid"][w].astype(np.int64),
+                      "src_device": src[keep], "dst_device": dst[keep]})
 
-    def graphs(self, kernels: pd.DataFrame) -> pd.DataFrame:
+    def graphs(self, kernels: Table) -> Table:
         """Graph executions: the GRAPH_TRACE rows (graph-level tracing, ``nodes`` 0), or
         else, when kernels carry graph node ids (node-level tracing), one execution per
         cudaGraphLaunch (its correlation id, in its process) from its first node's start
         to its last node's end, with its node count."""
         frame = self.gpu_frame(reads.graph_read(self.db), S.GRAPH)
         if len(frame):
-            frame["nodes"] = np.zeros(len(frame), dtype=np.int32)
-            return frame
-        node = kernels["graph_node"]
-        rows = (node.array.sp_index.indices if isinstance(node.array, pd.arrays.SparseArray)
-                else np.flatnonzero(node.to_numpy(dtype=np.int64) >= 0))
+            return frame.with_columns(nodes=np.zeros(len(frame), dtype=np.int32))
+        node = kernels.column("graph_node")
+        rows = (node.positions if isinstance(node, SparseInts)
+                else np.flatnonzero(node.astype(np.int64) >= 0))
         if not rows.size:
             return frame
         # One execution per (pid, corr), numbered in order of first appearance; only the
         # columns needed, of the graph's kernels (10M kernels: no copy of the table).
-        pid_code, _ = pd.factorize(kernels["pid"].to_numpy()[rows])
-        corr = kernels["corr"].to_numpy()[rows].astype(np.int64)
-        launch, _ = pd.factorize(pid_code * (int(corr.max()) + 1) + corr)
+        pid_code, _ = factorize(kernels["pid"][rows])
+        corr = kernels["corr"][rows].astype(np.int64)
+        launch, _ = factorize(pid_code * (int(corr.max()) + 1) + corr)
         del pid_code, corr
         seen = np.maximum.accumulate(launch)
         first = np.flatnonzero(np.r_[True, launch[1:] > seen[:-1]])
         del seen
         n = first.size
         start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(start, launch, kernels["start"].to_numpy()[rows])
+        np.minimum.at(start, launch, kernels["start"][rows])
         end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(end, launch, kernels["end"].to_numpy()[rows])
+        np.maximum.at(end, launch, kernels["end"][rows])
         at = rows[first]
         # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
-        node_id = node.to_numpy(dtype=np.int64)[at]
+        node_id = kernels["graph_node"][at].astype(np.int64)
         node_id = np.where((node_id >= 0) & (node_id < 2**62), node_id, 0)
-        per = pd.DataFrame({
-            "pid": kernels["pid"].to_numpy()[at], "corr": kernels["corr"].to_numpy()[at],
-            "start": start, "end": end, "device": kernels["device"].to_numpy()[at],
-            "stream": kernels["stream"].to_numpy()[at],
-            "graph_id": (node_id // 2**32).astype(np.int64),
-            "nodes": np.bincount(launch, minlength=n)})
-        per = per.sort_values("start", kind="stable", ignore_index=True)
-        per["context"] = 0
-        per["graph_exec_id"] = 0
-        return per[list(GRAPH_COLUMNS)]
+        order = np.argsort(start, kind="stable")
+        per = {"pid": kernels["pid"][at], "corr": kernels["corr"][at], "start": start,
+               "end": end, "device": kernels["device"][at],
+               "stream": kernels["stream"][at],
+               "graph_id": (node_id // 2**32).astype(np.int64),
+               "nodes": np.bincount(launch, minlength=n)}
+        per = {k: v[order] for k, v in per.items()}
+        per["context"] = per["graph_exec_id"] = np.zeros(n, dtype=np.int64)
+        return Table({c: per[c] for c in GRAPH_COLUMNS})
 
-    def api(self) -> pd.DataFrame:
+    def api(self) -> Table:
         parts = [self.run(read) for read in reads.api_reads(self.db)]
         if not parts:
-            return empty_frame(API_COLUMNS)
+            return Table.empty_of(API_COLUMNS)
         data = ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
                 if len(parts) > 1 else parts[0])
         data = self._checked("CUDA API tables", data, "CUDA API calls")
@@ -418,25 +420,25 @@ class Loader:
                                      "CUDA API calls")
         per_thread = np.array([bool(_PER_THREAD.search(c)) for c in raw.categories]
                               + [False], dtype=bool)
-        return pd.DataFrame({
+        return Table({
             "start": data["start"], "end": data["end"], "gtid": gtid,
             "pid": _id_field(gtid, _PID_SHIFT), "tid": _id_field(gtid, 0),
             "corr": corr, "name": name, "driver": data["driver"].astype(bool),
-            "per_thread": per_thread[raw.codes]}, copy=False)
+            "per_thread": per_thread[raw.codes]})
 
-    def syncs(self) -> pd.DataFrame:
+    def syncs(self) -> Table:
         read = reads.sync_read(self.db)
         frame = self.gpu_frame(read, S.SYNC)
         if read is not None:
             # -1 for no event: NULL, or CUPTI's "not applicable" (0xFFFFFFFF).
-            event = frame["event"].to_numpy(dtype=np.int64)
-            frame["event"] = np.where(event == _NO_EVENT, -1, event)
+            event = frame["event"].astype(np.int64)
+            frame = frame.with_columns(event=np.where(event == _NO_EVENT, -1, event))
         return frame
 
-    def nvtx(self, end_of_time: int) -> pd.DataFrame:
+    def nvtx(self, end_of_time: int) -> Table:
         t = S.NVTX.name
         if not reads.usable(self.db, t):
-            return empty_frame(NVTX_COLUMNS)
+            return Table.empty_of(NVTX_COLUMNS)
         ev = "ENUM_NSYS_EVENT_TYPE"
         kinds = {reads.enum_id(self.db, ev, name): label
                  for name, label in S.NVTX_KINDS.items()}
@@ -446,90 +448,109 @@ class Loader:
             self.db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
                                    f"{domain_create})")
         raw = self.db.frame(sql, names)
-        if raw.empty:
-            return empty_frame(NVTX_COLUMNS)
+        if not raw["start"].size:
+            return Table.empty_of(NVTX_COLUMNS)
         what = S.NVTX.what
-        flags = raw["text_flag"].to_numpy(dtype=np.int64)
+        flags = raw["text_flag"].astype(np.int64)
         self.problems.add("NVTX:text", np.count_nonzero(flags == 1),
                           f"{what} whose text is not text (a BLOB or a number): ignored")
         self.problems.add("NVTX:long", np.count_nonzero(flags == 2),
                           f"{what} whose text is longer than {V.MAX_NAME} characters: cut")
-        raw["gtid"] = V.fix_ids(raw["gtid"].to_numpy(dtype=np.int64), V.MAX_GTID, what,
-                                "thread", self.problems)
-        raw["pid"] = self.pid_of(raw["gtid"])
-        raw["domain_id"] = V.fix_ids(raw["domain_id"].to_numpy(dtype=np.int64), V.MAX_ID,
-                                     what, "domain", self.problems)
+        gtid = V.fix_ids(_ids(raw["gtid"]), V.MAX_GTID, what, "thread", self.problems)
+        pid = self.pid_of(gtid)
+        domain_id = V.fix_ids(_ids(raw["domain_id"]), V.MAX_ID, what, "domain", self.problems)
         # Names: inline text wins, else the registered string (nvtx's Python package
         # registers them: text NULL, name in textId).
-        registered = self.lookup(raw["text_id"].to_numpy(dtype=np.int64))
-        raw["name"] = raw["text"].where(raw["text"].notna(), pd.Series(registered,
-                                                                        index=raw.index))
-        is_domain = (raw["type"] == domain_create).to_numpy()
+        registered = self.lookup(_ids(raw["text_id"]))
+        text = raw["text"]
+        name = np.where(_present(text), text, registered)
+        event = _ids(raw["type"])
+        is_domain = event == domain_create
         domains = {(int(p), int(d)): n for p, d, n in
-                   raw.loc[is_domain, ["pid", "domain_id", "name"]].itertuples(index=False)
-                   if isinstance(n, str)}
-        frame = raw.loc[~is_domain]
+                   zip(pid[is_domain].tolist(), domain_id[is_domain].tolist(),
+                       name[is_domain].tolist(), strict=True) if isinstance(n, str)}
+        rows = np.flatnonzero(~is_domain)
         # Times: an invalid end (NULL, not an integer) is an open range; then the usual
         # rules (validate.time_mask).
-        start = frame["start"].to_numpy(dtype=np.int64)
-        end = frame["end"].to_numpy(dtype=np.int64)
+        start = _ids(raw["start"])[rows]
+        end = _ids(raw["end"])[rows]
         unclosed = (end < 0) & (start > 0)
         if unclosed.any():
             self.warnings.append(f"{int(unclosed.sum())} NVTX range(s) never closed: "
                                  "treated as ending with the capture")
             end = np.where(unclosed, np.maximum(start, end_of_time), end)
-        data = self._checked(t, {"start": start, "end": end,
-                                 "row": np.arange(len(frame))}, what)
-        frame = frame.iloc[data["row"]].copy()
-        frame["start"], frame["end"] = data["start"], data["end"]
-        frame["domain"] = [domains.get((p, d), "" if d == 0 else f"domain {d}")
-                           for p, d in zip(frame["pid"].tolist(), frame["domain_id"].tolist(),
-                                           strict=True)]
-        frame["kind"] = frame["type"].map(kinds)
-        frame["tid"] = frame["gtid"].to_numpy(dtype=np.int64) & _ID_MASK
-        frame["name"] = frame["name"].fillna("<unnamed>").astype(object)
-        frame["library"] = frame["domain"].isin(LIBRARY_DOMAINS)
-        frame = frame.sort_values(["gtid", "domain", "start", "end"],
-                                  ascending=[True, True, True, False], ignore_index=True)
-        frame["depth"] = nesting_depth(frame)
-        return frame[list(NVTX_COLUMNS)].sort_values("start", kind="stable",
-                                                     ignore_index=True)
+        data = self._checked(t, {"start": start, "end": end, "row": rows}, what)
+        rows = data["row"]
+        gtid, pid, domain_id = gtid[rows], pid[rows], domain_id[rows]
+        domain = np.array([domains.get((p, d), "" if d == 0 else f"domain {d}")
+                           for p, d in zip(pid.tolist(), domain_id.tolist(), strict=True)],
+                          dtype=object)
+        name = name[rows]
+        name[~_present(name)] = "<unnamed>"
+        columns = {"start": data["start"], "end": data["end"], "name": name, "domain": domain,
+                   "gtid": gtid, "pid": pid, "tid": gtid & _ID_MASK,
+                   "library": np.isin(domain, list(LIBRARY_DOMAINS)),
+                   "kind": np.array([kinds.get(k) for k in event[rows].tolist()],
+                                    dtype=object)}
+        # Depth within each (thread, domain) stack: ordered by thread, domain, start and
+        # end (latest first); then the rows by start (stable: that order among equals).
+        _, domain_rank = np.unique(domain.astype(str), return_inverse=True)
+        order = np.lexsort((-columns["end"], columns["start"], domain_rank, gtid))
+        depth = np.empty(rows.size, dtype=np.int64)
+        depth[order] = nesting_depth(columns["start"][order], columns["end"][order],
+                                     gtid[order], domain_rank[order])
+        columns["depth"] = depth
+        by_start = order[np.argsort(columns["start"][order], kind="stable")]
+        return Table({c: columns[c][by_start] for c in NVTX_COLUMNS})
 
-    def streams(self) -> pd.DataFrame:
-        parts = []
+    def streams(self) -> Table:
+        parts: list[dict[str, np.ndarray]] = []
         flag_names = self.db.enum("ENUM_CUPTI_STREAM_TYPE")
         null_flag = reads.enum_id(self.db, "ENUM_CUPTI_STREAM_TYPE",
                                   "CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL")
         if self.db.has(S.STREAMS.name, *S.STREAMS.required):
             s = self.db.frame(*reads.select_sql(self.db, S.STREAMS))
-            flag = s["flag_id"].to_numpy(dtype=np.int64)
+            flag = _ids(s.pop("flag_id"))
             s["legacy_default"] = flag == null_flag
-            s["flag"] = [flag_names.get(v, "Unknown") for v in flag.tolist()]
-            parts.append(s.drop(columns="flag_id"))
+            s["flag"] = np.array([flag_names.get(v, "Unknown") for v in flag.tolist()],
+                                 dtype=object)
+            parts.append(s)
         # The NULL stream id per context, from whichever table this version writes.
         for table in (S.CONTEXTS, S.NULL_STREAMS):
             if self.db.has(table.name, *table.required):
                 n = self.db.frame(*reads.select_sql(self.db, table))
-                n["flag"], n["priority"], n["legacy_default"] = "Null stream", 0, True
+                size = len(next(iter(n.values())))
+                n["flag"] = np.full(size, "Null stream", dtype=object)
+                n["priority"] = np.zeros(size, dtype=np.int64)
+                n["legacy_default"] = np.ones(size, dtype=bool)
                 parts.append(n)
         if not parts:
-            return empty_frame(STREAM_COLUMNS)
-        frame = pd.concat(parts, ignore_index=True)
+            return Table.empty_of(STREAM_COLUMNS)
+        names = list(dict.fromkeys(c for p in parts for c in p))
+        frame = {c: np.concatenate([p[c] if c in p
+                                    else np.full(len(p["pid"]), np.nan) for p in parts])
+                 for c in names}
         for c in ("pid", "stream", "context", "priority"):
-            frame[c] = frame[c].astype(np.int64)
+            frame[c] = _ids(frame[c])
         bad = ((frame["pid"] < 0) | (frame["pid"] > _ID_MASK) | (frame["stream"] < 0)
-               | (frame["stream"] > V.MAX_ID)).to_numpy()
+               | (frame["stream"] > V.MAX_ID))
         if bad.any():
             self.problems.add("streams:id", np.count_nonzero(bad), "streams described "
                               "without a valid process or stream id: ignored")
-            frame = frame.loc[~bad]
-        frame["context"] = V.fix_ids(frame["context"].to_numpy(), V.MAX_ID, "streams",
-                                     "context", self.problems)
-        frame["legacy_default"] = frame["legacy_default"].astype(bool)
-        frame = frame.sort_values("legacy_default", ascending=False)
-        return frame.drop_duplicates(["pid", "stream"], ignore_index=True)
+            frame = {c: v[~bad] for c, v in frame.items()}
+        frame["context"] = V.fix_ids(frame["context"], V.MAX_ID, "streams", "context",
+                                     self.problems)
+        legacy = frame["legacy_default"].astype(bool)
+        frame["legacy_default"] = legacy
+        # Legacy default streams first (a stream described both ways is one), the first
+        # row of each (pid, stream) kept.
+        order = _descending_bools(legacy)
+        key = np.stack([frame["pid"][order], frame["stream"][order]])
+        _, first = np.unique(key, axis=1, return_index=True)
+        keep = order[np.sort(first)]
+        return Table({c: v[keep] for c, v in frame.items()})
 
-    def devices(self) -> pd.DataFrame:
+    def devices(self) -> Table:
         t = S.GPUS.name
         cols = ["device", "name", *DEVICE_LIMITS, "cc_major", "cc_minor", "memory_bytes",
                 "clock_hz", "bus", "uuid", "chip"]
@@ -538,7 +559,7 @@ class Loader:
             if reads.KERNELS in self.db.tables:
                 self.warnings.append("no TARGET_INFO_GPU table: device limits unknown, "
                                      "occupancy estimates assume a 132-SM Hopper GPU")
-            return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+            return Table({c: np.zeros(0, dtype=object) for c in cols}, 0)
         select = {"device": int_sql(quote_id(device_id), ID_FILL)}
         select |= {c: self.int_column(t, *cands, fill=-1)
                    for c, (cands, _, _) in DEVICE_LIMITS.items()}
@@ -546,17 +567,18 @@ class Loader:
         select |= {c: text_sql(self.column(t, *cands)) for c, cands in DEVICE_TEXT.items()}
         frame = self.db.frame(f'SELECT {", ".join(select.values())} FROM "{t}"',
                               list(select))
-        ids = frame["device"].to_numpy(dtype=np.int64)
+        ids = _ids(frame["device"])
         bad = (ids < 0) | (ids >= V.MAX_DEVICE)
         if bad.any():
             self.problems.add("devices:id", np.count_nonzero(bad), "GPUs in TARGET_INFO_GPU "
                               "without a valid device id: ignored")
-            frame = frame.loc[~bad].reset_index(drop=True)
+            frame = {c: v[~bad] for c, v in frame.items()}
+        rows = int((~bad).sum())
         missing, invalid = [], 0
         for c, (_, default, hi) in DEVICE_LIMITS.items():
-            values = frame[c].to_numpy(dtype=np.int64)
+            values = _ids(frame[c])
             wrong = (values < 1) | (values > hi)
-            if len(frame) and bool((values == -1).all()):
+            if rows and bool((values == -1).all()):
                 missing.append(c)
             else:
                 invalid += int(np.count_nonzero(wrong))
@@ -567,23 +589,22 @@ class Loader:
         self.problems.add("devices:limits", invalid, "device limits in TARGET_INFO_GPU out "
                           "of range (not positive integers, or absurd): Hopper-class "
                           "defaults used")
-        frame["device"] = frame["device"].astype(np.int64)
+        frame["device"] = _ids(frame["device"])
         frame["max_threads_per_sm"] = frame["max_warps_per_sm"] * frame["warp_size"]
-        major = frame["cc_major"].to_numpy(dtype=np.int64)
-        minor = frame["cc_minor"].to_numpy(dtype=np.int64)
-        frame["compute_capability"] = [f"{a}.{b}" if 0 <= a < 100 and 0 <= b < 100 else None
-                                       for a, b in zip(major.tolist(), minor.tolist(),
-                                                       strict=True)]
+        major, minor = _ids(frame["cc_major"]), _ids(frame["cc_minor"])
+        frame["compute_capability"] = np.array(
+            [f"{a}.{b}" if 0 <= a < 100 and 0 <= b < 100 else None
+             for a, b in zip(major.tolist(), minor.tolist(), strict=True)], dtype=object)
         for c in ("memory_bytes", "clock_hz"):
-            values = frame[c].to_numpy(dtype=np.int64)
-            frame[c] = np.where((values >= 0) & (values < V.MAX_TIME_NS),
-                                values.astype(np.float64), np.nan)
-            if len(frame) and not np.isnan(frame[c].to_numpy()).any():
-                frame[c] = values
-        return frame.drop_duplicates("device", ignore_index=True)
+            values = _ids(frame[c])
+            valid = (values >= 0) & (values < V.MAX_TIME_NS)
+            frame[c] = (values if rows and bool(valid.all())
+                        else np.where(valid, values.astype(np.float64), np.nan))
+        _, first = np.unique(frame["device"], return_index=True)
+        keep = np.sort(first)
+        return Table({c: v[keep] for c, v in frame.items()})
 
-    def known_devices(self, devices: pd.DataFrame, frames: list[pd.DataFrame]
-                      ) -> pd.DataFrame:
+    def known_devices(self, devices: Table, frames: list[Table]) -> Table:
         """*devices* plus a placeholder row (default limits) for each device id that GPU
         ops use but the device table does not list, counted: no op refers to a device
         the analysis cannot look up."""
@@ -592,12 +613,11 @@ class Loader:
         used = set()
         for f in frames:
             if len(f):
-                used.update(pd.unique(f["device"].to_numpy()).tolist())
+                used.update(np.unique(f["device"]).tolist())
         unknown = sorted(used - set(devices["device"].tolist()))
         if not unknown:
             return devices
-        ops = sum(int(np.isin(f["device"].to_numpy(), unknown).sum()) for f in frames
-                  if len(f))
+        ops = sum(int(np.isin(f["device"], unknown).sum()) for f in frames if len(f))
         self.problems.add("devices:unknown", ops, "GPU operations on device ids that "
                           f"TARGET_INFO_GPU does not list ({', '.join(map(str, unknown[:5]))}"
                           f"{', ...' if len(unknown) > 5 else ''}): device limits assumed "
@@ -606,35 +626,46 @@ class Loader:
         row |= {c: default for c, (_, default, _) in DEVICE_LIMITS.items()}
         row["max_threads_per_sm"] = row["max_warps_per_sm"] * row["warp_size"]
         row["memory_bytes"] = row["clock_hz"] = np.nan
-        extra = pd.DataFrame([row | {"device": d} for d in unknown], columns=devices.columns)
-        out = pd.concat([devices, extra], ignore_index=True)
-        for c in ("device", *DEVICE_LIMITS, "max_threads_per_sm"):
-            out[c] = out[c].astype(np.int64)
-        return out
+        out: dict[str, np.ndarray] = {}
+        for c in devices.columns:
+            extra = np.array([d if c == "device" else row[c] for d in unknown])
+            known = devices[c]
+            if c in ("device", *DEVICE_LIMITS, "max_threads_per_sm"):
+                out[c] = np.concatenate([known, extra]).astype(np.int64)
+            elif known.dtype.kind in "iuf" and extra.dtype.kind in "iuf":
+                out[c] = np.concatenate([known.astype(np.float64), extra.astype(np.float64)])
+            else:
+                out[c] = np.concatenate([known.astype(object), extra.astype(object)])
+        return Table(out)
 
-    def threads(self) -> pd.DataFrame:
+    def threads(self) -> Table:
         t = S.THREADS.name
         if not reads.usable(self.db, t):
-            return empty_frame(THREAD_COLUMNS)
+            return Table.empty_of(THREAD_COLUMNS)
         frame = self.db.frame(*reads.select_sql(self.db, S.THREADS, ("gtid", "name")))
-        frame = frame.loc[frame["gtid"].to_numpy(dtype=np.int64) >= 0]
-        frame["gtid"] = frame["gtid"].astype(np.int64)
-        frame["pid"] = self.pid_of(frame["gtid"])
-        frame["tid"] = frame["gtid"].to_numpy(dtype=np.int64) & _ID_MASK
-        frame["name"] = self.names(frame.pop("name_id")).astype(object)
-        return frame.drop_duplicates("gtid", ignore_index=True)
+        gtid = _ids(frame["gtid"])
+        ok = gtid >= 0
+        gtid = gtid[ok]
+        _, first = np.unique(gtid, return_index=True)
+        keep = np.sort(first)
+        name = self.names(_ids(frame["name_id"])[ok]).strings()
+        return Table({"gtid": gtid[keep], "pid": self.pid_of(gtid[keep]),
+                      "tid": gtid[keep] & _ID_MASK, "name": name[keep]})
 
-    def processes(self) -> pd.DataFrame:
+    def processes(self) -> Table:
         """The processes nsys saw (pid, name: the executable as started, e.g. 'python3',
         '/usr/bin/ptxas'), one row per pid."""
         t = S.PROCESSES
         if not self.db.has(t.name, *t.required):
-            return empty_frame(PROCESS_COLUMNS)
+            return Table.empty_of(PROCESS_COLUMNS)
         frame = self.db.frame(*reads.select_sql(self.db, t, flags=False))
-        frame = frame.loc[frame["pid"].to_numpy(dtype=np.int64) >= 0]
-        frame["pid"] = frame["pid"].astype(np.int64)
-        frame["name"] = frame["name"].astype(object).where(frame["name"].notna(), "")
-        return frame.drop_duplicates("pid", ignore_index=True)
+        pid = _ids(frame["pid"])
+        ok = np.flatnonzero(pid >= 0)
+        _, first = np.unique(pid[ok], return_index=True)
+        keep = ok[np.sort(first)]
+        name = frame["name"].astype(object)[keep]
+        name[~_present(name)] = ""
+        return Table({"pid": pid[keep], "name": name})
 
     def _osrt_cols(self, t: str) -> list[Col]:
         return list(reads.table_read(self.db, S.OSRT).cols)
@@ -644,24 +675,24 @@ class Loader:
         c = S.OSRT.column("gtid")
         return self.column(S.OSRT.name, *c.candidates, default=str(c.default))
 
-    def osrt(self) -> pd.DataFrame:
+    def osrt(self) -> Table:
         t = S.OSRT.name
         if not reads.usable(self.db, t):
-            return empty_frame(OSRT_COLUMNS)
+            return Table.empty_of(OSRT_COLUMNS)
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t)))
 
     def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
-                         ) -> pd.DataFrame:
+                         ) -> Table:
         """OS runtime calls of each thread that overlap one of its windows [lo, hi):
         one scan of OSRT_API, the test done by SQLite (see _window_test)."""
         t = S.OSRT.name
         if not reads.usable(self.db, t) or not windows:
-            return empty_frame(OSRT_COLUMNS)
+            return Table.empty_of(OSRT_COLUMNS)
         gtid = self._osrt_gtid()
         cases = " ".join(f"WHEN {int(g)} THEN {_window_test(lo, hi)}"
                          for g, (lo, hi) in sorted(windows.items()) if len(lo))
         if not cases:
-            return empty_frame(OSRT_COLUMNS)
+            return Table.empty_of(OSRT_COLUMNS)
         lo_all = min(int(lo.min()) for lo, _ in windows.values() if len(lo))
         hi_all = max(int(hi.max()) for lo, hi in windows.values() if len(lo))
         where = (f'"end" > {lo_all} AND "start" < {hi_all} AND '
@@ -669,18 +700,18 @@ class Loader:
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
     def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-                   pids: list[int] | None = None) -> pd.DataFrame:
+                   pids: list[int] | None = None) -> Table:
         """OS runtime calls whose name matches *pattern* (a waitpid, a write), of the
         threads *gtids* and processes *pids* only if given: the names are looked up in
         StringIds first, so SQLite hands over only their rows."""
         t = S.OSRT.name
         if not reads.usable(self.db, t) or gtids == [] or pids == []:
-            return empty_frame(OSRT_COLUMNS)
+            return Table.empty_of(OSRT_COLUMNS)
         ids, values = self.strings
         hit = [int(i) for i, v in zip(ids.tolist(), values.tolist(), strict=True)
                if v is not None and pattern.search(v)]
         if not hit:
-            return empty_frame(OSRT_COLUMNS)
+            return Table.empty_of(OSRT_COLUMNS)
         # The range first: SQLite tests it in a comparison or two, an IN list by a lookup
         # in a temporary B-tree per row (half the scan's time on millions of calls).
         name = quote_id(S.OSRT.column("name").nsys)
@@ -694,14 +725,14 @@ class Loader:
                       f"({', '.join(str(int(p)) for p in pids)})")
         return self._osrt_frame(self.db.read(t, self._osrt_cols(t), where=where))
 
-    def _osrt_frame(self, data: dict[str, np.ndarray]) -> pd.DataFrame:
+    def _osrt_frame(self, data: dict[str, np.ndarray]) -> Table:
         data = self._fix_ids(self._checked(S.OSRT.name, data, S.OSRT.what), S.OSRT)
-        frame = pd.DataFrame({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
-                              "name": self.names(data["name_id"])}, copy=False)
+        calls = Table({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
+                       "name": self.names(data["name_id"])})
         start = data["start"]
         if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
-            frame = frame.sort_values("start", kind="stable", ignore_index=True)
-        return frame
+            calls = calls.rows(np.argsort(start, kind="stable"))
+        return calls
 
 
 def _id_field(gtid: np.ndarray, shift: int) -> np.ndarray:
@@ -746,7 +777,7 @@ class OsrtSource:
         self.path = path
         self.limit = limit
 
-    def _with_loader(self, work: Callable[[Loader], pd.DataFrame]) -> pd.DataFrame:
+    def _with_loader(self, work: Callable[[Loader], Table]) -> Table:
         db = Database(self.path)
         try:
             loader = Loader(db)
@@ -755,14 +786,14 @@ class OsrtSource:
         finally:
             db.close()
 
-    def all(self) -> pd.DataFrame:
+    def all(self) -> Table:
         return self._with_loader(lambda loader: loader.osrt())
 
-    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> Table:
         return self._with_loader(lambda loader: loader.osrt_overlapping(windows))
 
     def named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-              pids: list[int] | None = None) -> pd.DataFrame:
+              pids: list[int] | None = None) -> Table:
         return self._with_loader(lambda loader: loader.osrt_named(pattern, gtids, pids))
 
 
@@ -771,20 +802,19 @@ def normalize_api_name(name: str) -> str:
     return _PER_THREAD.sub("", _API_SUFFIX.sub("", name))
 
 
-def nesting_depth(frame: pd.DataFrame) -> np.ndarray:
-    """Depth of each range within its (thread, domain) stack, for a frame sorted by
-    (gtid, domain, start asc, end desc). Vectorised per group: a range's depth is the
-    number of ranges that began at or before it (in that order) minus those that had
-    already ended when it began, minus one."""
-    depth = np.zeros(len(frame), dtype=np.int64)
-    if frame.empty:
+def nesting_depth(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, domain: np.ndarray
+                  ) -> np.ndarray:
+    """Depth of each range within its (thread, domain) stack, for ranges sorted by
+    (gtid, domain, start asc, end desc) (*domain*: a code per domain). Vectorised per
+    group: a range's depth is the number of ranges that began at or before it (in that
+    order) minus those that had already ended when it began, minus one."""
+    depth = np.zeros(start.size, dtype=np.int64)
+    if not start.size:
         return depth
-    starts = frame["start"].to_numpy(dtype=np.int64)
-    ends = frame["end"].to_numpy(dtype=np.int64)
-    keys = pd.MultiIndex.from_arrays([frame["gtid"], frame["domain"]])
-    boundaries = np.flatnonzero(~keys.duplicated(keep="first")).tolist() + [len(frame)]
+    changes = (gtid[1:] != gtid[:-1]) | (domain[1:] != domain[:-1])
+    boundaries = [0, *(np.flatnonzero(changes) + 1).tolist(), start.size]
     for lo, hi in zip(boundaries[:-1], boundaries[1:], strict=True):
-        s, e = starts[lo:hi], np.sort(ends[lo:hi])
+        s, e = start[lo:hi], np.sort(end[lo:hi])
         ended_before = np.searchsorted(e, s, side="right")
         depth[lo:hi] = np.maximum(np.arange(hi - lo) - ended_before, 0)
     return depth
@@ -841,9 +871,8 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
     return out
 
 
-def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
-                    launched: np.ndarray | None = None,
-                    calls: np.ndarray | None = None) -> pd.DataFrame:
+def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
+                    calls: np.ndarray | None = None) -> Table:
     """Add the launching API call's start/end/thread/name to GPU ops, joined on
     (process, correlation id): correlation ids are unique per process only. Marks the
     API rows that launched an op in *launched* (a bool array over api rows), if given;
@@ -853,16 +882,12 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
     api_start = np.full(n, NO_CALL, dtype=np.int64)
     api_end = np.full(n, NO_CALL, dtype=np.int64)
     gtid = np.full(n, NO_CALL, dtype=np.int64)
-    names = api["name"] if len(api) else pd.Series(pd.Categorical([]))
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype("category")
+    names = api.labels("name") if len(api) else Labels(np.zeros(0, np.int32), [])
     codes = np.full(n, -1, dtype=np.int32)
     if n and len(api):
-        row = match_rows(ops["pid"].to_numpy(), ops["corr"].to_numpy(),
-                         api["pid"].to_numpy(), api["corr"].to_numpy())
-        start, end = api["start"].to_numpy(), api["end"].to_numpy()
-        # The codes read in place (.cat.codes copies them: 24 MB at 24M calls).
-        thread, code = api["gtid"].to_numpy(), names.array.codes
+        row = match_rows(ops["pid"], ops["corr"], api["pid"], api["corr"])
+        start, end = api["start"], api["end"]
+        thread, code = api["gtid"], names.codes
         step = OPS_BATCH                # a batch of ops at a time: no copies of every row
         for i in range(0, n, step):
             hit = row[i:i + step] >= 0
@@ -876,26 +901,22 @@ def attach_launches(ops: pd.DataFrame, api: pd.DataFrame,
         if calls is not None:
             calls[:] = row
         del row
-    ops["api_start"] = api_start
-    ops["api_end"] = api_end
-    ops["gtid"] = gtid
-    ops["api_name"] = pd.Categorical.from_codes(codes, categories=names.cat.categories,
-                                                validate=False)
-    return ops
+    return ops.with_columns(api_start=api_start, api_end=api_end, gtid=gtid,
+                            api_name=Labels(codes, names.categories))
 
 
-def _captured(api: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _captured(api: Table, rows: np.ndarray) -> np.ndarray:
     """Which API *rows* their thread made while capturing a stream into a CUDA graph
     (between its cudaStreamBeginCapture and cudaStreamEndCapture): such launches run
     later, as part of a graph launch, so no kernel carries their correlation id."""
-    names = api["name"].cat.categories
-    codes = api["name"].array.codes               # in place, not .cat.codes' copy
-    begin = isin(codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in names]))
-    end = isin(codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in names]))
+    names = api.labels("name")
+    cats = names.categories.tolist()
+    begin = isin(names.codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in cats]))
+    end = isin(names.codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in cats]))
     out = np.zeros(rows.size, dtype=bool)
     if not begin.any():
         return out
-    gtid, start = api["gtid"].to_numpy(), api["start"].to_numpy()
+    gtid, start = api["gtid"], api["start"]
     for thread in np.unique(gtid[begin]).tolist():
         b = np.sort(start[begin & (gtid == thread)])
         e = np.sort(start[end & (gtid == thread)])
@@ -908,17 +929,41 @@ def _captured(api: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def launches_without_kernels(api: pd.DataFrame, launched: np.ndarray) -> tuple[int, int]:
+def launches_without_kernels(api: Table, launched: np.ndarray) -> tuple[int, int]:
     """(kernel launch calls, those that left no kernel in the report), not counting
     launches made while capturing a CUDA graph."""
     if api.empty:
         return 0, 0
-    names = api["name"].cat.categories
-    launch_codes = np.flatnonzero([bool(_LAUNCH.match(c)) for c in names])
-    rows = np.flatnonzero(isin(api["name"].array.codes, launch_codes))
+    names = api.labels("name")
+    launch_codes = np.flatnonzero([bool(_LAUNCH.match(c)) for c in names.categories.tolist()])
+    rows = np.flatnonzero(isin(names.codes, launch_codes))
     if rows.size:
         rows = rows[~_captured(api, rows)]
     return int(rows.size), int(np.count_nonzero(~launched[rows]))
+
+
+def _ids(values: np.ndarray, fill: int = -1) -> np.ndarray:
+    """Integer ids from a column that may hold NULLs (NaN in a float column, None in an
+    object one): those read *fill*. Integer columns as they are."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iub":
+        return values
+    if values.dtype.kind == "f":
+        return np.where(np.isnan(values), fill, values).astype(np.int64)
+    return np.array([fill if v is None or v != v else int(v) for v in values.tolist()],
+                    dtype=np.int64)
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    """Boolean per value: not NULL (None, NaN)."""
+    return np.array([v is not None and v == v for v in values.tolist()], dtype=bool)
+
+
+def _descending_bools(values: np.ndarray) -> np.ndarray:
+    """The order pandas' ``sort_values(ascending=False)`` gives a bool column (its
+    nargsort: a quicksort of the reversed values, reversed), ties included."""
+    backwards = np.arange(values.size)[::-1]
+    return backwards[values[::-1].argsort(kind="quicksort")][::-1]
 
 
 def load_database(db: Database, shown_path: str) -> Trace:
@@ -994,7 +1039,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   threads=loader.threads(), processes=loader.processes(),
                   # (one GPU: no stream can wait for another GPU's event)
                   event_waits=(loader.event_waits() if len(devices) > 1
-                               else empty_frame(EVENT_WAIT_COLUMNS)),
+                               else Table.empty_of(EVENT_WAIT_COLUMNS)),
                   osrt_source=OsrtSource(db.path, loader._limit),
                   memcpy_calls=memcpy_calls)
     if info.nsys_version is None:

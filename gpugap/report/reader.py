@@ -29,12 +29,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 class Source(Protocol):
@@ -72,15 +69,32 @@ class Col:
     fill: int = 0
 
 
-def read_frame(db: Source, sql: str, columns: list[str]) -> pd.DataFrame:
-    """Any query (small tables, text columns) as a DataFrame, through sqlite3."""
-    import pandas as pd
-
-    cursor = db.conn.execute(sql)
-    rows = cursor.fetchall()
+def read_rows(db: Source, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
+    """Any query (small tables, text columns) as numpy arrays, through sqlite3, each
+    column typed by what it holds (as pandas would): integers int64; numbers with NULLs
+    or REALs float64 (NULL: NaN); anything else (text, BLOB, all NULL) object. No rows:
+    empty int64 columns."""
+    rows = db.conn.execute(sql).fetchall()
     if not rows:
-        return pd.DataFrame({c: pd.Series([], dtype="int64") for c in columns})
-    return pd.DataFrame.from_records(rows, columns=columns)
+        return {c: np.zeros(0, dtype=np.int64) for c in columns}
+    return {c: _typed(values) for c, values in zip(columns, zip(*rows, strict=True), strict=True)}
+
+
+_NUMBERS = frozenset({int, float, type(None)})
+
+
+def _typed(values: tuple) -> np.ndarray:
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:              # beyond int64: kept as Python ints
+            return np.array(values, dtype=object)
+    if kinds <= _NUMBERS and kinds != {type(None)}:
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def read_columns(db: Source, table: str, columns: list[Col], where: str = "",
@@ -151,25 +165,17 @@ def row_bound(db: Source, table: str) -> int:
 # --- the fallback: sqlite3 -------------------------------------------------------------
 
 def _read_sqlite3(db: Source, sql: str, columns: list[Col]) -> dict[str, np.ndarray]:
-    frame = read_frame(db, sql, [c.name for c in columns])
+    read = read_rows(db, sql, [c.name for c in columns])
     out = {}
     for col in columns:
-        s = frame[col.name]
+        values = read[col.name]
         if col.kind == "float":
-            out[col.name] = _as_float(s)
+            # typed_sql left integers and NULLs (NaN) only
+            out[col.name] = values.astype(np.float64)
             continue
         # typed_sql made every value an integer: no NULL, no text, exact in int64.
-        values = s.to_numpy(dtype=np.int64) if len(s) else np.zeros(0, dtype=np.int64)
-        out[col.name] = narrow(values, np.dtype(col.dtype))
+        out[col.name] = narrow(values.astype(np.int64), np.dtype(col.dtype))
     return out
-
-
-def _as_float(s: pd.Series) -> np.ndarray:
-    import pandas as pd
-
-    if s.dtype == object:
-        s = pd.to_numeric(s, errors="coerce")
-    return s.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def narrow(values: np.ndarray, floor: np.dtype) -> np.ndarray:

@@ -40,7 +40,7 @@ class Labels:
         appearance."""
         values = np.asarray(list(values) if not isinstance(values, np.ndarray) else values,
                             dtype=object)
-        missing = np.array([v is None for v in values.tolist()], dtype=bool)
+        missing = np.array([v is None or v != v for v in values.tolist()], dtype=bool)  # NaN
         present, categories = factorize(values[~missing].astype(str))
         codes = np.full(values.size, -1, dtype=np.int32)
         codes[~missing] = present
@@ -92,13 +92,46 @@ class Labels:
         return f"Labels({len(self)} rows, {self.categories.size} distinct)"
 
 
-Column = np.ndarray | Labels
+class SparseInts:
+    """An integer column that mostly holds one value (``fill``): only the other values
+    are stored, with their positions (increasing). A 10-million-kernel report of a few
+    CUDA graph kernels keeps a few of its graph node ids, not 80 MB of -1."""
+
+    __slots__ = ("length", "positions", "values", "fill")
+
+    def __init__(self, length: int, positions: np.ndarray, values: np.ndarray,
+                 fill: int) -> None:
+        self.length, self.positions, self.values, self.fill = length, positions, values, fill
+
+    @classmethod
+    def of(cls, dense: np.ndarray, fill: int) -> SparseInts:
+        positions = np.flatnonzero(dense != fill)
+        return cls(int(dense.size), positions, dense[positions], fill)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def dense(self) -> np.ndarray:
+        out = np.full(self.length, self.fill, dtype=self.values.dtype)
+        out[self.positions] = self.values
+        return out
+
+    def take(self, rows: np.ndarray) -> SparseInts:
+        return SparseInts.of(self.dense()[rows], self.fill)
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.arrays.SparseArray(self.dense(), fill_value=self.fill)
+
+
+Column = np.ndarray | Labels | SparseInts
 
 
 class Table(Mapping[str, Any]):
     """Named columns of one length (numpy arrays or Labels), in order."""
 
-    __slots__ = ("_columns", "_length")
+    __slots__ = ("_columns", "_length", "_labels")
 
     def __init__(self, columns: Mapping[str, Column], length: int | None = None) -> None:
         self._columns: dict[str, Column] = dict(columns)
@@ -110,15 +143,24 @@ class Table(Mapping[str, Any]):
         elif sizes - {length}:
             raise ValueError(f"columns of {sorted(sizes)} rows in a table of {length}")
         self._length = int(length)
+        self._labels: dict[str, Labels] = {}       # object columns read as Labels
 
     @classmethod
     def empty_of(cls, columns: Mapping[str, str]) -> Table:
-        """A table without rows, of the columns *columns* (name -> dtype; 'str': Labels)."""
-        return cls({c: Labels(np.zeros(0, np.int32), []) if t == "str"
-                    else np.zeros(0, dtype=t) for c, t in columns.items()}, 0)
+        """A table without rows, of the columns *columns* (name -> dtype; 'str': an
+        object column)."""
+        return cls({c: np.zeros(0, dtype=object if t == "str" else t)
+                    for c, t in columns.items()}, 0)
 
     # Mapping: names -> columns, in order
     def __getitem__(self, name: str) -> Any:
+        """The column *name*: a numpy array, or Labels for strings (a sparse column
+        comes densified: ``column`` gives it as stored)."""
+        column = self._columns[name]
+        return column.dense() if isinstance(column, SparseInts) else column
+
+    def column(self, name: str) -> Column:
+        """The column *name* as stored (SparseInts stays sparse)."""
         return self._columns[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -140,11 +182,17 @@ class Table(Mapping[str, Any]):
         return self._length == 0
 
     def labels(self, name: str) -> Labels:
-        """The column *name*, which holds strings."""
+        """The column *name*, which holds strings, as Labels (a column of str objects
+        is labelled on first use)."""
         column = self._columns[name]
-        if not isinstance(column, Labels):
+        if isinstance(column, Labels):
+            return column
+        if column.dtype != object:
             raise TypeError(f"column {name!r} holds {column.dtype}, not strings")
-        return column
+        found = self._labels.get(name)
+        if found is None:
+            found = self._labels[name] = Labels.of(column)
+        return found
 
     def rows(self, at: np.ndarray) -> Table:
         """The rows at positions *at* (integers, in that order) or where a boolean
@@ -154,7 +202,7 @@ class Table(Mapping[str, Any]):
             if at.size != self._length:
                 raise ValueError(f"mask of {at.size} rows for a table of {self._length}")
             at = np.flatnonzero(at)
-        return Table({n: c.take(at) if isinstance(c, Labels) else c[at]
+        return Table({n: c[at] if isinstance(c, np.ndarray) else c.take(at)
                       for n, c in self._columns.items()}, int(at.size))
 
     def with_columns(self, **columns: Column) -> Table:
@@ -166,7 +214,7 @@ class Table(Mapping[str, Any]):
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Each row as a dict of Python values (for the few rows findings cite)."""
-        plain = {n: (c.strings() if isinstance(c, Labels) else c).tolist()
+        plain = {n: (c.strings() if isinstance(c, Labels) else self[n]).tolist()
                  for n, c in self._columns.items()}
         for i in range(self._length):
             yield {n: v[i] for n, v in plain.items()}
@@ -175,9 +223,11 @@ class Table(Mapping[str, Any]):
         """A DataFrame of the same columns (names as categoricals), sharing the arrays."""
         import pandas as pd
 
-        return pd.DataFrame({n: c.to_pandas() if isinstance(c, Labels) else c
-                             for n, c in self._columns.items()},
-                            index=pd.RangeIndex(self._length), copy=False)
+        index = pd.RangeIndex(self._length)
+        return pd.DataFrame({n: (c if c.dtype != object  # object stays object (not str)
+                                 else pd.Series(c, index=index, dtype=object, copy=False))
+                             if isinstance(c, np.ndarray) else c.to_pandas()
+                             for n, c in self._columns.items()}, index=index, copy=False)
 
     @classmethod
     def from_pandas(cls, frame: pd.DataFrame) -> Table:
@@ -193,7 +243,9 @@ class Table(Mapping[str, Any]):
                 columns[str(name)] = Labels(series.array.codes,
                                             np.asarray(series.cat.categories, dtype=object))
             elif isinstance(series.dtype, pd.SparseDtype):
-                columns[str(name)] = series.to_numpy(dtype=series.dtype.subtype)
+                columns[str(name)] = SparseInts(
+                    len(series), series.array.sp_index.indices.astype(np.int64),
+                    series.array.sp_values, int(series.dtype.fill_value))
             elif series.dtype.kind in "OSUT" or str(series.dtype) == "str":
                 columns[str(name)] = series.to_numpy(dtype=object)
             else:
@@ -222,6 +274,29 @@ def unique_in_order(values: np.ndarray) -> np.ndarray:
     return factorize(values)[1]
 
 
+def inner_join(left: list[np.ndarray], right: list[np.ndarray]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of rows (left row, right row) whose keys are equal (keys: a list of
+    integer columns on each side), as an inner ``pd.merge`` orders them: by left row,
+    then right row."""
+    n = left[0].size
+    both = np.concatenate([np.stack([np.asarray(k, dtype=np.int64) for k in left], axis=1),
+                           np.stack([np.asarray(k, dtype=np.int64) for k in right], axis=1)])
+    if not both.size:
+        z = np.zeros(0, dtype=np.intp)
+        return z, z
+    _, code = np.unique(both, axis=0, return_inverse=True)
+    code = code.reshape(-1)
+    left_code, right_code = code[:n], code[n:]
+    order = np.argsort(right_code, kind="stable")
+    grouped = right_code[order]
+    lo = np.searchsorted(grouped, left_code, side="left")
+    counts = np.searchsorted(grouped, left_code, side="right") - lo
+    left_rows = np.repeat(np.arange(n), counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return left_rows, order[np.repeat(lo, counts) + within]
+
+
 def concat(tables: list[Table]) -> Table:
     """Rows of *tables* one after another (same columns; Labels merged by string)."""
     if not tables:
@@ -233,6 +308,9 @@ def concat(tables: list[Table]) -> Table:
         parts = [t[name] for t in tables]
         if isinstance(parts[0], Labels):
             out[name] = _concat_labels(parts)
+        elif any(isinstance(p, Labels) for p in parts):
+            out[name] = _concat_labels([p if isinstance(p, Labels) else Labels.of(p)
+                                        for p in parts])
         else:
             out[name] = np.concatenate(parts)
     return Table(out, sum(len(t) for t in tables))

@@ -68,38 +68,41 @@ import re
 import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Protocol, SupportsInt, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, SupportsInt, TypeVar, Union
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
 from gpugap.jsonout import Record
 from gpugap.report import schema
-from gpugap.report.table import Table
+from gpugap.report.table import Labels, Table
+
+if TYPE_CHECKING:                 # pandas: only for the users' DataFrames, when asked for
+    import pandas as pd
 
 PROCESS_COLUMNS = schema.frame_columns(schema.PROCESSES)
 EVENT_WAIT_COLUMNS = {"start": "int64", "end": "int64", "pid": "int64", "src_device": "int64",
                       "dst_device": "int64"}
 
 
-def demangled_name(kernels: pd.DataFrame, row: int) -> str:
-    """The full demangled name of the kernel at position *row* of a kernels frame (its
+def demangled_name(kernels: Table | pd.DataFrame, row: int) -> str:
+    """The full demangled name of the kernel at position *row* of the kernels (its
     short name where the report has no demangled one)."""
     column = "demangled" if "demangled" in kernels else "name"
+    if isinstance(kernels, Table):
+        return str(kernels.labels(column)[int(row)])
     return str(kernels[column].iloc[int(row)])
 
 
 class OsrtSource(Protocol):
     """Where a Trace reads its OS runtime calls from on first use (the loader's)."""
 
-    def all(self) -> pd.DataFrame: ...
+    def all(self) -> Table: ...
 
-    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
-                    ) -> pd.DataFrame: ...
+    def overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> Table: ...
 
     def named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-              pids: list[int] | None = None) -> pd.DataFrame: ...
+              pids: list[int] | None = None) -> Table: ...
 
 
 @dataclass
@@ -160,108 +163,163 @@ class ReportInfo(Record):
         return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in self.items()}
 
 
-@dataclass
+class _Events:
+    """A Trace's events of one kind as a pandas DataFrame (``trace.kernels``...): the
+    users' view, built from the Table on first use and kept (the analysis reads the
+    Tables: ``Trace.table``). Setting it replaces the Table (a DataFrame or a Table)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trace: Trace | None, owner: type) -> Any:
+        if trace is None:
+            return self
+        frame = trace._frames.get(self.name)
+        if frame is None:
+            frame = trace._frames[self.name] = trace.table(self.name).to_pandas()
+        return frame
+
+    def __set__(self, trace: Trace, value: Table | pd.DataFrame) -> None:
+        trace._set_table(self.name, value)
+
+
 class Trace:
-    info: ReportInfo
-    kernels: pd.DataFrame
-    memcpys: pd.DataFrame
-    memsets: pd.DataFrame
-    api: pd.DataFrame
-    syncs: pd.DataFrame
-    nvtx: pd.DataFrame
-    streams: pd.DataFrame
-    devices: pd.DataFrame
-    threads: pd.DataFrame
-    graphs: pd.DataFrame = field(default_factory=lambda: empty_frame(GRAPH_COLUMNS))
-    processes: pd.DataFrame = field(default_factory=lambda: empty_frame(PROCESS_COLUMNS))
-    event_waits: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_WAIT_COLUMNS))
-    osrt_frame: pd.DataFrame | None = None     # None: not read yet (see osrt)
-    osrt_source: OsrtSource | None = field(default=None, repr=False, compare=False)
-    # The row of ``api`` that launched each memcpy (-1: none), as the loader joined them
-    # (attach_launches), for what needs the call of a copy; None: not joined (a trace
-    # not made by the loader; a copy of a trace with other memcpys passes None).
-    memcpy_calls: np.ndarray | None = field(default=None, repr=False, compare=False)
-    # The derived indexes of the layers above (see Derived), one per kind, built on first
-    # use. Not an argument: a copy (dataclasses.replace) starts with none.
-    derived: dict[type, Derived] = field(init=False, default_factory=dict, repr=False,
-                                         compare=False)
-    # The frames as Tables (``table``), each built on first use.
-    tables: dict[str, Table] = field(init=False, default_factory=dict, repr=False,
-                                     compare=False)
+    """The loaded report: its events, one Table per kind (``table``; as DataFrames:
+    ``kernels``, ``api``...), and what is known of the report itself (``info``).
+
+    OS runtime calls are read on first use (``osrt``), from ``osrt_source`` (the
+    loader's), unless given. ``memcpy_calls``: the row of ``api`` that launched each
+    memcpy (-1: none), as the loader joined them (attach_launches), for what needs the
+    call of a copy; None: not joined (a trace not made by the loader, or a copy with
+    other memcpys). ``derived``: the derived indexes of the layers above (see Derived),
+    one per kind, built on first use; a copy (``replace``) starts with none."""
+
+    kernels = _Events()
+    memcpys = _Events()
+    memsets = _Events()
+    api = _Events()
+    syncs = _Events()
+    nvtx = _Events()
+    streams = _Events()
+    devices = _Events()
+    threads = _Events()
+    graphs = _Events()
+    processes = _Events()
+    event_waits = _Events()
+
+    def __init__(self, info: ReportInfo, *, kernels: Events, memcpys: Events, memsets: Events,
+                 api: Events, syncs: Events, nvtx: Events, streams: Events, devices: Events,
+                 threads: Events, graphs: Events | None = None,
+                 processes: Events | None = None, event_waits: Events | None = None,
+                 osrt: Events | None = None, osrt_source: OsrtSource | None = None,
+                 memcpy_calls: np.ndarray | None = None) -> None:
+        self.info = info
+        self.tables: dict[str, Table] = {}
+        self._frames: dict[str, pd.DataFrame] = {}
+        given = {"kernels": kernels, "memcpys": memcpys, "memsets": memsets, "api": api,
+                 "syncs": syncs, "nvtx": nvtx, "streams": streams, "devices": devices,
+                 "threads": threads, "graphs": graphs, "processes": processes,
+                 "event_waits": event_waits, "osrt": osrt}
+        for name, events in given.items():
+            if events is not None:
+                self._set_table(name, events)
+            elif name != "osrt":
+                self.tables[name] = Table.empty_of(_EMPTY_COLUMNS[name])
+        self.osrt_source = osrt_source
+        self.memcpy_calls = memcpy_calls
+        self.derived: dict[type, Derived] = {}
+
+    def _set_table(self, name: str, events: Events) -> None:
+        self.tables[name] = events if isinstance(events, Table) else Table.from_pandas(events)
+        self._frames.pop(name, None)
+
+    def replace(self, **events: Events | None) -> Trace:
+        """A copy with the events *events* (by name: ``nvtx=...``) replaced, the others
+        shared; its derived indexes are built anew. ``memcpy_calls`` is kept only while
+        the memcpys are."""
+        unknown = set(events) - set(TABLE_NAMES) - {"memcpy_calls"}
+        if unknown:
+            raise TypeError(f"Trace has no events {sorted(unknown)}")
+        copy = Trace(self.info, **{n: events.get(n, self.tables.get(n)) for n in TABLE_NAMES},
+                     osrt_source=self.osrt_source,
+                     memcpy_calls=events.get("memcpy_calls",
+                                             None if "memcpys" in events else self.memcpy_calls))
+        return copy
 
     def table(self, name: str) -> Table:
         """The events of *name* ('kernels', 'api', 'osrt'...: the frames' names) as a
         Table: the columns the analysis reads, without pandas."""
         found = self.tables.get(name)
         if found is None:
-            if name not in TABLE_NAMES:
+            if name != "osrt":
                 raise KeyError(f"no table {name!r}: one of {', '.join(TABLE_NAMES)}")
-            found = self.tables[name] = Table.from_pandas(getattr(self, name))
+            source = self.osrt_source
+            found = self.tables["osrt"] = (source.all() if source is not None
+                                           else Table.empty_of(OSRT_COLUMNS))
         return found
-
-    def osrt_calls_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
-                               ) -> Table:
-        """``osrt_overlapping`` as a Table."""
-        return Table.from_pandas(self.osrt_overlapping(windows))
-
-    def osrt_calls_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-                         pids: list[int] | None = None) -> Table:
-        """``osrt_named`` as a Table."""
-        return Table.from_pandas(self.osrt_named(pattern, gtids, pids))
 
     @property
     def osrt(self) -> pd.DataFrame:
         """OS runtime calls (start, end, gtid, name), read on first use."""
-        if self.osrt_frame is None:
-            source = self.osrt_source
-            self.osrt_frame = (source.all() if source is not None
-                               else empty_frame(OSRT_COLUMNS))
-        return self.osrt_frame
+        frame = self._frames.get("osrt")
+        if frame is None:
+            frame = self._frames["osrt"] = self.table("osrt").to_pandas()
+        return frame
 
-    def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
-                         ) -> pd.DataFrame:
+    @property
+    def osrt_read(self) -> bool:
+        """Whether the OS runtime calls are held (read, or given)."""
+        return "osrt" in self.tables
+
+    def osrt_calls_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                               ) -> Table:
         """OS runtime calls of each thread (gtid) that overlap one of its windows
         [lo, hi) (arrays of window starts and ends), without reading the others."""
-        if self.osrt_frame is None and self.osrt_source is not None:
+        if not self.osrt_read and self.osrt_source is not None:
             return self.osrt_source.overlapping(windows)
-        frame = self.osrt
-        keep = np.zeros(len(frame), dtype=bool)
-        gtid = frame["gtid"].to_numpy()
-        start, end = frame["start"].to_numpy(), frame["end"].to_numpy()
+        calls = self.table("osrt")
+        keep = np.zeros(len(calls), dtype=bool)
+        gtid, start, end = calls["gtid"], calls["start"], calls["end"]
         for g, (lo, hi) in windows.items():
             on = gtid == g
             for a, b in zip(np.asarray(lo).tolist(), np.asarray(hi).tolist(), strict=True):
                 keep |= on & (end > a) & (start < b)
-        return frame[keep]
+        return calls.rows(keep)
 
-    def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-                   pids: list[int] | None = None) -> pd.DataFrame:
+    def osrt_calls_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+                         pids: list[int] | None = None) -> Table:
         """OS runtime calls whose name matches *pattern* (sorted by start), of the
         threads *gtids* and processes *pids* only if given, without reading the
         others."""
-        if self.osrt_frame is None and self.osrt_source is not None:
+        if not self.osrt_read and self.osrt_source is not None:
             return self.osrt_source.named(pattern, gtids, pids)
-        frame = self.osrt
+        calls = self.table("osrt")
+        keep = calls.labels("name").matching(pattern)
         if gtids is not None:
-            frame = frame[frame["gtid"].isin(gtids)]
+            keep &= np.isin(calls["gtid"], gtids)
         if pids is not None:
-            frame = frame[np.isin(frame["gtid"].to_numpy(np.int64) >> 24 & 0xFFFFFF, pids)]
-        if frame.empty:
-            return frame
-        names = frame["name"].astype(str)
-        hit = names.map({n: bool(pattern.search(n)) for n in pd.unique(names)})
-        return frame[hit.to_numpy(dtype=bool)]
+            keep &= np.isin(calls["gtid"].astype(np.int64) >> 24 & 0xFFFFFF, pids)
+        return calls.rows(keep)
+
+    def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
+                         ) -> pd.DataFrame:
+        """``osrt_calls_overlapping`` as a DataFrame."""
+        return self.osrt_calls_overlapping(windows).to_pandas()
+
+    def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
+                   pids: list[int] | None = None) -> pd.DataFrame:
+        """``osrt_calls_named`` as a DataFrame."""
+        return self.osrt_calls_named(pattern, gtids, pids).to_pandas()
 
     @property
     def has_gpu_activity(self) -> bool:
-        return bool(len(self.kernels) or len(self.memcpys) or len(self.memsets)
-                    or len(self.graphs))
+        return any(len(self.tables[n]) for n in ("kernels", "memcpys", "memsets", "graphs"))
 
     @cached_property
     def op_index(self) -> OpIndex:
         """Kernels, copies, memsets and CUDA graph executions as one sequence of GPU
         ops (see OpIndex)."""
-        return OpIndex((self.kernels, self.memcpys, self.memsets, self.graphs))
+        return OpIndex(tuple(self.tables[n] for n in OP_TABLES))
 
     @cached_property
     def gpu_ops(self) -> pd.DataFrame:
@@ -271,30 +329,36 @@ class Trace:
         cols = ["start", "end", "device", "stream", "pid", "corr", "api_start", "api_end",
                 "gtid"]
         if not self.has_gpu_activity:
-            return pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols}
-                                | {"kind": pd.Series([], dtype=object),
-                                   "name": pd.Series([], dtype=object)})
+            data: dict[str, Any] = {c: np.zeros(0, np.int64) for c in cols}
+            return Table(data | {"kind": Labels(np.zeros(0, np.int8), []),
+                                 "name": Labels(np.zeros(0, np.int32), [])}).to_pandas()
         ops = self.op_index.merged()
         data = {c: ops.column(c) for c in cols}
-        data["kind"] = pd.Categorical.from_codes(
-            ops.source.astype(np.int8), categories=list(OP_KINDS), validate=False)
+        data["kind"] = Labels(ops.source.astype(np.int8), list(OP_KINDS))
         data["name"] = ops.names()
-        return pd.DataFrame(data, copy=False)
+        return Table(data).to_pandas()
 
     def legacy_streams(self) -> set[tuple[int, int]]:
         """(pid, stream) of every legacy default (NULL) stream."""
-        s = self.streams[self.streams["legacy_default"]]
-        return set(zip(s["pid"].tolist(), s["stream"].tolist(), strict=True))
+        s = self.table("streams")
+        on = s["legacy_default"].astype(bool)
+        return set(zip(s["pid"][on].tolist(), s["stream"][on].tolist(), strict=True))
 
-    def device_row(self, device: int) -> pd.Series | None:
-        match = self.devices[self.devices["device"] == device]
-        return None if match.empty else match.iloc[0]
+    def device_row(self, device: int) -> dict[str, Any] | None:
+        """The device's row of ``devices`` (column -> Python value), None if unknown."""
+        d = self.table("devices")
+        at = np.flatnonzero(d["device"] == device) if len(d) else np.zeros(0, np.intp)
+        return next(d.rows(at[:1]).records(), None)
 
     @cached_property
     def thread_names(self) -> dict[int, str]:
         """The first name of each thread (gtid), looked up once."""
-        t = self.threads.drop_duplicates("gtid")
-        return dict(zip(t["gtid"].astype("int64").tolist(), t["name"].tolist(), strict=True))
+        t = self.table("threads")
+        gtid, name = t["gtid"].astype(np.int64), t["name"]
+        names = name.strings() if isinstance(name, Labels) else name
+        _, first = np.unique(gtid, return_index=True)
+        first.sort()
+        return dict(zip(gtid[first].tolist(), names[first].tolist(), strict=True))
 
     def thread_name(self, gtid: int) -> str:
         tid = int(gtid) & 0xFFFFFF
@@ -309,16 +373,19 @@ class Trace:
         return ix.span()
 
 
-def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(np.array([], dtype=t if t != "str" else object))
-                         for c, t in columns.items()})
+Events = Union[Table, "pd.DataFrame"]     # what a Trace is given
 
 
-# The frames a Trace holds, by name (``Trace.table``).
+# The events a Trace holds, by name (``Trace.table``).
 TABLE_NAMES = ("kernels", "memcpys", "memsets", "api", "syncs", "nvtx", "streams", "devices",
                "threads", "graphs", "processes", "event_waits", "osrt")
 OSRT_COLUMNS: dict[str, str] = schema.frame_columns(schema.OSRT)
 GRAPH_COLUMNS: dict[str, str] = schema.frame_columns(schema.GRAPH) | schema.LAUNCH_COLUMNS
+# The events a Trace may be built without (empty then).
+_EMPTY_COLUMNS = {"graphs": GRAPH_COLUMNS, "processes": PROCESS_COLUMNS,
+                  "event_waits": EVENT_WAIT_COLUMNS}
+# The GPU ops' tables, in OpIndex's source order (OP_KINDS).
+OP_TABLES = ("kernels", "memcpys", "memsets", "graphs")
 # What a launch column (api_start, api_end, gtid) of a GPU op holds when no CUDA call
 # matched it, and graph_node for a kernel not launched from a graph: impossible values
 # (times are > 0, ids >= 0), so that the columns stay int64.
@@ -343,7 +410,7 @@ class OpIndex:
     arrays: ``merged`` builds them (for one device) when needed, and the caller lets
     them go, so a report of millions of kernels does not keep a second copy of them."""
 
-    def __init__(self, frames: tuple[pd.DataFrame, ...]) -> None:
+    def __init__(self, frames: tuple[Table, ...]) -> None:
         self.frames = frames
 
     @cached_property
@@ -351,14 +418,14 @@ class OpIndex:
         """Devices with ops, sorted (counted, not sorted, over the ops)."""
         found: set[int] = set()
         for f in self.frames:
-            device = f["device"].to_numpy()
+            device = f["device"]
             if not device.size:
                 continue
             lo, hi = int(device.min()), int(device.max())
             if lo >= 0 and hi < (1 << 20):
                 found.update(np.flatnonzero(np.bincount(device)).tolist())
             else:
-                found.update(pd.unique(device).tolist())
+                found.update(np.unique(device).tolist())
         return sorted(int(d) for d in found)
 
     def span(self, device: int | None = None) -> tuple[int, int]:
@@ -367,9 +434,9 @@ class OpIndex:
         for f in self.frames:
             if not len(f):
                 continue
-            start, end = f["start"].to_numpy(), f["end"].to_numpy()
+            start, end = f["start"], f["end"]
             if device is not None and len(self.devices) > 1:
-                on = f["device"].to_numpy() == device
+                on = f["device"] == device
                 start, end = start[on], end[on]
             if start.size:
                 lo.append(int(start.min()))
@@ -389,11 +456,11 @@ class OpIndex:
         starts, ends, sources, rows = [], [], [], []
         indexes = []
         for k, f in enumerate(self.frames):
-            start = f["start"].to_numpy(dtype=np.int64)
-            end = f["end"].to_numpy(dtype=np.int64)
+            start = f["start"].astype(np.int64, copy=False)
+            end = f["end"].astype(np.int64, copy=False)
             row: np.ndarray | None = None
             if device is not None and len(self.devices) > 1:
-                row = np.flatnonzero(f["device"].to_numpy() == device)
+                row = np.flatnonzero(f["device"] == device)
                 start, end = start[row], end[row]
             if not start.size:
                 continue
@@ -473,7 +540,7 @@ class OpOrder:
     given positions (``take``), so a device of millions of kernels is walked slice by
     slice without a second copy of it."""
 
-    def __init__(self, frames: tuple[pd.DataFrame, ...], big: int, big_index: type,
+    def __init__(self, frames: tuple[Table, ...], big: int, big_index: type,
                  big_row: np.ndarray | None, big_start: np.ndarray, big_end: np.ndarray,
                  small: _SmallOps) -> None:
         self.frames = frames
@@ -558,7 +625,7 @@ class MergedOps:
     2 memset, 3 graph) and ``row`` (its position in that frame) lead back to the full
     rows."""
 
-    frames: tuple[pd.DataFrame, ...]
+    frames: tuple[Table, ...]
     start: np.ndarray
     end: np.ndarray
     source: np.ndarray
@@ -570,7 +637,7 @@ class MergedOps:
     def column(self, name: str, at: np.ndarray | None = None) -> np.ndarray:
         """Column *name* of the frames, in op order (or at op positions *at* only)."""
         # A kind without the column (graph executions have no bytes) reads as NaN.
-        parts = [f[name].to_numpy() if name in f else None for f in self.frames]
+        parts = [f[name] if name in f else None for f in self.frames]
         src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])
         dtype = np.result_type(*[p for p in parts if p is not None])
         if any(p is None and (src == k).any() for k, p in enumerate(parts)):
@@ -582,32 +649,26 @@ class MergedOps:
                 out[sel] = np.nan if part is None else part[row[sel]]
         return out
 
-    def names(self, at: np.ndarray | None = None) -> pd.Categorical:
+    def names(self, at: np.ndarray | None = None) -> Labels:
         """Kernel names, copy kinds ('Host-to-Device'...), 'memset' and 'CUDA graph N',
-        as op names."""
+        as op names (categories sorted)."""
         kernels, memcpys, memsets, *rest = self.frames
-        values = [_as_categorical(kernels["name"]), _as_categorical(memcpys["kind"]),
-                  pd.Categorical(["memset"] * len(memsets))]
+        values = [kernels.labels("name"), memcpys.labels("kind"),
+                  Labels(np.zeros(len(memsets), np.int32), ["memset"] if len(memsets) else [])]
         if rest:
-            ids, codes = np.unique(rest[0]["graph_id"].to_numpy(), return_inverse=True)
-            values.append(pd.Categorical.from_codes(
-                codes.reshape(-1), [graph_label(g) for g in ids.tolist()], validate=False))
-        cats = sorted(set().union(*(set(v.categories) for v in values)))
+            ids, codes = np.unique(rest[0]["graph_id"], return_inverse=True)
+            values.append(Labels(codes.reshape(-1).astype(np.int32),
+                                 [graph_label(g) for g in ids.tolist()]))
+        cats = sorted(set().union(*(set(v.categories.tolist()) for v in values)))
         index = {c: i for i, c in enumerate(cats)}
         src, row = (self.source, self.row) if at is None else (self.source[at], self.row[at])
         codes = np.full(src.size, -1, dtype=np.int32)
         for k, v in enumerate(values):
             sel = src == k
             if sel.any():
-                lut = np.array([index[c] for c in v.categories] + [-1], dtype=np.int32)
-                codes[sel] = lut[np.asarray(v.codes)[row[sel]]]
-        return pd.Categorical.from_codes(codes, categories=cats, validate=False)
-
-
-def _as_categorical(values: pd.Series) -> pd.Categorical:
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        return values.array
-    return pd.Categorical(values.astype(object))
+                lut = np.array([index[c] for c in v.categories.tolist()] + [-1], dtype=np.int32)
+                codes[sel] = lut[v.codes[row[sel]]]
+        return Labels(codes, cats)
 
 
 _Index = TypeVar("_Index", bound="Derived")
