@@ -5,7 +5,6 @@ join of copies to their calls."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from functools import cache, cached_property
 from pathlib import Path
@@ -30,8 +29,8 @@ def capture(name: str) -> Trace:
 
 
 def declared(cls: type) -> set[str]:
-    """What a Trace may hold: its fields and its own cached properties."""
-    return ({f.name for f in dataclasses.fields(cls)}
+    """What a Trace may hold: its declared attributes and its own cached properties."""
+    return (set(cls.__annotations__)
             | {k for k, v in vars(cls).items() if isinstance(v, cached_property)})
 
 
@@ -67,12 +66,12 @@ def test_no_layer_above_report_sets_anything_on_a_trace(monkeypatch):
 
 
 def test_a_copy_of_a_trace_starts_without_derived_state():
-    """dataclasses.replace (tests replace a frame so) gives a trace whose indexes are
+    """Trace.replace (tests replace a frame so) gives a trace whose indexes are
     its own: nothing derived from the original's frames carries over."""
     trace = capture("eval-pageable")
     before = len(user_ranges(trace))
     assert NvtxIndex in trace.derived
-    copy = dataclasses.replace(trace, nvtx=trace.nvtx.iloc[:3])
+    copy = trace.replace(nvtx=trace.nvtx.iloc[:3])
     assert copy.derived == {}
     assert len(user_ranges(copy)) <= 3 < before
     assert NvtxIndex.of(copy) is not NvtxIndex.of(trace)
@@ -88,7 +87,7 @@ def test_copy_categories_reuse_the_loaders_join(monkeypatch):
                         api["corr"].to_numpy())
     assert trace.memcpy_calls is not None and (trace.memcpy_calls >= 0).any()
     assert np.array_equal(trace.memcpy_calls, joined)
-    unjoined = dataclasses.replace(trace, memcpy_calls=None)
+    unjoined = trace.replace(memcpy_calls=None)
     want = host.api_categories(unjoined)
 
     def no_second_join(*args):

@@ -11,7 +11,6 @@ give a screenshot.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import os
 import re
@@ -219,8 +218,7 @@ def tiled(trace, copies: int):
             parts.append(part)
         return pd.concat(parts, ignore_index=True)
 
-    return dataclasses.replace(
-        trace, kernels=tile(trace.kernels, ["start", "end", "api_start", "api_end"]),
+    return trace.replace(kernels=tile(trace.kernels, ["start", "end", "api_start", "api_end"]),
         api=tile(trace.api, ["start", "end"]))
 
 
@@ -427,7 +425,7 @@ def test_names_cannot_break_out_of_the_page(browser, tmp_path):
     evil = "</script><script>window.__pwned = 1</script><!--"
     kernels = trace.kernels.copy()
     kernels["name"] = kernels["name"].astype(str).where(kernels["name"] != "bump", evil)
-    trace = dataclasses.replace(trace, kernels=kernels)
+    trace = trace.replace(kernels=kernels)
     page = tmp_path / "evil.html"
     write_html(analyze_report("default-stream-bad"), trace, page)
     state = browser.open(page)
@@ -925,7 +923,7 @@ def test_range_menu_offers_the_ranges(looks, tmp_path):
     from gpugap.analysis import analyze
 
     trace = load_report("h2d-copy-bad")
-    trace = dataclasses.replace(trace, nvtx=trace.nvtx.iloc[:0])
+    trace = trace.replace(nvtx=trace.nvtx.iloc[:0])
     write_html(analyze(trace), trace, tmp_path / "bare.html")
     assert 'id="range-select"' not in (tmp_path / "bare.html").read_text()
 

@@ -8,7 +8,6 @@ use hand-built NVTX frames put on a real trace (said where they do).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections import Counter
@@ -154,7 +153,8 @@ def test_parents_equal_plain_containment_on_random_stacks():
     frame = pd.DataFrame(rows).sort_values(["gtid", "domain", "start", "end"],
                                            ascending=[True, True, True, False],
                                            ignore_index=True)
-    frame["depth"] = nesting_depth(frame)
+    frame["depth"] = nesting_depth(frame["start"].to_numpy(), frame["end"].to_numpy(),
+                                   frame["gtid"].to_numpy(), pd.factorize(frame["domain"])[0])
     frame = frame.sample(frac=1, random_state=3).reset_index(drop=True)   # any order
     parent = nvtx_ranges.parents(frame)
     paths = []
@@ -212,12 +212,12 @@ def test_the_domain_decides_not_a_qualified_name(trace_of):
     nv = trace.nvtx.copy()
     gemms = (nv["name"] == "gemms").to_numpy()
     nv.loc[gemms, "name"] = "MyModel::forward"
-    mine = analyze(dataclasses.replace(trace, nvtx=nv))
+    mine = analyze(trace.replace(nvtx=nv))
     assert (("measured", "iter", "MyModel::forward"), 8) in table(mine)
     nv.loc[gemms, "name"] = "cub::DeviceReduce::Sum"
     nv["domain"] = nv["domain"].astype(object)
     nv.loc[gemms, "domain"] = "cccl"                    # any case
-    lib_trace = dataclasses.replace(trace, nvtx=nv)
+    lib_trace = trace.replace(nvtx=nv)
     lib = analyze(lib_trace)
     assert all("Sum" not in r.name for r in lib.ranges)
     assert (("measured", "iter", "h2d copy"), 8) in table(lib)
@@ -344,7 +344,7 @@ def test_rows_are_capped_largest_first_with_their_parents(trace_of):
     names = [f"blk{i:04d}/fwd" for i in range(300)]
     nv = hand_built(trace, names, depth1=True)
     # Make a few ranges long: they must be the ones listed.
-    t = dataclasses.replace(trace, nvtx=nv)
+    t = trace.replace(nvtx=nv)
     got = nvtx_ranges.reported_ranges(t)
     assert len(got.rows) == nvtx_ranges.TABLE_MAX_ROWS
     assert got.omitted == 301 - nvtx_ranges.TABLE_MAX_ROWS
@@ -365,25 +365,25 @@ def test_finding_labels_leave_out_levels_of_one_off_names(trace_of):
     times = trace.kernels["start"].to_numpy()
     many = nvtx_labels.MAX_LABEL_NAMES + 10
     # Distinct names under 'run': findings are placed in 'run'.
-    t = dataclasses.replace(trace, nvtx=hand_built(
+    t = trace.replace(nvtx=hand_built(
         trace, [f"blk{i:04d}/fwd" for i in range(many)], depth1=True))
     codes, labels = nvtx_labels.folded_label_codes(t, times)
     assert set(labels[codes].tolist()) <= {"run", ""}
     raw = set(nvtx_labels.range_labels(t, times).tolist())
     assert len([s for s in raw if s.startswith("run > blk")]) > 50    # raw labels keep them
     # Distinct names at the top: one placeholder.
-    t = dataclasses.replace(trace, nvtx=hand_built(
+    t = trace.replace(nvtx=hand_built(
         trace, [f"blk{i:04d}/fwd" for i in range(many)], depth1=False))
     codes, labels = nvtx_labels.folded_label_codes(t, times)
     assert set(labels[codes].tolist()) <= {nvtx_labels.MANY_RANGES, ""}
     # Numbered names fold first, so a loop of many steps is one level like any other.
-    t = dataclasses.replace(trace, nvtx=hand_built(
+    t = trace.replace(nvtx=hand_built(
         trace, [f"step {i}" for i in range(many)], depth1=True))
     codes, labels = nvtx_labels.folded_label_codes(t, times)
     assert set(labels[codes].tolist()) <= {"run > step N", "run", ""}
     assert "run > step N" in set(labels[codes].tolist())
     # Findings on the distinct-name trace stay few.
-    findings = analyze(dataclasses.replace(trace, nvtx=hand_built(
+    findings = analyze(trace.replace(nvtx=hand_built(
         trace, [f"blk{i:04d}/fwd" for i in range(many)], depth1=True))).findings
     assert len(findings) <= 2 * len(analyze(trace).findings) + 5
 

@@ -24,7 +24,7 @@ from gpugap.report import schema as S
 from gpugap.report.builder import TraceBuilder
 from gpugap.report.columns import table_read
 from gpugap.report.database import Database
-from gpugap.report.loader import empty_frame
+from gpugap.report.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "tests" / "data" / "captures"
@@ -87,7 +87,7 @@ def test_every_declared_gpu_column_reaches_every_consumer(table, capture, frame_
     # In the frame of a real capture (and of an empty one) with its dtype, within bounds.
     frame = getattr(load_report(capture), frame_name)
     assert len(frame)
-    empty = empty_frame(S.frame_columns(table))
+    empty = Table.empty_of(S.frame_columns(table))
     for c in declared:
         if not c.frame:
             assert c.name not in frame

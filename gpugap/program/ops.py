@@ -72,7 +72,7 @@ class DeviceOps:
         lacks it, when the column is float anywhere. A launch column (api_start, api_end,
         gtid: -1 in the frames where no call matched) comes as float64 with NaN there,
         so that the arithmetic on launches carries the unknown along."""
-        parts = [f[name].to_numpy() if name in f else None for f in self.frames]
+        parts = [f[name] if name in f else None for f in self.frames]
         dtype = np.result_type(*[p for p in parts if p is not None])
         launch = name in LAUNCH_COLUMNS
         out = np.zeros(source.size, dtype=np.float64 if dtype.kind == "f" or launch
@@ -227,9 +227,9 @@ class DeviceOps:
         out = []
         for s, r in zip(ops.source.tolist(), ops.row.tolist(), strict=True):
             frame = self.frames[s]
-            out.append(str(frame["name"].iloc[r]) if s == 0 else
-                       str(frame["kind"].iloc[r]) if s == 1 else "memset" if s == 2
-                       else graph_label(frame["graph_id"].iloc[r]))
+            out.append(str(frame.labels("name")[r]) if s == 0 else
+                       str(frame.labels("kind")[r]) if s == 1 else "memset" if s == 2
+                       else graph_label(frame["graph_id"][r]))
         return out
 
 
@@ -246,7 +246,7 @@ class OpRows(NamedTuple):
 def device_pids(order: OpOrder, device: int) -> np.ndarray:
     """The processes that launched the ops of *device* (distinct, int64)."""
     return np.unique(np.concatenate(
-        [f["pid"].to_numpy()[f["device"].to_numpy() == device] for f in order.frames
+        [f["pid"][f["device"] == device] for f in order.frames
          if len(f)] or [np.zeros(0, np.int64)]).astype(np.int64))
 
 

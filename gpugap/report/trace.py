@@ -194,6 +194,14 @@ class Trace:
     other memcpys). ``derived``: the derived indexes of the layers above (see Derived),
     one per kind, built on first use; a copy (``replace``) starts with none."""
 
+    # What a Trace holds (set in __init__ only): these and its cached properties.
+    info: ReportInfo
+    tables: dict[str, Table]
+    _frames: dict[str, pd.DataFrame]
+    osrt_source: OsrtSource | None
+    memcpy_calls: np.ndarray | None
+    derived: dict[type, Derived]
+
     kernels = _Events()
     memcpys = _Events()
     memsets = _Events()
@@ -214,8 +222,8 @@ class Trace:
                  osrt: Events | None = None, osrt_source: OsrtSource | None = None,
                  memcpy_calls: np.ndarray | None = None) -> None:
         self.info = info
-        self.tables: dict[str, Table] = {}
-        self._frames: dict[str, pd.DataFrame] = {}
+        self.tables = {}
+        self._frames = {}
         given = {"kernels": kernels, "memcpys": memcpys, "memsets": memsets, "api": api,
                  "syncs": syncs, "nvtx": nvtx, "streams": streams, "devices": devices,
                  "threads": threads, "graphs": graphs, "processes": processes,
@@ -227,7 +235,7 @@ class Trace:
                 self.tables[name] = Table.empty_of(_EMPTY_COLUMNS[name])
         self.osrt_source = osrt_source
         self.memcpy_calls = memcpy_calls
-        self.derived: dict[type, Derived] = {}
+        self.derived = {}
 
     def _set_table(self, name: str, events: Events) -> None:
         self.tables[name] = events if isinstance(events, Table) else Table.from_pandas(events)

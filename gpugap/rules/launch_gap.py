@@ -473,13 +473,13 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
                                 "demangled": (demangled_name(frame, row) if source == 0
                                               else None),
                                 "kind": SOURCES[source],
-                                "stream": int(frame["stream"].iloc[row]),
-                                "correlation_id": int(frame["corr"].iloc[row]),
+                                "stream": int(frame["stream"][row]),
+                                "correlation_id": int(frame["corr"][row]),
                                 "launched_ns": None if np.isnan(launched) else int(launched)}
             if f.cause == "queued-wait" and known:
                 item["stream_dependencies"] = next(deps)
             examples.append(item)
-            marks += _marks(f, item, None if nxt < 0 else (int(frame["pid"].iloc[row]),
+            marks += _marks(f, item, None if nxt < 0 else (int(frame["pid"][row]),
                                                            int(op.start[0])))
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
         f.marks = marks
