@@ -7,14 +7,14 @@ from the accounting) -> the verdict (the one thing to say first) -> the renderer
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap import __version__, forkjoin
 from gpugap import intervals as tl
@@ -22,16 +22,18 @@ from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, Settings, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.metrics import Metrics
-from gpugap.analysis.frames import Frames
-from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
 from gpugap.jsonout import Record, Shown
 from gpugap.memory import give_back
 from gpugap.program import Program, understand
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
 from gpugap.rules.settle import settle
+
+if TYPE_CHECKING:
+    from gpugap.analysis.frames import Frames
 
 
 @dataclass
@@ -117,8 +119,10 @@ class Analysis(Shown, Record):
 
     def frames(self) -> Frames:
         """Findings, the range table, phases, the time accounting and iterations as tidy
-        DataFrames (gpugap.analysis.frames)."""
-        return frames_of(self)
+        DataFrames (gpugap.analysis.frames, which imports pandas)."""
+        from gpugap.analysis.frames import frames
+
+        return frames(self)
 
     def findings_of(self, rule: str, cause: str | None = None) -> list[Finding]:
         return [f for f in self.findings
@@ -145,28 +149,31 @@ class Analysis(Shown, Record):
 
 
 def _gpu_summary(trace: Trace) -> dict[str, Any]:
-    devices = trace.devices
+    devices = trace.table("devices")
     if devices.empty:
         return {"name": None, "count": 0}
     active = set(metrics.active_devices(trace))
-    row = next((r for _, r in devices.iterrows() if int(r["device"]) in active),
-               devices.iloc[0])
+    rows = list(devices.records())
+    row = next((r for r in rows if int(r["device"]) in active), rows[0])
+    memory = row["memory_bytes"]
     return {"name": row["name"], "count": int(len(devices)), "device": int(row["device"]),
             "sm_count": int(row["sm_count"]), "compute_capability": row["compute_capability"],
-            "memory_bytes": None if pd.isna(row["memory_bytes"]) else int(row["memory_bytes"]),
+            "memory_bytes": None if memory is None or memory != memory else int(memory),
             "max_threads_per_sm": int(row["max_threads_per_sm"]),
             "max_blocks_per_sm": int(row["max_blocks_per_sm"])}
 
 
+_LAUNCH_OR_COPY = re.compile("Launch|Memcpy|Memset")
+
+
 def no_cuda_reason(trace: Trace) -> str:
     """Why a valid report has no GPU activity, and what to do."""
-    api = trace.api
+    api = trace.table("api")
     path, version = trace.info.path, trace.info.nsys_version or "unknown"
     if trace.info.cuda_traced is False or (trace.info.cuda_traced is None and api.empty):
         return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
                 "profile with nsys profile -t cuda,nvtx,osrt ...")
-    launches = int(api["name"].astype(str).str.contains("Launch|Memcpy|Memset").sum()) \
-        if len(api) else 0
+    launches = int(api.labels("name").matching(_LAUNCH_OR_COPY).sum()) if len(api) else 0
     if launches:
         return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
                 f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "
@@ -195,7 +202,7 @@ def processes_for(trace: Trace, processes: int | None = None) -> int | None:
     one below."""
     if processes is not None:
         return processes
-    ops = len(trace.kernels) + len(trace.memcpys) + len(trace.memsets) + len(trace.graphs)
+    ops = sum(len(trace.table(n)) for n in ("kernels", "memcpys", "memsets", "graphs"))
     return None if ops >= FORK_MIN_OPS else 1
 
 
@@ -300,7 +307,7 @@ class Analyzer:
                                    "metrics": per_device.to_dict()})
         return result
 
-    def _range_rows(self, instances: pd.DataFrame | None) -> tuple[list[RangeMetrics], int]:
+    def _range_rows(self, instances: Table | None) -> tuple[list[RangeMetrics], int]:
         """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of
         nested ranges; within --range, the instances that begin inside it. Returns (its
         rows, how many ranges it omitted)."""

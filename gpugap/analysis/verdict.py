@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID, UNKNOWN, WORK_IDS
 from gpugap.jsonout import Record
+from gpugap.report.table import descending, unique_in_order
 from gpugap.report.trace import Trace
 from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding, Rule
 from gpugap.rules.evidence import host_calls
@@ -127,9 +127,9 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
     # The threads that launched the work that ran in the window (its ops, by GPU time).
     ops = np.arange(*work.searchsorted([lo, hi]).tolist())
     gtid = work.gather("gtid", ops)
-    threads = pd.unique(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
+    threads = unique_in_order(gtid[~np.isnan(gtid)]).astype(np.int64).tolist() \
         or [dev.gaps.main_gtid]
-    api = trace.api
+    api = trace.table("api")
     category = None if call_category is None else host.CATEGORIES.index(call_category)
     if category is not None and len(api):
         # The threads' calls that overlap the window (searched, not a mask of every call).
@@ -138,14 +138,17 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
         found = np.sort(np.concatenate(
             [calls.rows(calls.overlapping(g, lo, hi)) for g in threads]
             or [np.zeros(0, np.int64)]))
-        rows = api.iloc[found[index.api_categories[found] == category]]
+        rows = api.rows(found[index.api_categories[found] == category])
         if len(rows):
             inside = (np.minimum(rows["end"], hi) - np.maximum(rows["start"], lo))
-            table = (pd.DataFrame({"name": rows["name"].astype(str), "ns": inside})
-                     .groupby("name").agg(count=("ns", "size"), ns=("ns", "sum"))
-                     .sort_values("ns", ascending=False).head(5))
-            return [{"name": n, "count": int(r["count"]), "ns": int(r["ns"])}
-                    for n, r in table.iterrows()]
+            # Per name (names in order), the largest total time first: the five longest.
+            names, per_call = np.unique(rows.labels("name").strings().astype(str),
+                                        return_inverse=True)
+            count = np.bincount(per_call, minlength=names.size)
+            ns = np.zeros(names.size, dtype=np.int64)
+            np.add.at(ns, per_call, inside.astype(np.int64))
+            return [{"name": str(names[i]), "count": int(count[i]), "ns": int(ns[i])}
+                    for i in descending(ns)[:5].tolist()]
     calls = host_calls(trace, [(int(g), lo, hi) for g in threads])
     merged: dict[tuple[str, str], dict] = {}
     for rows in calls:

@@ -32,7 +32,7 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
-from gpugap.report.table import Labels, SparseInts, Table, factorize, inner_join
+from gpugap.report.table import Labels, SparseInts, Table, descending, factorize, inner_join
 from gpugap.report.trace import (
     EVENT_WAIT_COLUMNS,
     NO_CALL,
@@ -544,7 +544,7 @@ class Loader:
         frame["legacy_default"] = legacy
         # Legacy default streams first (a stream described both ways is one), the first
         # row of each (pid, stream) kept.
-        order = _descending_bools(legacy)
+        order = descending(legacy)
         key = np.stack([frame["pid"][order], frame["stream"][order]])
         _, first = np.unique(key, axis=1, return_index=True)
         keep = order[np.sort(first)]
@@ -957,13 +957,6 @@ def _ids(values: np.ndarray, fill: int = -1) -> np.ndarray:
 def _present(values: np.ndarray) -> np.ndarray:
     """Boolean per value: not NULL (None, NaN)."""
     return np.array([v is not None and v == v for v in values.tolist()], dtype=bool)
-
-
-def _descending_bools(values: np.ndarray) -> np.ndarray:
-    """The order pandas' ``sort_values(ascending=False)`` gives a bool column (its
-    nargsort: a quicksort of the reversed values, reversed), ties included."""
-    backwards = np.arange(values.size)[::-1]
-    return backwards[values[::-1].argsort(kind="quicksort")][::-1]
 
 
 def load_database(db: Database, shown_path: str) -> Trace:

@@ -269,6 +269,14 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse.reshape(-1)], uniq[order]
 
 
+def descending(values: np.ndarray) -> np.ndarray:
+    """The order that sorts *values* (numbers or bools, no NaN) largest first, as pandas'
+    ``sort_values(ascending=False)`` gives it, ties included (its nargsort: a quicksort
+    of the reversed values, reversed)."""
+    backwards = np.arange(values.size)[::-1]
+    return backwards[values[::-1].argsort(kind="quicksort")][::-1]
+
+
 def unique_in_order(values: np.ndarray) -> np.ndarray:
     """The distinct values in order of first appearance (``pd.unique``)."""
     return factorize(values)[1]
