@@ -1,11 +1,12 @@
 """Loading a report: .nsys-rep -> (nsys export, cached: cache) -> .sqlite (database,
-validated: validate; read by columns, reader, prefetch) -> typed frames (loader, trace).
+validated: validate; read by columns, reader, prefetch) -> typed Tables (loader, table,
+trace).
 
     from gpugap.report import load
     trace = load("run.nsys-rep")
 
-The names below are imported on first use (PEP 562): the loader needs pandas, and
-reading a report's big tables starts before pandas is imported (prefetch).
+The names below are imported on first use (PEP 562): reading a report's big tables
+starts before the loader and the analysis are imported (prefetch).
 """
 
 from __future__ import annotations
