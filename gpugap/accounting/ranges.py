@@ -144,13 +144,13 @@ def folded_names(names: np.ndarray) -> np.ndarray:
     at least two numbered names share its stem ('step 7', 'step 8'): the instances of a
     loop, shown as one row (the stem and numbering of gpugap.accounting.phases, which
     names iterations the same way). A lone 'epoch 1' stays as it is."""
-    texts = [n if isinstance(n, str) else str(n) for n in np.asarray(names).tolist()]
+    texts = [str(n) for n in np.asarray(names).tolist()]
     out = np.array(texts, dtype=object)
     # Only a name with a digit last (or before a final newline) can be numbered: the
     # regex runs on those only.
     maybe = [i for i, n in enumerate(texts) if n[-1:].isdecimal() or n[-2:-1].isdecimal()]
-    numbered = [(i, stem) for i, stem in zip(maybe, map(base_name, (texts[i] for i in maybe)),
-                                             strict=True) if stem != texts[i]]
+    stems = [(i, base_name(texts[i])) for i in maybe]
+    numbered = [(i, stem) for i, stem in stems if stem != texts[i]]
     names_per_stem = Counter(stem for _, stem in numbered)
     shared = [(i, stem) for i, stem in numbered if names_per_stem[stem] >= 2]
     if shared:
