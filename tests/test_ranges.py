@@ -25,6 +25,7 @@ from gpugap.cli import main
 from gpugap.program import nvtx as program_nvtx
 from gpugap.program import understand
 from gpugap.report import load
+from gpugap.report.table import Table
 from tests.conftest import load_report, report_path
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
@@ -156,7 +157,7 @@ def test_parents_equal_plain_containment_on_random_stacks():
     frame["depth"] = nesting_depth(frame["start"].to_numpy(), frame["end"].to_numpy(),
                                    frame["gtid"].to_numpy(), pd.factorize(frame["domain"])[0])
     frame = frame.sample(frac=1, random_state=3).reset_index(drop=True)   # any order
-    parent = nvtx_ranges.parents(frame)
+    parent = nvtx_ranges.parents(Table.from_pandas(frame))
     paths = []
     for i in range(len(frame)):
         chain = [i]

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpugap import forkjoin
 from gpugap import intervals as tl
@@ -41,7 +41,11 @@ from gpugap.accounting.phases import Phases
 from gpugap.accounting.policy import Settings, compile_windows
 from gpugap.accounting.work import DeviceWork
 from gpugap.memory import give_back
+from gpugap.report.table import factorize
 from gpugap.report.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHUNK_GAPS = 1 << 15      # gaps handled at a time (a module setting: tests make it small)
 _BUSY = [CODE[b] for b in BUSY_IDS]
@@ -63,7 +67,8 @@ class DeviceAccount:
     # Gaps at least this long are host work, shorter ones launch overhead
     # (policy.host_work_gap_ns).
     host_work_gap_ns: float
-    _steady_totals: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    # partition.totals of the steady iterations (steady_iteration_totals), computed once.
+    _steady_totals: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def decode(self, k0: int, k1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts, ends, codes) of the pieces of blocks [k0, k1), in time order."""
@@ -96,13 +101,19 @@ class DeviceAccount:
     def totals(self, lo, hi) -> pd.DataFrame:
         """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
         column per bucket (rows add up to the window's overlap with the device's)."""
-        return pd.DataFrame(self.partition.totals(lo, hi), columns=list(IDS))
+        return _bucket_frame(self.partition.totals(lo, hi))
 
     def steady_iteration_totals(self) -> pd.DataFrame:
-        """totals() of each steady iteration (computed once: summaries and rules ask)."""
+        """totals() of each steady iteration (the sums computed once: summaries and
+        rules ask)."""
+        return _bucket_frame(self._steady_iteration_sums())
+
+    def _steady_iteration_sums(self) -> np.ndarray:
+        """partition.totals of each steady iteration: a row per iteration, a column per
+        bucket (IDS)."""
         if self._steady_totals is None:
             lo, hi = self.phases.iteration_windows(self.phases.steady_iterations)
-            self._steady_totals = self.totals(lo, hi)
+            self._steady_totals = self.partition.totals(lo, hi)
         return self._steady_totals
 
     def totals_in(self, windows: tl.Intervals | None = None) -> dict[str, int]:
@@ -147,10 +158,11 @@ class DeviceAccount:
         its = ph.steady_iterations
         if len(its):
             ilo, ihi = ph.iteration_windows(its)
-            table = self.steady_iteration_totals()
+            table = self._steady_iteration_sums()
             for b, item in steady["buckets"].items():
-                item["per_iteration_median_ns"] = int(np.median(table[b]))
-                item["per_iteration_p90_ns"] = int(np.percentile(table[b], 90))
+                column = table[:, IDS.index(b)]
+                item["per_iteration_median_ns"] = int(np.median(column))
+                item["per_iteration_p90_ns"] = int(np.percentile(column, 90))
             dur = ihi - ilo
             steady["iterations"] = int(its.stop - its.start)
             steady["iteration_median_ns"] = int(np.median(dur))
@@ -288,10 +300,10 @@ def _scan(work: DeviceWork, window: tuple[int, int]
     for o0, o1 in work.slices():
         ops = work.slice(o0, o1)
         gtid = work.threads_of(ops.source, ops.row)
-        codes, seen = pd.factorize(gtid[gtid >= 0])     # in order of first appearance
-        for g, count in zip(seen.tolist(), np.bincount(codes).tolist(), strict=True):
+        seen, counts = _count_in_order(gtid[gtid >= 0])
+        for g, count in zip(seen.tolist(), counts.tolist(), strict=True):
             threads[g] = threads.get(g, 0) + count
-        del gtid, codes
+        del gtid
         h2d.append(o0 + np.flatnonzero(np.isin(ops.bucket, policy.H2D)))
         lasting = ops.end > ops.start               # ops of no length leave no mark
         s, e = ops.start[lasting], ops.end[lasting]
@@ -310,6 +322,26 @@ def _scan(work: DeviceWork, window: tuple[int, int]
     main = max(threads, key=lambda g: threads[g]) if threads else -1   # first of the most
     return (starts[:n_gaps], ends[:n_gaps], main,
             np.concatenate(h2d) if h2d else np.zeros(0, dtype=np.int64))
+
+
+def _count_in_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values in order of first appearance (as pd.factorize orders them)
+    and how many times each occurs. Factorized over the runs of equal values (a thread
+    launches its ops in long runs), so the sort is of runs, not of every op."""
+    if not values.size:
+        return values, np.zeros(0, dtype=np.int64)
+    run = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    codes, seen = factorize(values[run])
+    lengths = np.diff(np.r_[run, values.size])
+    return seen, np.bincount(codes, weights=lengths).astype(np.int64)
+
+
+def _bucket_frame(sums: np.ndarray) -> pd.DataFrame:
+    """Sums per window and bucket as a DataFrame, a column per bucket: what totals()
+    returns to the rules and frames that still read pandas (imported here, for them)."""
+    import pandas as pd
+
+    return pd.DataFrame(sums, columns=list(IDS))
 
 
 def _add_gaps(starts: np.ndarray, ends: np.ndarray, count: int, s: np.ndarray,

@@ -23,14 +23,16 @@ import re
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.memory import isin
 from gpugap.report.loader import match_rows
+from gpugap.report.table import Labels, Table
 from gpugap.report.trace import Trace
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from gpugap.program import Program
 
 CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
@@ -53,14 +55,18 @@ ASYNC = re.compile(r"Async")
 
 
 def name_mask(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Boolean per row: does its name match? Evaluated once per distinct name when the
-    column is categorical (API and kernel names are), so millions of rows cost little."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        hit = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
-        # code -1 (NaN) reads the trailing False; the codes read in place (.cat.codes
-        # copies them: 24 MB at 24M calls)
-        return hit[names.array.codes]
-    return names.astype(str).str.contains(pattern).to_numpy()
+    """Boolean per row of a Series of names: does its name match? For the rules that
+    still read pandas frames; the accounting reads ``matching`` of a Table's column."""
+    return matching(Table.from_pandas(names.to_frame("name"))["name"], pattern)
+
+
+def matching(names: Labels | np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+    """Boolean per row of a column of names: does its name match (``search``)? Labels
+    (API and kernel names) are tested once per distinct name, so millions of rows cost
+    little; plain strings (NVTX names) row by row, each as ``str`` (None: 'None')."""
+    if isinstance(names, Labels):
+        return names.matching(pattern)
+    return np.array([bool(pattern.search(str(n))) for n in names.tolist()], dtype=bool)
 
 
 def _name_category(name: str) -> int:
@@ -75,14 +81,14 @@ def _name_category(name: str) -> int:
     return LAUNCH
 
 
-def copy_categories(kind: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                    is_async: np.ndarray) -> np.ndarray:
+def copy_categories(kind: Labels, src: Labels, dst: Labels, is_async: np.ndarray
+                    ) -> np.ndarray:
     """The category of copy calls from what they copied (labels as the loader gives them)."""
-    h2d = kind == "Host-to-Device"
-    d2h = kind == "Device-to-Host"
-    out = np.full(kind.size, LAUNCH, dtype=np.int8)
-    out[h2d & ((src == "Pageable") | ~is_async)] = BLOCKING
-    out[d2h & ((dst == "Pageable") | ~is_async)] = SYNC
+    h2d = kind.isin(["Host-to-Device"])
+    d2h = kind.isin(["Device-to-Host"])
+    out = np.full(len(kind), LAUNCH, dtype=np.int8)
+    out[h2d & (src.isin(["Pageable"]) | ~is_async)] = BLOCKING
+    out[d2h & (dst.isin(["Pageable"]) | ~is_async)] = SYNC
     out[~h2d & ~d2h & ~is_async] = SYNC
     return out
 
@@ -92,27 +98,25 @@ def api_categories(trace: Trace) -> np.ndarray:
     index keeps it, gpugap.accounting.index.AccountingIndex.api_categories). A copy
     takes the category of what it copied: the loader's join of copies to their calls
     (Trace.memcpy_calls) says which call made each."""
-    api = trace.api
-    names = api["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    lut = np.array([_name_category(str(c)) for c in names.cat.categories] + [LAUNCH],
+    api = trace.table("api")
+    if not len(api):
+        return np.zeros(0, dtype=np.int8)
+    names = api.labels("name")
+    # code -1 (no name) reads the trailing LAUNCH
+    lut = np.array([_name_category(c) for c in names.categories.tolist()] + [LAUNCH],
                    dtype=np.int8)
-    out = lut[names.cat.codes.to_numpy()]
-    m = trace.memcpys
-    if len(m) and len(api):
+    out = lut[names.codes]
+    m = trace.table("memcpys")
+    if len(m):
         rows = trace.memcpy_calls
         if rows is None or rows.size != len(m):   # not from the loader: join them here
-            rows = match_rows(m["pid"].to_numpy(), m["corr"].to_numpy(),
-                              api["pid"].to_numpy(), api["corr"].to_numpy())
-        hit = rows >= 0
-        if hit.any():
-            api_name = m["api_name"].astype(str).to_numpy()[hit]
-            is_async = np.array([bool(ASYNC.search(n)) for n in api_name], dtype=bool)
-            cats = copy_categories(m["kind"].astype(str).to_numpy()[hit],
-                                   m["src_kind"].astype(str).to_numpy()[hit],
-                                   m["dst_kind"].astype(str).to_numpy()[hit], is_async)
-            out = out.copy()
+            rows = match_rows(m["pid"], m["corr"], api["pid"], api["corr"])
+        hit = np.flatnonzero(rows >= 0)
+        if hit.size:
+            copies = m.rows(hit)
+            cats = copy_categories(copies.labels("kind"), copies.labels("src_kind"),
+                                   copies.labels("dst_kind"),
+                                   copies.labels("api_name").matching(ASYNC))
             out[rows[hit]] = cats
     return out
 
@@ -182,15 +186,13 @@ LIBRARY_INIT = re.compile(r"Create|Init", re.IGNORECASE)
 def library_inits(trace: Trace, gtid: int) -> tuple[np.ndarray, np.ndarray]:
     """A thread's library handle creations (nsys's own library ranges, e.g. cuBLAS's
     cublasCreate_v2): (starts, ends)."""
-    nv = trace.nvtx
+    nv = trace.table("nvtx")
     if nv.empty:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    mine = nv["library"].to_numpy(dtype=bool) & (nv["gtid"].to_numpy() == gtid)
-    rows = nv[mine]
-    init = rows["name"].astype(str).str.contains(LIBRARY_INIT).to_numpy()
-    return (rows["start"].to_numpy(dtype=np.int64)[init],
-            rows["end"].to_numpy(dtype=np.int64)[init])
+    mine = nv.rows(nv["library"].astype(bool) & (nv["gtid"] == gtid))
+    init = matching(mine["name"], LIBRARY_INIT)
+    return mine["start"][init], mine["end"][init]
 
 
 MIN_IDLE_WAIT_NS = 1_000_000
@@ -208,7 +210,7 @@ class ThreadWaits:
     next step) is fed by that one's work: not waiting for work.
     *calls*: those waits, as the program model read them (None: no OS runtime trace)."""
 
-    def __init__(self, calls: pd.DataFrame | None, feeders: dict[int, list[int]],
+    def __init__(self, calls: Table | None, feeders: dict[int, list[int]],
                  last_call: dict[int, int] | None = None) -> None:
         self.calls = calls            # the launchers' OS waits (program.threads.wait_calls)
         self.feeders = feeders
@@ -224,7 +226,9 @@ class ThreadWaits:
         feeders = {p.pid: [t.gtid for t in p.threads] for p in program.processes}
         gtids = np.array([g for threads in feeders.values() for g in threads],
                          dtype=np.int64)
-        return cls(program.waits, feeders, None if api is None else api.last_calls(gtids))
+        # bridge: gpugap.program's Program.waits is still a DataFrame
+        waits = None if program.waits is None else Table.from_pandas(program.waits)
+        return cls(waits, feeders, None if api is None else api.last_calls(gtids))
 
     def idle(self, gtid: int) -> tl.Intervals:
         """The times *gtid* waited while every feeder of its process waited too (or had
@@ -241,11 +245,12 @@ class ThreadWaits:
             self._idle.update({g: tl.EMPTY for g in threads})
             return
         waits: dict[int, tl.Intervals] = {g: tl.EMPTY for g in threads}
-        rows = self.calls[self.calls["gtid"].isin(threads)]
-        if len(rows):
-            for g, part in rows.groupby("gtid"):
-                waits[int(g)] = tl.union(part["start"].to_numpy(np.int64),
-                                         part["end"].to_numpy(np.int64))
+        gtid, start, end = self.calls["gtid"], self.calls["start"], self.calls["end"]
+        rows = np.flatnonzero(isin(gtid, threads))
+        for g in threads:
+            part = rows[gtid[rows] == g]
+            if part.size:
+                waits[g] = tl.union(start[part].astype(np.int64), end[part].astype(np.int64))
         # Another feeder keeps *g* from waiting for work until its last CUDA call: after
         # it, it feeds nobody (a warm-up or loading thread that has ended).
         idle_other = {g: tl.merge(waits[g], (np.array([self.last_call[g]]),
@@ -275,10 +280,10 @@ class ApiCalls:
     the frame's row of each call otherwise (None: the same). Built once per trace by
     the accounting's index (gpugap.accounting.index.AccountingIndex.calls)."""
 
-    def __init__(self, api: pd.DataFrame) -> None:
-        start = api["start"].to_numpy(dtype=np.int64)
-        end = api["end"].to_numpy(dtype=np.int64)
-        gtid = api["gtid"].to_numpy()
+    def __init__(self, api: Table) -> None:
+        start = api["start"].astype(np.int64, copy=False)
+        end = api["end"].astype(np.int64, copy=False)
+        gtid = api["gtid"]
         self.order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
         if self.order is not None:
             start, end, gtid = start[self.order], end[self.order], gtid[self.order]
@@ -289,7 +294,7 @@ class ApiCalls:
         self.long = np.concatenate(
             [i + np.flatnonzero(end[i:i + step] - start[i:i + step] > LOOKBACK_NS)
              for i in range(0, start.size, step)] or [np.zeros(0, np.int64)])
-        self._names = api["name"]
+        self._names = api["name"]      # Labels (an object array only when there are none)
 
     def last_calls(self, gtids: np.ndarray) -> dict[int, int]:
         """For threads *gtids*: when its last call ended, of those that made any: the
@@ -338,7 +343,7 @@ class ApiCalls:
         """The names of the calls at positions *i*."""
         if not len(i):
             return []
-        return self._names.iloc[self.rows(i)].astype(str).tolist()
+        return self._names.take(self.rows(i)).strings().tolist()
 
     def partition(self, gtid: int, lo: int, hi: int, categories: np.ndarray,
                   inits: tl.Intervals, waits: tl.Intervals,

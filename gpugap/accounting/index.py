@@ -20,11 +20,11 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import host
 from gpugap.accounting.work import COMMUNICATION, op_buckets
+from gpugap.report.table import unique_in_order
 from gpugap.report.trace import NO_CALL, Derived, Trace
 
 
@@ -43,7 +43,7 @@ class AccountingIndex(Derived):
     @cached_property
     def calls(self) -> host.ApiCalls:
         """The CUDA calls in start order (host.ApiCalls)."""
-        return host.ApiCalls(self.trace.api)
+        return host.ApiCalls(self.trace.table("api"))
 
     def library_inits(self, gtid: int) -> tl.Intervals:
         """A thread's library handle creations (host.library_inits)."""
@@ -62,8 +62,8 @@ class AccountingIndex(Derived):
     def kernel_flags(self) -> np.ndarray:
         """Per kernel: 1 where it is communication (work.COMMUNICATION), else 0 (the
         metrics' COMM and COMPUTE)."""
-        k = self.trace.kernels
-        return (host.name_mask(k["name"], COMMUNICATION).astype(np.int8) if len(k)
+        k = self.trace.table("kernels")
+        return (k.labels("name").matching(COMMUNICATION).astype(np.int8) if len(k)
                 else np.zeros(0, np.int8))
 
     @cached_property
@@ -74,19 +74,17 @@ class AccountingIndex(Derived):
         copies."""
         trace = self.trace
         out: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for f in (trace.kernels, trace.memcpys, trace.memsets):
+        for f in map(trace.table, ("kernels", "memcpys", "memsets")):
             if not len(f):
                 continue
-            launch = f["api_start"].to_numpy(dtype=np.int64)
-            gtid = f["gtid"].to_numpy(dtype=np.int64)
-            end = f["end"].to_numpy(dtype=np.int64)
+            launch, gtid, end = f["api_start"], f["gtid"], f["end"]
             known = launch != NO_CALL
             first = gtid[0]
             if (bool(known.all()) and bool((gtid == first).all())
                     and bool((launch[1:] >= launch[:-1]).all())):
                 out.setdefault(int(first), []).append((launch, end))
                 continue
-            for g in pd.unique(gtid[known]).tolist():
+            for g in unique_in_order(gtid[known]).tolist():
                 mine = np.flatnonzero(known & (gtid == g))
                 t, e = launch[mine].astype(np.int64), end[mine]
                 if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):

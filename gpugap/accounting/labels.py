@@ -6,10 +6,26 @@ turns ranges into windows of GPU time; rules label their findings with these."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
+from gpugap.report.table import Labels, Table, factorize, unique_in_order
 from gpugap.report.trace import Derived, Trace
+
+
+def user_range_table(trace: Trace, all_domains: bool = False) -> Table:
+    """gpugap.program.nvtx.user_ranges as a Table."""
+    # bridge: gpugap.program.nvtx.user_ranges is still a DataFrame
+    return Table.from_pandas(user_ranges(trace, all_domains=all_domains))
+
+
+def name_codes(names: Labels | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row, the distinct names) of a column of names, in order of first
+    appearance as pd.factorize numbers them (a missing name, None, is one of them):
+    Labels (API, kernel names) by their codes, plain strings (NVTX names) as they are."""
+    if isinstance(names, Labels):
+        codes, used = factorize(names.codes)
+        return codes, np.append(names.categories, None)[used]
+    return factorize(np.asarray(names, dtype=object))
 
 
 def range_labels(trace: Trace, times, max_depth: int = 1) -> np.ndarray:
@@ -49,12 +65,9 @@ class RangeLabels(Derived):
 
 def _label_levels(trace: Trace, max_depth: int):
     """RangeLabels.levels, computed."""
-    nv = user_ranges(trace)
-    code, vocab = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
-    vocab = np.asarray(vocab, dtype=object)
-    depth = nv["depth"].to_numpy(dtype=np.int64)
-    start = nv["start"].to_numpy(dtype=np.int64)
-    end = nv["end"].to_numpy(dtype=np.int64)
+    nv = user_range_table(trace)
+    code, vocab = name_codes(nv["name"])
+    depth, start, end = nv["depth"], nv["start"], nv["end"]
     levels = []
     for d in range(max_depth + 1):
         rows = np.flatnonzero(depth == d)
@@ -67,7 +80,7 @@ def _label_levels(trace: Trace, max_depth: int):
 
 
 # Times labelled at a time by range_label_codes: its working arrays (a few per depth,
-# and pandas' hash table) are then megabytes, not tens of them, for a million times.
+# and factorize's sort) are then megabytes, not tens of them, for a million times.
 _LABEL_CHUNK = 1 << 18
 
 
@@ -97,13 +110,13 @@ def _range_label_codes(trace: Trace, times: np.ndarray, max_depth: int
                        ) -> tuple[np.ndarray, np.ndarray]:
     """range_label_codes of one batch of times."""
     empty = np.array([""], dtype=object)
-    if trace.nvtx.empty or times.size == 0:
+    if trace.table("nvtx").empty or times.size == 0:
         return np.zeros(times.shape, dtype=np.int64), empty
     levels, vocab, blank = RangeLabels.of(trace).levels(max_depth)
     if not levels:
         return np.zeros(times.shape, dtype=np.int64), empty
     # Per time and depth: 1 + the code of the open range's name, 0 where none; the
-    # combination numbered level by level (pd.factorize), so no key can overflow.
+    # combination numbered level by level (factorize), so no key can overflow.
     width = np.int64(vocab.size + 1)
     key = np.zeros(times.shape, dtype=np.int64)
     parts = []
@@ -114,7 +127,7 @@ def _range_label_codes(trace: Trace, times: np.ndarray, max_depth: int
         ok = attached & (k >= 0) & (times < e[kk])
         part = np.where(ok, c[kk] + 1, 0)
         parts.append(part)
-        key = pd.factorize(key * width + part)[0].astype(np.int64)
+        key = factorize(key * width + part)[0].astype(np.int64)
         if depth == 0:
             attached = ok & ~blank[c[kk]]
     # key holds codes 0, 1, 2... numbered in order of first appearance (factorize): each
@@ -159,7 +172,7 @@ def _label_depth(labels: RangeLabels, max_depth: int) -> int:
     levels, vocab, _ = labels.levels(max_depth)
     keep = len(levels)
     for depth, (_, _, c) in enumerate(levels):
-        codes = pd.unique(c)
+        codes = unique_in_order(c)
         if codes.size <= MAX_LABEL_NAMES:
             continue
         seen: set[str] = set()

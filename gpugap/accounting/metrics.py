@@ -30,11 +30,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.index import AccountingIndex
 from gpugap.jsonout import Record
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 
 
@@ -118,7 +118,10 @@ def union_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray
         lift = rank * width - base
         reach = np.maximum.accumulate(e + lift) - lift
     else:                                    # pragma: no cover (absurd spans)
-        reach = pd.Series(e).groupby(g).cummax().to_numpy()
+        reach = np.empty_like(e)             # group by group (they are contiguous)
+        bounds = np.r_[np.flatnonzero(first), s.size].tolist()
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            reach[a:b] = np.maximum.accumulate(e[a:b])
     new = first.copy()
     new[1:] |= s[1:] > reach[:-1]
     firsts = np.flatnonzero(new)
@@ -349,17 +352,13 @@ def _device_metrics(kernels: dict, copies: dict, memsets: dict,
     return sums
 
 
-def _arrays(frame: pd.DataFrame, device: int, only_device: bool, stream: bool = False
+def _arrays(table: Table, device: int, only_device: bool, stream: bool = False
             ) -> dict:
-    """start/end (and stream) arrays of the frame's rows on *device* (views when the
+    """start/end (and stream) arrays of the table's rows on *device* (views when the
     report has one device)."""
     cols = ("start", "end", "stream") if stream else ("start", "end")
-    mask = None if only_device else frame["device"].to_numpy() == device
-    out = {}
-    for col in cols:
-        a = frame[col].to_numpy()
-        out[col] = a if mask is None else a[mask]
-    return out
+    mask = None if only_device else table["device"] == device
+    return {col: table[col] if mask is None else table[col][mask] for col in cols}
 
 
 def kernel_flags(trace: Trace) -> np.ndarray:
@@ -370,14 +369,15 @@ def kernel_flags(trace: Trace) -> np.ndarray:
 def _kernel_like(trace: Trace, device: int, one: bool) -> tuple[dict, dict | None]:
     """The device's kernels and graph-level graph executions as one set of kernel-like
     pieces (start, end, stream, flag), and its node-level replays' spans (or None)."""
-    kern = _arrays(trace.kernels, device, one, stream=True)
+    kernels = trace.table("kernels")
+    kern = _arrays(kernels, device, one, stream=True)
     flags = kernel_flags(trace)
-    kern["flag"] = flags if one else flags[trace.kernels["device"].to_numpy() == device]
-    graphs = trace.graphs
+    kern["flag"] = flags if one else flags[kernels["device"] == device]
+    graphs = trace.table("graphs")
     if not len(graphs):
         return kern, None
     g = _arrays(graphs, device, False, stream=True)
-    nodes = graphs["nodes"].to_numpy()[graphs["device"].to_numpy() == device] \
+    nodes = graphs["nodes"][graphs["device"] == device] \
         if "nodes" in graphs else np.zeros(g["start"].size, dtype=np.int64)
     level = nodes == 0
     for col in ("start", "end", "stream"):
@@ -410,8 +410,8 @@ def compute(trace: Trace, windows: tl.Intervals | None = None,
         w = ((np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
              if windows is None else windows)
         kern, graph_spans = _kernel_like(trace, device, one)
-        part = _device_metrics(kern, _arrays(trace.memcpys, device, one),
-                               _arrays(trace.memsets, device, one),
+        part = _device_metrics(kern, _arrays(trace.table("memcpys"), device, one),
+                               _arrays(trace.table("memsets"), device, one),
                                None if windows is None else w, (lo, hi), graph_spans)
         for k in sums:
             sums[k] += part[k]

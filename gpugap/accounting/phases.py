@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpugap.accounting.host import MODULE_LOAD, name_mask
+from gpugap.accounting.host import MODULE_LOAD
 from gpugap.accounting.work import DeviceWork
 from gpugap.memory import isin
 from gpugap.program import DeviceProgram
@@ -103,12 +103,12 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
     # No iterations: start-up ends with the last module load before regular work.
     first_op = work.bounds()[0] if len(work) else lo
     end = first_op
-    api = trace.api
+    api = trace.table("api")
     if len(api):
-        loads = np.flatnonzero(_module_load_rows(trace)
-                               & isin(api["pid"].to_numpy(), work.pids))
+        loads = np.flatnonzero(api.labels("name").matching(MODULE_LOAD)
+                               & isin(api["pid"], work.pids))
         if loads.size:
-            t = int(api["end"].to_numpy()[loads].max())
+            t = int(api["end"][loads].max())
             end = max(end, t, int(work.ends_launched_before([t])[0]))
     end = min(max(end, lo), hi)
     spans = {"start-up": (lo, end), "warm-up": (end, end), "steady": (end, hi),
@@ -116,7 +116,3 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
     return Phases(work.device, window, None, 0, spans,
                   "no repeated NVTX range or GPU work: start-up until the last module load, "
                   "the rest as one steady window")
-
-
-def _module_load_rows(trace: Trace) -> np.ndarray:
-    return name_mask(trace.api["name"], MODULE_LOAD)

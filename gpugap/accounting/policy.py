@@ -57,7 +57,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import host
@@ -403,14 +402,9 @@ def jit_ops(trace: Trace, work: DeviceWork, at) -> np.ndarray:
 def jit_rows(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
     """jit_ops of ops given by (source, row) (gpugap.accounting.work.SOURCES)."""
     out = np.zeros(source.size, dtype=bool)
-    kernels = trace.kernels
+    kernels = trace.table("kernels")
     sel = source == 0
     if len(kernels) and sel.any():
-        names = kernels["name"]
-        if isinstance(names.dtype, pd.CategoricalDtype):     # per distinct name
-            hit = np.array([bool(JIT_KERNEL.search(str(c))) for c in names.cat.categories]
-                           + [False])
-            out[sel] = hit[names.cat.codes.to_numpy()[row[sel]]]
-        else:
-            out[sel] = host.name_mask(names, JIT_KERNEL)[row[sel]]
+        # the kernels asked for only, each name tested once (Labels.matching)
+        out[sel] = kernels.labels("name").take(row[sel]).matching(JIT_KERNEL)
     return out

@@ -7,16 +7,22 @@ launched inside the range)]; all instances of a name make one union of windows.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.index import AccountingIndex
+from gpugap.accounting.labels import name_codes, user_range_table
 from gpugap.errors import UsageError, option
 from gpugap.program.nvtx import base_name, shown_name, user_ranges
+from gpugap.report.table import Table, factorize, unique_in_order
 from gpugap.report.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -51,14 +57,21 @@ def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.nda
     return out
 
 
-def _projected_ends(trace: Trace, ranges: pd.DataFrame) -> np.ndarray:
-    """For each range: max(its end, end of the GPU work its thread launched inside it)."""
-    ends = ranges["end"].to_numpy(dtype=np.int64).copy()
-    if ranges.empty or not trace.has_gpu_activity:
+def _projected_ends(trace: Trace, ranges: Table | pd.DataFrame) -> np.ndarray:
+    """For each range: max(its end, end of the GPU work its thread launched inside it).
+    *ranges*: rows of the NVTX table, or of its DataFrame (select's instances)."""
+    ends = np.array(ranges["end"], dtype=np.int64)
+    if not len(ranges) or not trace.has_gpu_activity:
         return ends
     launches = AccountingIndex.of(trace).launches_by_thread
-    starts = ranges["start"].to_numpy(dtype=np.int64)
-    for gtid, idx in ranges.groupby("gtid").indices.items():
+    starts = np.asarray(ranges["start"], dtype=np.int64)
+    gtids = np.asarray(ranges["gtid"])
+    by_thread = np.argsort(gtids, kind="stable")     # each thread's rows, in row order
+    bounds = np.flatnonzero(np.r_[True, gtids[by_thread][1:] != gtids[by_thread][:-1],
+                                  True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        idx = by_thread[a:b]
+        gtid = gtids[idx[0]]
         own_ends = ends[idx].copy()
         for launch, op_end in launches.get(int(gtid), []):
             lo = np.searchsorted(launch, starts[idx], side="left")
@@ -80,18 +93,23 @@ def select(trace: Trace, name: str) -> pd.DataFrame:
     ``step N`` (as the range table shows them) select every ``step 0``, ``step 1``...;
     ``step 7`` alone selects ``step 7``. The program's ranges first; a library's (CUB,
     NCCL...) when only it has that name."""
-    for nv in (user_ranges(trace), trace.nvtx):
-        match = nv[nv["name"] == name]
-        if match.empty and ":" in name:
+    # bridge: gpugap.program.nvtx.user_ranges and Trace.nvtx are still DataFrames (and
+    # the analysis reads the instances as one)
+    for frame in (user_ranges(trace), trace.nvtx):
+        nv = Table.from_pandas(frame)
+        code, names = name_codes(nv["name"])
+        match = _named(code, names, name)
+        if not match.any() and ":" in name:
             domain, _, short = name.partition(":")
-            match = nv[(nv["domain"] == domain) & (nv["name"] == short)]
-        if match.empty:                                 # numbered instances, folded
-            match = _folded_match(nv, name)
-            if match.empty and ":" in name:
+            match = _named(*name_codes(nv["domain"]), domain) & _named(code, names, short)
+        if not match.any():                             # numbered instances, folded
+            match = _folded_match(code, names, name)
+            if not match.any() and ":" in name:
                 domain, _, short = name.partition(":")
-                match = _folded_match(nv[nv["domain"] == domain], short)
-        if not match.empty:
-            return match
+                match = (_named(*name_codes(nv["domain"]), domain)
+                         & _folded_match(code, names, short))
+        if match.any():
+            return frame.iloc[np.flatnonzero(match)]
     raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} (ranges: "
                      f"{known_names(trace)}); pick one of those with {option('range')}")
 
@@ -104,17 +122,20 @@ def known_names(trace: Trace) -> str:
     """The program's range names as --range takes them, numbered instances folded as the
     range table folds them ('step N (100 instances)'), the most instances first: 'none'
     when there are none."""
-    nv = user_ranges(trace)
+    nv = user_range_table(trace)
     if nv.empty:
         return "none"
-    counts = nv["name"].astype(object).value_counts(sort=False)
-    folded = folded_names(np.asarray(counts.index, dtype=object))
-    per_name = pd.Series(counts.to_numpy(), index=folded).groupby(level=0).sum()
-    per_name = per_name.sort_index(key=lambda i: i.astype(str)).sort_values(
-        ascending=False, kind="stable")
+    code, names = name_codes(nv["name"])
+    # Instances per folded name: the names in string order, then the most instances
+    # first (a stable sort: ties stay in string order).
+    folded, per_folded = np.unique(folded_names(names), return_inverse=True)
+    instances = np.zeros(folded.size, dtype=np.int64)
+    np.add.at(instances, per_folded, np.bincount(code, minlength=names.size))
+    order = np.argsort(-instances, kind="stable")
     shown = [f"{n} ({k} instances)" if k > 1 else str(n)
-             for n, k in per_name.head(KNOWN_NAMES_SHOWN).items()]
-    more = len(per_name) - len(shown)
+             for n, k in zip(folded[order[:KNOWN_NAMES_SHOWN]].tolist(),
+                             instances[order[:KNOWN_NAMES_SHOWN]].tolist(), strict=True)]
+    more = folded.size - len(shown)
     return ", ".join(shown) + (f", ... ({more} more)" if more > 0 else "")
 
 
@@ -123,42 +144,40 @@ def folded_names(names: np.ndarray) -> np.ndarray:
     at least two numbered names share its stem ('step 7', 'step 8'): the instances of a
     loop, shown as one row (the stem and numbering of gpugap.accounting.phases, which
     names iterations the same way). A lone 'epoch 1' stays as it is."""
-    out = np.asarray(names, dtype=object)
-    if pd.api.types.infer_dtype(out, skipna=False) != "string":
-        out = np.array([str(n) for n in out.tolist()], dtype=object)
-    else:
-        out = out.copy()
-    texts = out.tolist()
+    texts = [str(n) for n in np.asarray(names).tolist()]
+    out = np.array(texts, dtype=object)
     # Only a name with a digit last (or before a final newline) can be numbered: the
     # regex runs on those only.
     maybe = [i for i, n in enumerate(texts) if n[-1:].isdecimal() or n[-2:-1].isdecimal()]
-    bases = [base_name(texts[i]) for i in maybe]
-    where = np.array([i for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
-                     dtype=np.int64)
-    if not where.size:
-        return out
-    stems = pd.Series([b for i, b in zip(maybe, bases, strict=True) if b != texts[i]],
-                      dtype=object)
-    shared = stems.map(stems.value_counts()).to_numpy() >= 2
-    out[where[shared]] = [shown_name(b, True) for b in stems[shared].tolist()]
+    stems = [(i, base_name(texts[i])) for i in maybe]
+    numbered = [(i, stem) for i, stem in stems if stem != texts[i]]
+    names_per_stem = Counter(stem for _, stem in numbered)
+    shared = [(i, stem) for i, stem in numbered if names_per_stem[stem] >= 2]
+    if shared:
+        out[[i for i, _ in shared]] = [shown_name(stem, True) for _, stem in shared]
     return out
 
 
-def _folded_match(nv: pd.DataFrame, name: str) -> pd.DataFrame:
-    """Instances whose name is a numbered instance of *name*'s stem: 'step' or 'step N'
-    -> 'step 0', 'step 1'... (the folding of --iteration: base_name)."""
+def _named(code: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
+    """Rows (by *code* into the distinct *names*: name_codes) named *name*."""
+    return np.isin(code, np.flatnonzero(names == name))
+
+
+def _folded_match(code: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
+    """Rows (by *code* into the distinct *names*: name_codes) whose name is a numbered
+    instance of *name*'s stem: 'step' or 'step N' -> 'step 0', 'step 1'... (the folding
+    of --iteration: base_name)."""
     stem = name.removesuffix(" N")
-    if nv.empty or not stem:
-        return nv.iloc[:0]
-    names = nv["name"].astype(object)
-    distinct = pd.unique(names)
-    wanted = [n for n in distinct.tolist()
+    if not stem:
+        return np.zeros(code.size, dtype=bool)
+    wanted = [i for i, n in enumerate(names.tolist())
               if isinstance(n, str) and n != stem and base_name(n) == stem]
-    return nv[names.isin(wanted).to_numpy()] if wanted else nv.iloc[:0]
+    return np.isin(code, wanted)
 
 
-def windows_of(trace: Trace, instances: pd.DataFrame) -> tl.Intervals:
-    return tl.union(instances["start"].to_numpy(dtype=np.int64),
+def windows_of(trace: Trace, instances: Table | pd.DataFrame) -> tl.Intervals:
+    """The union of the windows of *instances* (rows of the NVTX table, or select's)."""
+    return tl.union(np.asarray(instances["start"], dtype=np.int64),
                     _projected_ends(trace, instances))
 
 
@@ -166,11 +185,11 @@ def window(trace: Trace, name: str) -> tl.Intervals:
     return windows_of(trace, select(trace, name))
 
 
-def parents(nv: pd.DataFrame, max_depth: int | None = None) -> np.ndarray:
-    """For each range (row of *nv*): the row of the range it is nested in (same thread and
-    domain, the innermost one open when it began), -1 for an outermost one; ranges
-    deeper than *max_depth* get -1 too (not looked at). One vectorised pass per nesting
-    level, over the rows of that level only.
+def parents(nv: Table, max_depth: int | None = None) -> np.ndarray:
+    """For each range (row of the NVTX table *nv*): the row of the range it is nested in
+    (same thread and domain, the innermost one open when it began), -1 for an outermost
+    one; ranges deeper than *max_depth* get -1 too (not looked at). One vectorised pass
+    per nesting level, over the rows of that level only.
 
     In (thread, domain, start, longest first) order, the range a level-d range is nested
     in is the nearest level-(d-1) range before it, if that one is still open when it
@@ -179,14 +198,14 @@ def parents(nv: pd.DataFrame, max_depth: int | None = None) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return out
-    depth = nv["depth"].to_numpy(dtype=np.int64)
+    depth = nv["depth"].astype(np.int64, copy=False)
     top = int(depth.max()) if max_depth is None else min(int(depth.max()), max_depth)
     if top <= 0:
         return out
-    gtid = nv["gtid"].to_numpy(dtype=np.int64)
-    domain = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)[0]
-    start = nv["start"].to_numpy(dtype=np.int64)
-    end = nv["end"].to_numpy(dtype=np.int64)
+    gtid = nv["gtid"].astype(np.int64, copy=False)
+    domain = name_codes(nv["domain"])[0]
+    start = nv["start"].astype(np.int64, copy=False)
+    end = nv["end"].astype(np.int64, copy=False)
     # Ties (same thread, domain, start and end): the shallower first, as nesting_depth
     # numbered them.
     order = np.lexsort((depth, -end, start, domain, gtid))
@@ -228,7 +247,7 @@ class RangeTable:
 
 
 def reported_ranges(trace: Trace, *, all_domains: bool = False,
-                    within: pd.DataFrame | None = None,
+                    within: Table | pd.DataFrame | None = None,
                     max_depth: int = TABLE_MAX_DEPTH,
                     max_rows: int = TABLE_MAX_ROWS) -> RangeTable:
     """The range table: the user's ranges (every range with *all_domains*) grouped by
@@ -241,19 +260,22 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
 
     Vectorised: a few passes over the ranges per nesting level, whatever the number of
     distinct names; Python loops only over the rows listed."""
-    nv = user_ranges(trace, all_domains=all_domains)
-    if nv.empty:
+    # bridge: gpugap.program.nvtx.user_ranges is still a DataFrame (and the analysis
+    # reads the instances as one)
+    frame = user_ranges(trace, all_domains=all_domains)
+    if frame.empty:
         return RangeTable([], 0)
-    nv = nv.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    nv = Table.from_pandas(frame)
     parent = parents(nv, max_depth)
-    depth = nv["depth"].to_numpy(dtype=np.int64)
-    start = nv["start"].to_numpy(dtype=np.int64)
+    depth = nv["depth"].astype(np.int64, copy=False)
+    start = nv["start"].astype(np.int64, copy=False)
     keep = depth <= max_depth
-    name_code, names = pd.factorize(nv["name"].astype(object), use_na_sentinel=False)
+    name_code, names = name_codes(nv["name"])
     # Numbered instances ('token 0' ... 'token 66') are one row, 'token N'.
-    fold_code, names = pd.factorize(folded_names(np.asarray(names, dtype=object)))
+    fold_code, names = factorize(folded_names(names))
     name_code = fold_code[name_code]
-    domain_code, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
+    domain_code, domains = name_codes(nv["domain"])
     width = np.int64(max(len(names), 1))
     offset = np.int64(len(domains) + 1)
     # Path codes level by level: a path is (the code of the path it is nested in, or its
@@ -271,7 +293,7 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
         if not rows.size:
             continue
         up = -1 - domain_code[rows].astype(np.int64) if i == 0 else code[parent[rows]]
-        local, uniq = pd.factorize((up + offset) * width + name_code[rows])
+        local, uniq = factorize((up + offset) * width + name_code[rows])
         code[rows] = local + n_codes
         up_u, name_u = np.divmod(np.asarray(uniq, dtype=np.int64), width)
         up_u -= offset
@@ -287,18 +309,18 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
     # The instances counted: every one, or those that begin inside *within*.
     counted = code >= 0
     if within is not None:
-        cpu_of_scope = tl.union(within["start"].to_numpy(dtype=np.int64),
-                                within["end"].to_numpy(dtype=np.int64))
+        cpu_of_scope = tl.union(np.asarray(within["start"], dtype=np.int64),
+                                np.asarray(within["end"], dtype=np.int64))
         counted &= tl.within(start, cpu_of_scope)
     listed = np.flatnonzero(counted)
     c = code[listed]
-    dur = nv["end"].to_numpy(dtype=np.int64)[listed] - start[listed]
+    dur = nv["end"][listed].astype(np.int64) - start[listed]
     count = np.bincount(c, minlength=n_codes)
-    grouped = pd.DataFrame({"c": c, "dur": dur, "start": start[listed]}).groupby("c")
-    every = np.arange(n_codes)
-    cpu = grouped["dur"].sum().reindex(every, fill_value=0).to_numpy(dtype=np.int64)
+    cpu = np.zeros(n_codes, dtype=np.int64)
+    np.add.at(cpu, c, dur)
     big = np.iinfo(np.int64).max
-    first = grouped["start"].min().reindex(every, fill_value=big).to_numpy(dtype=np.int64)
+    first = np.full(n_codes, big, dtype=np.int64)
+    np.minimum.at(first, c, start[listed])
     # Every path's depth and domain, and its rank: the least CPU time on its way up (of
     # the paths with instances), so that no path outranks the paths it is nested in.
     c_depth = np.zeros(n_codes, dtype=np.int64)
@@ -322,7 +344,9 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
     slot[shown] = np.arange(shown.size)
     mine = slot[c] >= 0
     rows_mine = listed[mine]
-    by_slot = pd.Series(rows_mine).groupby(slot[c[mine]]).indices
+    # Per shown path, its instances (rows of the table), in row order.
+    by_slot = np.argsort(slot[c[mine]], kind="stable")
+    slot_bounds = np.searchsorted(slot[c[mine]][by_slot], np.arange(shown.size + 1))
 
     out = []
     for s_, k in enumerate(shown.tolist()):
@@ -335,8 +359,8 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
         # Depth first, siblings in order of first appearance (ties: by path code); a
         # path without instances here (outside *within*) sorts as its nested ones do.
         sort_key = tuple((int(first[j]), j) for j in chain)
-        rows = np.sort(rows_mine[by_slot[s_]])
-        out.append((sort_key, TableRow(key=key, path=path, instances=nv.iloc[rows])))
+        rows = np.sort(rows_mine[by_slot[slot_bounds[s_]:slot_bounds[s_ + 1]]])
+        out.append((sort_key, TableRow(key=key, path=path, instances=frame.iloc[rows])))
     out.sort(key=lambda item: item[0])
     return RangeTable([row for _, row in out], omitted)
 
@@ -345,10 +369,13 @@ def shallow_names(trace: Trace, max_depth: int = 1) -> list[str]:
     """Distinct names of the user's ranges at nesting depth <= *max_depth*, in order of
     first appearance (of any instance of the name): the ranges ``check`` and ``diff``
     measure one by one."""
-    nv = user_ranges(trace)
+    nv = user_range_table(trace)
     if nv.empty:
         return []
-    names = nv["name"].astype(object)
-    shallow = pd.unique(names[nv["depth"].to_numpy() <= max_depth])
-    first = nv["start"].groupby(names.to_numpy()).min()
-    return first.reindex(shallow).sort_values(kind="stable").index.astype(str).tolist()
+    code, names = name_codes(nv["name"])
+    first = np.full(names.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, code, nv["start"])
+    # The shallow names in order of first appearance, then by first start (stable).
+    shallow = unique_in_order(code[nv["depth"] <= max_depth])
+    order = np.argsort(first[shallow], kind="stable")
+    return [str(n) for n in names[shallow[order]].tolist()]

@@ -12,10 +12,10 @@ import re
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting.buckets import CODE
 from gpugap.program.ops import DeviceOps, device_ops
+from gpugap.report.table import Labels
 from gpugap.report.trace import NO_GRAPH_NODE, OP_KINDS, Trace
 
 # Kernels that move data between GPUs rather than compute (NCCL's device kernels are
@@ -25,53 +25,44 @@ COMMUNICATION = re.compile(r"^(?:void )?(?:nccl|nvshmem)", re.IGNORECASE)
 SOURCES = OP_KINDS
 
 
-def kernel_buckets(names: pd.Series, graph_node: pd.Series | None = None) -> np.ndarray:
+def kernel_buckets(names: Labels, graph_node: np.ndarray | None = None) -> np.ndarray:
     """compute or communication for each kernel (per distinct name); graph for the
-    compute kernels that a CUDA graph ran (node-level tracing)."""
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    lut = np.array([CODE["communication"] if COMMUNICATION.search(str(c)) else CODE["compute"]
-                    for c in names.cat.categories] + [CODE["compute"]], dtype=np.int8)
-    out = lut[names.cat.codes.to_numpy()]
+    compute kernels that a CUDA graph ran (node-level tracing: a graph node id)."""
+    out = np.where(names.matching(COMMUNICATION), CODE["communication"],
+                   CODE["compute"]).astype(np.int8)
     if graph_node is not None:
-        in_graph = graph_node_mask(graph_node)
-        out[in_graph & (out == CODE["compute"])] = CODE["graph"]
+        out[(graph_node != NO_GRAPH_NODE) & (out == CODE["compute"])] = CODE["graph"]
     return out
 
 
-def graph_node_mask(graph_node: pd.Series) -> np.ndarray:
-    """Kernels launched as nodes of a CUDA graph (a graph node id, node-level tracing)."""
-    values = graph_node.array
-    if isinstance(values, pd.arrays.SparseArray):      # few graph kernels: stored sparse
-        out = np.zeros(len(values), dtype=bool)
-        out[values.sp_index.indices] = values.sp_values != NO_GRAPH_NODE
-        return out
-    return graph_node.to_numpy(dtype=np.int64) != NO_GRAPH_NODE
+def copy_buckets(kind: Labels, src: Labels, dst: Labels) -> np.ndarray:
+    """The bucket of each copy, from its direction (*kind*) and the memory kinds of its
+    source and destination (compared as codes: one name each, not every row's)."""
+    def named(labels: Labels, name: str) -> np.ndarray:
+        return labels.codes == labels.code_of(name)
 
-
-def copy_buckets(kind: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    out = np.full(kind.size, CODE["copy-other"], dtype=np.int8)
-    h2d, d2h = kind == "Host-to-Device", kind == "Device-to-Host"
-    out[h2d & (src == "Pageable")] = CODE["copy-h2d-pageable"]
-    out[h2d & (src != "Pageable")] = CODE["copy-h2d-pinned"]
-    out[d2h & (dst == "Pageable")] = CODE["copy-d2h-pageable"]
-    out[d2h & (dst != "Pageable")] = CODE["copy-d2h-pinned"]
-    out[kind == "Device-to-Device"] = CODE["copy-d2d"]
-    out[kind == "Peer-to-Peer"] = CODE["copy-peer"]
+    out = np.full(len(kind), CODE["copy-other"], dtype=np.int8)
+    h2d, d2h = named(kind, "Host-to-Device"), named(kind, "Device-to-Host")
+    src_pageable, dst_pageable = named(src, "Pageable"), named(dst, "Pageable")
+    out[h2d & src_pageable] = CODE["copy-h2d-pageable"]
+    out[h2d & ~src_pageable] = CODE["copy-h2d-pinned"]
+    out[d2h & dst_pageable] = CODE["copy-d2h-pageable"]
+    out[d2h & ~dst_pageable] = CODE["copy-d2h-pinned"]
+    out[named(kind, "Device-to-Device")] = CODE["copy-d2d"]
+    out[named(kind, "Peer-to-Peer")] = CODE["copy-peer"]
     return out
 
 
 def op_buckets(trace: Trace) -> tuple[np.ndarray, ...]:
     """Bucket codes of the rows of trace.kernels, memcpys, memsets, graphs (computed each
     call: the accounting's index keeps them, AccountingIndex.op_buckets)."""
-    k, m, s = trace.kernels, trace.memcpys, trace.memsets
-    return (kernel_buckets(k["name"], k["graph_node"]) if len(k) else np.zeros(0, np.int8),
-            copy_buckets(m["kind"].astype(str).to_numpy(),
-                         m["src_kind"].astype(str).to_numpy(),
-                         m["dst_kind"].astype(str).to_numpy()) if len(m)
+    k, m = trace.table("kernels"), trace.table("memcpys")
+    return (kernel_buckets(k.labels("name"), k["graph_node"]) if len(k)
             else np.zeros(0, np.int8),
-            np.full(len(s), CODE["memset"], dtype=np.int8),
-            np.full(len(trace.graphs), CODE["graph"], dtype=np.int8))
+            copy_buckets(*(m.labels(c) for c in ("kind", "src_kind", "dst_kind")))
+            if len(m) else np.zeros(0, np.int8),
+            np.full(len(trace.table("memsets")), CODE["memset"], dtype=np.int8),
+            np.full(len(trace.table("graphs")), CODE["graph"], dtype=np.int8))
 
 
 class DeviceWork(DeviceOps):
