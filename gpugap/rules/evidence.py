@@ -1,13 +1,14 @@
-"""Evidence shared by rules and the verdict: what a host thread did inside time windows."""
+"""Evidence shared by rules and the verdict: what a host thread did inside time windows;
+and how rules read name columns and group rows of a Table."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting.index import AccountingIndex
+from gpugap.report.table import Labels, factorize
 from gpugap.report.trace import Trace
 
 # Calls that put a non-GPU dependency into a stream: what a queued operation can wait on
@@ -31,10 +32,42 @@ def _top_coded(codes: np.ndarray, texts, ns: np.ndarray, n: int
     return items[:n]
 
 
-def _codes_of(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    return names.cat.codes.to_numpy(), np.asarray(names.cat.categories, dtype=object)
+def name_labels(column: Labels | np.ndarray) -> Labels:
+    """A Table's name column as Labels: as they are, or plain strings (an object array,
+    as NVTX names still come) coded here."""
+    return column if isinstance(column, Labels) else Labels.of(column)
+
+
+def group_ids(columns: list[np.ndarray | Labels]) -> np.ndarray:
+    """Per row, the number of its group (rows equal in every one of *columns*), groups
+    numbered in order of first appearance as ``groupby(sort=False).ngroup()``; -1 for a
+    row missing a value (None, or a Labels' missing code), as groupby leaves those out."""
+    size = len(columns[0])
+    missing = np.zeros(size, dtype=bool)
+    for column in columns:
+        if isinstance(column, Labels):
+            missing |= column.codes < 0
+        elif column.dtype == object:
+            missing |= np.equal(column, None)
+    present = np.flatnonzero(~missing)
+    group = np.zeros(present.size, dtype=np.intp)
+    for column in columns:
+        codes, distinct = factorize((column.codes if isinstance(column, Labels)
+                                     else column)[present])
+        # Renumbered after each column, the combined key stays below rows x distinct.
+        group = factorize(group * distinct.size + codes)[0]
+    out = np.full(size, -1, dtype=np.intp)
+    out[present] = group
+    return out
+
+
+def rows_by_group(group: np.ndarray) -> list[np.ndarray]:
+    """The rows of each group of *group* (group_ids' numbers), groups in their order and
+    rows in theirs; the rows of no group (-1) in none."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(int(group.max(initial=-1)) + 2))
+    return [order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(),
+                                       strict=True)]
 
 
 def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
@@ -46,20 +79,23 @@ def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
     for g, lo, hi in windows:
         los, his = per_thread.get(g, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         per_thread[g] = (np.r_[los, lo], np.r_[his, hi])
-    osrt = trace.osrt_overlapping(per_thread) if windows else None
+    osrt = trace.osrt_calls_overlapping(per_thread) if windows else None
     if osrt is not None and len(osrt):
-        o_gtid = osrt["gtid"].to_numpy(dtype=np.int64)
-        o_start = osrt["start"].to_numpy(dtype=np.int64)
-        o_end = osrt["end"].to_numpy(dtype=np.int64)
-        o_code, o_text = _codes_of(osrt["name"])
-    if not trace.api.empty:
-        api_code, api_text = _codes_of(trace.api["name"])
+        o_gtid = np.asarray(osrt["gtid"], dtype=np.int64)
+        o_start = np.asarray(osrt["start"], dtype=np.int64)
+        o_end = np.asarray(osrt["end"], dtype=np.int64)
+        o_names = name_labels(osrt["name"])
+        o_code, o_text = o_names.codes, o_names.categories
+    api = trace.table("api")
+    if not api.empty:
+        api_names = name_labels(api["name"])
+        api_code, api_text = api_names.codes, api_names.categories
         calls = AccountingIndex.of(trace).calls
     out = []
     for g, lo, hi in windows:
         rows = []
         sources = []
-        if not trace.api.empty:
+        if not api.empty:
             i = calls.overlapping(g, lo, hi)
             sources.append(("cuda", calls.start[i], calls.end[i], api_code[calls.rows(i)],
                             api_text))

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS, IDLE_IDS
 from gpugap.accounting.labels import ranges_of
 from gpugap.program import oscalls
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, Severity
@@ -50,34 +50,35 @@ CAUSES = (Cause("checkpoint", "a device-to-host burst and file writes every N it
                 FIX, title="Periodic save (checkpoint)", fixes=FIXES),)
 
 
-def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> pd.DataFrame:
+def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> Table:
     """Per iteration [lo, hi): the device-to-host bytes and copies, and where the
-    copies began (first call) and ended (last copy)."""
-    m = trace.memcpys
-    out = pd.DataFrame({"bytes": np.zeros(lo.size, np.int64),
-                        "copies": np.zeros(lo.size, np.int64),
-                        "first": np.zeros(lo.size, np.int64),
-                        "last": np.zeros(lo.size, np.int64)})
+    copies began (first call) and ended (last copy); 0 for iterations without any."""
+    size = np.zeros(lo.size, np.int64)
+    copies = np.zeros(lo.size, np.int64)
+    first = np.zeros(lo.size, np.int64)
+    last = np.zeros(lo.size, np.int64)
+    out = Table({"bytes": size, "copies": copies, "first": first, "last": last})
+    m = trace.table("memcpys")
     if m.empty:
         return out
-    d2h = m[(m["device"].to_numpy() == device)
-            & (m["kind"].astype(str).to_numpy() == "Device-to-Host")]
+    d2h = m.rows((m["device"] == device) & m.labels("kind").isin(["Device-to-Host"]))
     if d2h.empty:
         return out
-    start = d2h["start"].to_numpy(np.int64)
+    start = d2h["start"]
     it = np.searchsorted(lo, start, side="right") - 1
     inside = (it >= 0) & (start < hi[np.maximum(it, 0)])
     if not inside.any():
         return out
-    d2h, it = d2h[inside], it[inside]
-    launched = d2h["api_start"].to_numpy(dtype=np.int64)
-    began = np.where(launched == NO_CALL, d2h["start"].to_numpy(np.int64), launched)
-    frame = pd.DataFrame({"it": it, "bytes": d2h["bytes"].to_numpy(np.int64),
-                          "began": began.astype(np.int64),
-                          "end": d2h["end"].to_numpy(np.int64)})
-    g = frame.groupby("it").agg(bytes=("bytes", "sum"), copies=("bytes", "size"),
-                                first=("began", "min"), last=("end", "max"))
-    out.loc[g.index, ["bytes", "copies", "first", "last"]] = g.to_numpy()
+    d2h, it = d2h.rows(inside), it[inside]
+    launched = d2h["api_start"]
+    began = np.where(launched == NO_CALL, d2h["start"], launched)
+    # Per iteration (a small range of positions): sums, counts, least and greatest.
+    np.add.at(size, it, d2h["bytes"])
+    copies += np.bincount(it, minlength=lo.size)
+    any_copy = copies > 0
+    first[any_copy] = np.iinfo(np.int64).max
+    np.minimum.at(first, it, began)
+    np.maximum.at(last, it, d2h["end"])
     return out
 
 
@@ -85,13 +86,14 @@ def _writes(context: Context, pids: list[int], windows: tl.Intervals) -> tuple[i
     """(calls, ns) of the processes' file writes inside *windows* (the program model's
     OS calls)."""
     program = context.accounting.program
-    rows = oscalls.of(None if program is None else program.os_calls, oscalls.FILE_WRITES)
-    if rows is None or not len(rows) or not windows[0].size:
+    frame = oscalls.of(None if program is None else program.os_calls, oscalls.FILE_WRITES)
+    if frame is None or not len(frame) or not windows[0].size:
         return 0, 0
-    pid = rows["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
-    start = rows["start"].to_numpy(np.int64)
+    rows = Table.from_pandas(frame)     # bridge: program.oscalls.of is still a DataFrame
+    pid = np.asarray(rows["gtid"], dtype=np.int64) >> 24 & 0xFFFFFF
+    start = np.asarray(rows["start"], dtype=np.int64)
     inside = np.isin(pid, pids) & tl.within(start, windows)
-    return int(inside.sum()), int((rows["end"].to_numpy(np.int64) - start)[inside].sum())
+    return int(inside.sum()), int((np.asarray(rows["end"], np.int64) - start)[inside].sum())
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -102,16 +104,15 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             continue
         lo, hi = dev.phases.iteration_windows(its)
         bursts = _bursts(trace, device, lo, hi)
-        size = bursts["bytes"].to_numpy()
+        size = bursts["bytes"]
         floor = max(config["min_burst_mb"] * 2**20,
                     config["burst_factor"] * float(np.median(size)))
         saves = np.flatnonzero(size >= floor)
         if saves.size < 2 or saves.size > config["max_share_of_iterations"] * len(its):
             continue
-        hit = bursts.iloc[saves]
+        hit = bursts.rows(saves)
         # From the burst's first copy to the end of the idle stretch after its last.
-        first = hit["first"].to_numpy(np.int64)
-        last = hit["last"].to_numpy(np.int64)
+        first, last = hit["first"], hit["last"]
         until = dev.gaps.end_or(last)
         until = np.maximum(np.minimum(until, hi[saves]), last)
         windows = tl.union(first, until)
