@@ -59,6 +59,49 @@ def factorize_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return code_of[offset], (in_order + lo).astype(values.dtype)
 
 
+def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's code of its tuple of *keys* (integer columns), codes numbered in order
+    of first appearance, and each code's first row."""
+    size = keys[0].size
+    if not size:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    code = np.zeros(size, dtype=np.int64)
+    width = 1                                # the codes so far lie in 0..width-1
+    for key in keys:
+        lo = int(key.min())
+        top = int(key.max()) - lo + 1
+        if width * top > max(size, _DENSE_RANGE):
+            # Dense again (at most one code per row), so that the codes stay in a
+            # range factorize_ints numbers without a sort, and far from overflowing.
+            code, seen = factorize_ints(code)
+            width = seen.size
+        if width * top >= 2**62:             # a key too wide to widen by: its own codes
+            key, distinct = factorize_ints(key)
+            lo, top = 0, distinct.size
+        # In place: one temporary (the key widened), not three.
+        code *= top
+        wide = key.astype(np.int64)
+        wide -= lo
+        code += wide
+        del wide
+        width *= top
+    code, _ = factorize_ints(code)
+    # In first-appearance order, a row is its code's first when its code exceeds every
+    # code before it.
+    seen = np.maximum.accumulate(code)
+    first = np.flatnonzero(np.r_[True, code[1:] > seen[:-1]])
+    return code, first
+
+
+def rows_of_codes(code: np.ndarray, n: int) -> list[np.ndarray]:
+    """The rows of each code 0..n-1, each in row order: with first_seen_codes' codes,
+    the groups of pandas' ``groupby(sort=False)``."""
+    if not n:
+        return []
+    in_code_order = np.argsort(code, kind="stable")
+    return np.split(in_code_order, np.cumsum(np.bincount(code, minlength=n))[:-1])
+
+
 class Groups:
     """Ids of (device, phase, NVTX range) groups, kept across batches (module doc)."""
 
