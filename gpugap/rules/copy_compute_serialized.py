@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
 from gpugap.accounting.labels import ranges_of
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.groups import factorize_ints, first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_bytes, fmt_ns
 
@@ -57,33 +58,35 @@ CAUSES = (
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    copies, kernels = trace.memcpys, trace.kernels
+    copies, kernels = trace.table("memcpys"), trace.table("kernels")
     if copies.empty or kernels.empty:
         return []
     findings = []
-    device_of = kernels["device"].to_numpy()
-    one_device = len(pd.unique(device_of)) == 1
-    for device, c in copies.groupby("device", sort=False):
-        # The copies that could qualify first: often none, and then the kernels (maybe
-        # millions) need no work at all.
-        c = c[(c["end"] - c["start"]) >= config["min_copy_us"] * 1e3]
-        blocked = (((c["api_end"] - c["api_start"]) >= config["blocked_us"] * 1e3)
-                   & (c["api_start"] != NO_CALL))
-        c = c[~blocked.to_numpy()]
+    device_of = kernels["device"]
+    one_device = bool((device_of == device_of[0]).all())
+    # The copies that could qualify first: often none, and then the kernels (maybe
+    # millions) need no work at all.
+    api_start = copies["api_start"]
+    blocked = (((copies["api_end"] - api_start) >= config["blocked_us"] * 1e3)
+               & (api_start != NO_CALL))
+    qualifies = ((copies["end"] - copies["start"]) >= config["min_copy_us"] * 1e3) & ~blocked
+    copy_device, devices = factorize_ints(copies["device"])
+    for i, device in enumerate(devices.tolist()):       # in order of first appearance
+        c = copies.rows(qualifies & (copy_device == i))
         if c.empty:
             continue
-        # This device's kernels in start order (stable), as positions: no frame copy.
+        # This device's kernels in start order (stable), as positions: no table copy.
         rows = (np.arange(len(kernels)) if one_device and device_of[0] == device
                 else np.flatnonzero(device_of == device))
         if not rows.size:
             continue
-        ks = kernels["start"].to_numpy(np.int64)[rows]
+        ks = kernels["start"].astype(np.int64, copy=False)[rows]
         if not tl.is_sorted(ks):
             order = np.argsort(ks, kind="stable")
             rows, ks = rows[order], ks[order]
-        ke = kernels["end"].to_numpy(np.int64)[rows]
+        ke = kernels["end"].astype(np.int64, copy=False)[rows]
         union = tl.union(ks, ke)
-        cs, ce = c["start"].to_numpy(np.int64), c["end"].to_numpy(np.int64)
+        cs, ce = c["start"].astype(np.int64, copy=False), c["end"].astype(np.int64, copy=False)
         dur = ce - cs
         alone = dur - tl.overlap_each(cs, ce, union)
         del union
@@ -103,74 +106,81 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         turns = between & (alone >= config["min_alone_share"] * dur)
         if not turns.any():
             continue
-        k = kernels.iloc[rows[np.r_[b_idx, a_idx]]]
+        k = kernels.rows(rows[np.r_[b_idx, a_idx]])
         b_idx, a_idx = np.arange(b_idx.size), b_idx.size + np.arange(a_idx.size)
-        streams = k["stream"].to_numpy()
-        copy_stream = c["stream"].to_numpy()
-        k_corr, k_pid, k_start = (k[c].to_numpy() for c in ("corr", "pid", "start"))
+        streams = k["stream"]
+        copy_stream = c["stream"]
+        names = k.labels("name").strings()
         same = (streams[b_idx] == copy_stream) | (streams[a_idx] == copy_stream)
-        frame = pd.DataFrame({
-            "cause": np.where(same, "same-stream", "dependency"), "alone": alone,
-            "start": cs, "end": ce, "bytes": c["bytes"].to_numpy(), "stream": copy_stream,
-            "kind": c["kind"].astype(str).to_numpy(), "corr": c["corr"].to_numpy(),
-            "at": c["api_start"].where(c["api_start"] != NO_CALL, c["start"]
-                                       ).to_numpy(np.int64),
-            "before": k["name"].astype(str).to_numpy()[b_idx],
-            "after": k["name"].astype(str).to_numpy()[a_idx],
+        launch = c["api_start"]
+        turn = Table({
+            "same": same, "alone": alone, "start": cs, "end": ce, "bytes": c["bytes"],
+            "stream": copy_stream, "kind": c.labels("kind").strings(), "corr": c["corr"],
+            "at": np.where(launch != NO_CALL, launch, c["start"]).astype(np.int64),
+            "before": names[b_idx], "after": names[a_idx],
             "before_stream": streams[b_idx], "after_stream": streams[a_idx],
-            "pid": c["pid"].to_numpy(),
+            "pid": c["pid"],
             # The neighbours as events (marks only).
-            "before_corr": k_corr[b_idx], "after_corr": k_corr[a_idx],
-            "before_pid": k_pid[b_idx], "after_pid": k_pid[a_idx],
-            "before_start": k_start[b_idx], "after_start": k_start[a_idx]})[turns]
-        frame = frame[context.in_scope(int(device), frame["at"].to_numpy())]
-        frame["phase"] = context.phase_of(int(device), frame["start"].to_numpy())
-        for (cause, stream, phase), g in frame.groupby(["cause", "stream", "phase"],
-                                                        sort=False):
+            "before_corr": k["corr"][b_idx], "after_corr": k["corr"][a_idx],
+            "before_pid": k["pid"][b_idx], "after_pid": k["pid"][a_idx],
+            "before_start": k["start"][b_idx], "after_start": k["start"][a_idx]}).rows(turns)
+        turn = turn.rows(context.in_scope(int(device), turn["at"]))
+        phase = context.phase_code(int(device), turn["start"])
+        # Findings per (cause, stream, phase), in order of first appearance.
+        group, first = first_seen_codes(turn["same"], turn["stream"], phase)
+        for at_first, members in zip(first.tolist(), rows_of_codes(group, first.size),
+                                     strict=True):
+            g = turn.rows(members)
+            cause = "same-stream" if turn["same"][at_first] else "dependency"
+            stream = int(turn["stream"][at_first])
             cost = int(g["alone"].sum())
             if cost < config["min_cost_us"] * 1e3:
                 continue
-            worst = g.nlargest(int(config["max_examples"]), "alone")
-            kinds = ", ".join(sorted(set(g["kind"])))
+            # The longest alone first (ties: first seen first, as nlargest keeps them).
+            worst = g.rows(np.argsort(-g["alone"], kind="stable")[:int(config["max_examples"])])
+            kinds = ", ".join(sorted(set(g["kind"].tolist())))
             findings.append(Finding(
-                rule=RULE.id, cause=str(cause), severity=Severity.INFO,
+                rule=RULE.id, cause=cause, severity=Severity.INFO,
                 start_ns=int(g["start"].min()), end_ns=int(g["end"].max()), cost_ns=cost,
                 at_ns=int(g["at"].min()),
-                message=message(cause=str(cause), copies=len(g), kinds=kinds,
-                                total_bytes=int(g["bytes"].sum()), stream=int(stream),
+                message=message(cause=cause, copies=len(g), kinds=kinds,
+                                total_bytes=int(g["bytes"].sum()), stream=stream,
                                 alone_ns=cost),
                 marks=_marks(worst),
-                fix=RULE.causes[str(cause)].fix_for(context.framework),
-                streams=sorted({int(stream)} | set(map(int, g["before_stream"]))
-                               | set(map(int, g["after_stream"]))),
-                device=int(device), count=len(g), phase=str(phase),
-                ranges=ranges_of(trace, g["at"].to_numpy()),
-                claim=Claim(int(device), tl.union(g["start"].to_numpy(np.int64),
-                                                  g["end"].to_numpy(np.int64)), COPY_IDS),
+                fix=RULE.causes[cause].fix_for(context.framework),
+                streams=sorted({stream} | set(g["before_stream"].tolist())
+                               | set(g["after_stream"].tolist())),
+                device=int(device), count=len(g), phase=FINDING_PHASES[int(phase[at_first])],
+                ranges=ranges_of(trace, g["at"]),
+                claim=Claim(int(device), tl.union(g["start"].astype(np.int64, copy=False),
+                                                  g["end"].astype(np.int64, copy=False)),
+                            COPY_IDS),
                 evidence={"copy_ns_alone": cost, "bytes_total": int(g["bytes"].sum()),
-                          "copies": [{"correlation_id": int(r.corr), "start_ns": int(r.start),
-                                      "end_ns": int(r.end), "alone_ns": int(r.alone),
-                                      "bytes": int(r.bytes), "kernel_before": r.before,
-                                      "kernel_after": r.after,
-                                      "kernel_streams": [int(r.before_stream),
-                                                         int(r.after_stream)]}
-                                     for r in worst.itertuples()]}))
+                          "copies": [{"correlation_id": int(r["corr"]),
+                                      "start_ns": int(r["start"]), "end_ns": int(r["end"]),
+                                      "alone_ns": int(r["alone"]), "bytes": int(r["bytes"]),
+                                      "kernel_before": r["before"],
+                                      "kernel_after": r["after"],
+                                      "kernel_streams": [int(r["before_stream"]),
+                                                         int(r["after_stream"])]}
+                                     for r in worst.records()]}))
     return findings
 
 
-def _marks(worst: pd.DataFrame) -> list[Mark]:
+def _marks(worst: Table) -> list[Mark]:
     """The copies outlined; then each linked from the kernel before it and to the kernel
     after it (the turns they took)."""
-    def copy(r) -> EventRef:
-        return EventRef("memcpy", int(r.corr), stream=int(r.stream), pid=int(r.pid),
-                        start_ns=int(r.start))
+    def copy(r: dict) -> EventRef:
+        return EventRef("memcpy", int(r["corr"]), stream=int(r["stream"]), pid=int(r["pid"]),
+                        start_ns=int(r["start"]))
 
-    marks: list[Mark] = [Outline(copy(r)) for r in worst.itertuples()]
-    for r in worst.itertuples():
-        before = EventRef("kernel", int(r.before_corr), stream=int(r.before_stream),
-                          pid=int(r.before_pid), start_ns=int(r.before_start))
-        after = EventRef("kernel", int(r.after_corr), stream=int(r.after_stream),
-                         pid=int(r.after_pid), start_ns=int(r.after_start))
+    shown = list(worst.records())
+    marks: list[Mark] = [Outline(copy(r)) for r in shown]
+    for r in shown:
+        before = EventRef("kernel", int(r["before_corr"]), stream=int(r["before_stream"]),
+                          pid=int(r["before_pid"]), start_ns=int(r["before_start"]))
+        after = EventRef("kernel", int(r["after_corr"]), stream=int(r["after_stream"]),
+                         pid=int(r["after_pid"]), start_ns=int(r["after_start"]))
         marks += [Outline(before), Outline(after), Link(before, copy(r), "es"),
                   Link(copy(r), after, "es")]
     return marks

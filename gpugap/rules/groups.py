@@ -20,9 +20,9 @@ across batches, in order of first appearance; ``keys()`` names every id.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting.labels import folded_label_codes
+from gpugap.report.table import factorize
 from gpugap.report.trace import Trace
 from gpugap.rules.base import FINDING_PHASES, Context
 
@@ -30,6 +30,76 @@ GroupKey = tuple[int, str, str]          # device, phase, NVTX label ('' for non
 # Events grouped at a time: the working arrays of a part (labels, phases, keys) are a few
 # megabytes, not tens of them for a batch of a million.
 _PART = 1 << 18
+# factorize_ints numbers integers through an array as long as their range up to this
+# long however few they are (a few devices, phases or ranges need no sort either).
+_DENSE_RANGE = 1 << 16
+
+
+def factorize_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """table.factorize of integers: each value's code, numbered in order of first
+    appearance, and the distinct values in that order. Where their range is no wider
+    than their count (ids, devices, keys of a few columns) in O(n), through an array
+    over the range: table.factorize sorts, ten times the time of pandas' hashing on the
+    million kernels of a big report. Wider ranges are left to table.factorize."""
+    values = np.asarray(values)
+    if not values.size:
+        return factorize(values)
+    lo, hi = int(values.min()), int(values.max())
+    span = hi - lo + 1
+    if span > max(values.size, _DENSE_RANGE):
+        return factorize(values)
+    offset = values.astype(np.int64)
+    offset -= lo
+    first = np.full(span, values.size, dtype=np.intp)     # each value's first row
+    np.minimum.at(first, offset, np.arange(values.size))
+    present = np.flatnonzero(first < values.size)
+    in_order = present[np.argsort(first[present])]        # first rows differ: no ties
+    code_of = np.empty(span, dtype=np.intp)
+    code_of[in_order] = np.arange(in_order.size)
+    return code_of[offset], (in_order + lo).astype(values.dtype)
+
+
+def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's code of its tuple of *keys* (integer columns), codes numbered in order
+    of first appearance, and each code's first row."""
+    size = keys[0].size
+    if not size:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    code = np.zeros(size, dtype=np.int64)
+    width = 1                                # the codes so far lie in 0..width-1
+    for key in keys:
+        lo = int(key.min())
+        top = int(key.max()) - lo + 1
+        if width * top > max(size, _DENSE_RANGE):
+            # Dense again (at most one code per row), so that the codes stay in a
+            # range factorize_ints numbers without a sort, and far from overflowing.
+            code, seen = factorize_ints(code)
+            width = seen.size
+        if width * top >= 2**62:             # a key too wide to widen by: its own codes
+            key, distinct = factorize_ints(key)
+            lo, top = 0, distinct.size
+        # In place: one temporary (the key widened), not three.
+        code *= top
+        wide = key.astype(np.int64)
+        wide -= lo
+        code += wide
+        del wide
+        width *= top
+    code, _ = factorize_ints(code)
+    # In first-appearance order, a row is its code's first when its code exceeds every
+    # code before it.
+    seen = np.maximum.accumulate(code)
+    first = np.flatnonzero(np.r_[True, code[1:] > seen[:-1]])
+    return code, first
+
+
+def rows_of_codes(code: np.ndarray, n: int) -> list[np.ndarray]:
+    """The rows of each code 0..n-1, each in row order: with first_seen_codes' codes,
+    the groups of pandas' ``groupby(sort=False)``."""
+    if not n:
+        return []
+    in_code_order = np.argsort(code, kind="stable")
+    return np.split(in_code_order, np.cumsum(np.bincount(code, minlength=n))[:-1])
 
 
 class Groups:
@@ -50,14 +120,14 @@ class Groups:
         for i in range(0, device.size, _PART):
             part = slice(i, i + _PART)
             ids[part] = self._ids_of(device[part], start[part], launched[part])
-        local, to_id = pd.factorize(ids)
+        local, to_id = factorize_ints(ids)
         return local, to_id
 
     def _ids_of(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray
                 ) -> np.ndarray:
         """Each event's group id (new groups numbered in order of first appearance)."""
         range_code, range_names = folded_label_codes(self.trace, launched)
-        device_code, device_ids = pd.factorize(device)
+        device_code, device_ids = factorize_ints(device)
         n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
         # The key (device, phase, range) built in place: one array, not one per step.
         code = device_code.astype(np.int64)
@@ -67,7 +137,7 @@ class Groups:
         code *= n_ranges
         code += range_code
         del range_code
-        local, keys = pd.factorize(code)
+        local, keys = factorize_ints(code)
         to_id = np.empty(len(keys), dtype=np.int64)
         for g, key in enumerate(keys.tolist()):            # one step per group, not event
             dev, rest = divmod(int(key), n_phases * n_ranges)

@@ -31,7 +31,7 @@ from gpugap.accounting.occupancy import sm_counts
 from gpugap.memory import give_back, joined
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.groups import Groups
+from gpugap.rules.groups import Groups, first_seen_codes
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -102,32 +102,6 @@ class _IdleSm:
         if self._sweep is not None:
             return self._sweep.take(i0, i1)
         return self._idle[i0:i1], self._own[i0:i1]
-
-
-def _first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's code of its tuple of *keys* (integers), codes numbered in
-    order of first appearance, and each code's first row."""
-    code = np.zeros(keys[0].size, dtype=np.int64)
-    width = 1
-    for key in keys:
-        lo = int(key.min(initial=0))
-        top = int(key.max(initial=0)) - lo + 1
-        if width * top >= 2**62:                 # dense again before it could overflow
-            code, _ = pd.factorize(code)
-            width = int(code.max(initial=0)) + 1
-        # In place: one temporary (the key widened), not three.
-        code *= top
-        wide = key.astype(np.int64)
-        wide -= lo
-        code += wide
-        del wide
-        width *= top
-    code, _ = pd.factorize(code)
-    # In first-appearance order, a row is its code's first when its code exceeds every
-    # code before it.
-    seen = np.maximum.accumulate(code)
-    first = np.flatnonzero(np.r_[True, code[1:] > seen[:-1]])
-    return code, first
 
 
 def _int_sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -237,8 +211,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         del start, end, at, stream
         # Launch configurations (group, name, blocks, threads) in order of first launch.
         blocks, threads = blocks[rows], cols["threads_per_block"][part][rows]
-        launch_config, first = _first_seen_codes(to_global[local], name_code[part][rows], blocks,
-                                          threads)
+        launch_config, first = first_seen_codes(to_global[local], name_code[part][rows],
+                                                blocks, threads)
         first_row = rows[first]
         configs.append(pd.DataFrame({
             "gid": to_global[local[first]], "name": name_code[part][first_row],
