@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +22,8 @@ from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, Settings, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.metrics import Metrics
+from gpugap.analysis.frames import Frames
+from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
 from gpugap.jsonout import Record, Shown
@@ -31,9 +33,6 @@ from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
 from gpugap.rules.settle import settle
-
-if TYPE_CHECKING:
-    from gpugap.analysis.frames import Frames
 
 
 @dataclass
@@ -119,10 +118,8 @@ class Analysis(Shown, Record):
 
     def frames(self) -> Frames:
         """Findings, the range table, phases, the time accounting and iterations as tidy
-        DataFrames (gpugap.analysis.frames, which imports pandas)."""
-        from gpugap.analysis.frames import frames
-
-        return frames(self)
+        DataFrames (gpugap.analysis.frames: pandas is imported then)."""
+        return frames_of(self)
 
     def findings_of(self, rule: str, cause: str | None = None) -> list[Finding]:
         return [f for f in self.findings

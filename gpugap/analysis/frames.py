@@ -15,15 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting import BUCKETS, IDS, PHASES, Accounting
 from gpugap.accounting.metrics import METRIC_NAMES, Metrics
 from gpugap.jsonout import Record
 from gpugap.rules.base import Finding
+
+# pandas is imported by the functions that build DataFrames: an analysis itself never
+# imports it (issue 25).
+if TYPE_CHECKING:
+    import pandas as pd
 
 FINDING_COLUMNS = ("id", "rule", "cause", "severity", "device", "pid", "phase", "start_ns",
                    "end_ns", "cost_ns", "share_pct", "count", "median_ns_per_iteration",
@@ -67,6 +71,8 @@ def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    import pandas as pd
+
     rows = [{"id": f.id, "rule": f.rule, "cause": f.cause, "severity": f.severity,
              "device": f.device, "pid": f.pid, "phase": f.phase, "start_ns": f.start_ns,
              "end_ns": f.end_ns, "cost_ns": f.cost_ns, "share_pct": f.share_pct,
@@ -87,6 +93,8 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
 def ranges_frame(ranges: Sequence[Any]) -> pd.DataFrame:
     """The range table (``Analysis.ranges``): path as 'outer > inner', then its metrics
     (gpugap.accounting.metrics.Metrics, one column each)."""
+    import pandas as pd
+
     rows = []
     for r in ranges:
         row = {"path": " > ".join(r.path or [r.name]), "name": r.name, "domain": r.domain,
@@ -103,6 +111,8 @@ def ranges_frame(ranges: Sequence[Any]) -> pd.DataFrame:
 
 
 def phases_frame(accounting: Accounting | None) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for device, dev in sorted((accounting.devices if accounting else {}).items()):
         ph = dev.phases
@@ -122,6 +132,8 @@ def phases_frame(accounting: Accounting | None) -> pd.DataFrame:
 
 
 def accounting_frame(accounting: Accounting | None) -> pd.DataFrame:
+    import pandas as pd
+
     busy = {b.id: b.busy for b in BUCKETS}
     parts = []
     for device, dev in sorted((accounting.devices if accounting else {}).items()):
@@ -147,6 +159,8 @@ def accounting_frame(accounting: Accounting | None) -> pd.DataFrame:
 
 
 def iterations_frame(accounting: Accounting | None) -> pd.DataFrame:
+    import pandas as pd
+
     parts = []
     for device, dev in sorted((accounting.devices if accounting else {}).items()):
         it = dev.phases.iterations
