@@ -31,9 +31,11 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
 from gpugap.accounting.labels import ranges_of
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import ASYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.evidence import group_ids, rows_by_group
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_bytes, fmt_ns
 
@@ -74,87 +76,89 @@ CAUSES = (Cause("pageable-async", "async copy API on pageable host memory", FIX_
 CLAIMED = ("blocking-copy", "synchronization", *COPY_IDS)
 
 
-def _claim(context: Context, device: int, g) -> Claim | None:
+def _claim(context: Context, device: int, g: Table) -> Claim | None:
     dev = context.accounting.devices.get(int(device))
     if dev is None:
         return None
-    api_end = g["api_end"].to_numpy(dtype=np.int64)
-    held_until = dev.gaps.end_or(api_end)
-    lo = np.r_[g["api_start"].to_numpy(dtype=np.int64), g["start"].to_numpy(np.int64)]
-    hi = np.r_[held_until, g["end"].to_numpy(np.int64)]
+    held_until = dev.gaps.end_or(g["api_end"])
+    lo = np.r_[g["api_start"], g["start"]]
+    hi = np.r_[held_until, g["end"]]
     return Claim(int(device), tl.union(lo, hi), CLAIMED)
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    m = trace.memcpys
+    m = trace.table("memcpys")
     if m.empty:
         return []
-    m = m[m["api_start"] != NO_CALL].copy()
-    m = m[context.in_scope(m["device"].to_numpy(), m["api_start"].to_numpy(np.int64))]
+    m = m.rows(m["api_start"] != NO_CALL)
+    m = m.rows(context.in_scope(m["device"], m["api_start"]))
     if m.empty:
         return []
-    m["blocked"] = (m["api_end"] - m["api_start"]).astype(np.int64)
-    is_async = m["api_name"].astype(str).str.contains(ASYNC)
-    pageable = (m["src_kind"].astype(str) == "Pageable") | (m["dst_kind"].astype(str) == "Pageable")
-    kind = m["kind"].astype(str)
-    small_h2d = (kind == "Host-to-Device") & (m["bytes"] <= config["sync_h2d_max_bytes"])
+    blocked = (m["api_end"] - m["api_start"]).astype(np.int64)
+    is_async = m.labels("api_name").matching(ASYNC)
+    pageable = m.labels("src_kind").isin(["Pageable"]) | m.labels("dst_kind").isin(["Pageable"])
+    kind = m.labels("kind")
+    small_h2d = kind.isin(["Host-to-Device"]) & (m["bytes"] <= config["sync_h2d_max_bytes"])
     # Reading back a few bytes (.item(), .get() of a scalar) holds the thread to wait for
     # the GPU, not to stage data: a synchronisation (launch-gap's sync-wait), whatever
     # the memory kind.
-    small_d2h = (kind == "Device-to-Host") & (m["bytes"] < config["min_d2h_bytes"])
+    small_d2h = kind.isin(["Device-to-Host"]) & (m["bytes"] < config["min_d2h_bytes"])
     d2d = kind.isin(["Device-to-Device", "Peer-to-Peer"])
-    m["cause"] = np.where(small_d2h, "",
-                          np.where(is_async & pageable, "pageable-async",
-                                   np.where(~is_async & ~small_h2d & ~d2d, "synchronous", "")))
-    # A copy of the selection: the columns added below belong to it alone.
-    m = m[(m["cause"] != "") & (m["blocked"] >= config["min_blocked_us"] * 1e3)].copy()
-    if m.empty:
+    cause = np.where(small_d2h, "",
+                     np.where(is_async & pageable, "pageable-async",
+                              np.where(~is_async & ~small_h2d & ~d2d, "synchronous", "")))
+    kept = (cause != "") & (blocked >= config["min_blocked_us"] * 1e3)
+    if not kept.any():
         return []
-    m["gtid"] = m["gtid"].astype(np.int64)
-    m["copy_ns"] = (m["end"] - m["start"]).astype(np.int64)
-    m["phase"] = context.phases_of(m["device"].to_numpy(), m["start"].to_numpy(np.int64))
+    m = m.rows(kept).with_columns(blocked=blocked[kept], cause=cause[kept])
+    m = m.with_columns(copy_ns=(m["end"] - m["start"]).astype(np.int64),
+                       phase=context.phases_of(m["device"], m["start"]))
+    names = ["api_name", "kind", "src_kind", "dst_kind"]
+    group = group_ids([m[k] for k in ["device", "phase", "gtid", "cause", *names]])
     findings = []
-    keys = ["device", "phase", "gtid", "api_name", "cause", "kind", "src_kind", "dst_kind"]
-    for key, g in m.groupby(keys, sort=False, observed=True):
-        device, phase, gtid, api_name, cause, direction, src, dst = key
+    for rows in rows_by_group(group):
+        g = m.rows(rows)
+        device, phase, gtid, cause = (g[k][0] for k in ("device", "phase", "gtid", "cause"))
+        api_name, direction, src, dst = (g.labels(k)[0] for k in names)
         cost = int(g["blocked"].sum())
         total_bytes = int(g["bytes"].sum())
         gbps = total_bytes / max(int(g["copy_ns"].sum()), 1)  # bytes/ns == GB/s
         thread = trace.thread_name(int(gtid))
-        examples = g.nlargest(5, "blocked")
+        # The five that blocked longest (ties: the first in the report), as nlargest.
+        examples = g.rows(np.argsort(-g["blocked"], kind="stable")[:5])
         text = message(cause=str(cause), copies=len(g), api=str(api_name),
                        direction=str(direction), src=str(src), dst=str(dst),
                        total_bytes=total_bytes, thread=thread, blocked_ns=cost,
-                       worst_ns=int(examples["blocked"].iloc[0]), gbps=gbps)
+                       worst_ns=int(examples["blocked"][0]), gbps=gbps)
         findings.append(Finding(
-            rule=RULE.id, cause=cause, severity=Severity.INFO,
+            rule=RULE.id, cause=str(cause), severity=Severity.INFO,
             start_ns=int(g["api_start"].min()), end_ns=int(max(g["api_end"].max(), g["end"].max())),
             cost_ns=cost, at_ns=int(g["api_start"].min()), message=text,
-            fix=RULE.causes[cause].fix_for(context.framework), marks=_marks(examples),
-            streams=sorted({int(s) for s in g["stream"]}), device=int(device), count=len(g),
-            ranges=ranges_of(trace, g["api_start"].to_numpy(np.int64)), phase=str(phase),
-            pid=int(g["pid"].iloc[0]), claim=_claim(context, device, g),
+            fix=RULE.causes[str(cause)].fix_for(context.framework), marks=_marks(examples),
+            streams=sorted(set(g["stream"].tolist())), device=int(device), count=len(g),
+            ranges=ranges_of(trace, g["api_start"]), phase=str(phase),
+            pid=int(g["pid"][0]), claim=_claim(context, device, g),
             evidence={
                 "api": api_name, "thread": thread, "direction": direction,
                 "memory": f"{src} -> {dst}", "bytes_total": total_bytes,
                 "blocked_ns_total": cost, "copy_ns_total": int(g["copy_ns"].sum()),
                 "achieved_gbps": round(gbps, 3),
-                "copies": [{"correlation_id": int(r.corr), "api_start_ns": int(r.api_start),
-                            "blocked_ns": int(r.blocked), "bytes": int(r.bytes),
-                            "copy_start_ns": int(r.start), "copy_ns": int(r.copy_ns),
-                            "gbps": round(r.bytes / max(r.copy_ns, 1), 3)}
-                           for r in examples.itertuples()],
+                "copies": [{"correlation_id": r["corr"], "api_start_ns": r["api_start"],
+                            "blocked_ns": r["blocked"], "bytes": r["bytes"],
+                            "copy_start_ns": r["start"], "copy_ns": r["copy_ns"],
+                            "gbps": round(r["bytes"] / max(r["copy_ns"], 1), 3)}
+                           for r in examples.records()],
             }))
     return findings
 
 
-def _marks(examples) -> list[Mark]:
+def _marks(examples: Table) -> list[Mark]:
     """Each copy outlined on its thread (the call) and on the GPU, linked."""
     marks: list[Mark] = []
-    for r in examples.itertuples():
-        call = EventRef("api", int(r.corr), pid=int(r.pid), start_ns=int(r.api_start))
-        copy = EventRef("memcpy", int(r.corr), stream=int(r.stream), pid=int(r.pid),
-                        start_ns=int(r.start))
+    for r in examples.records():
+        call = EventRef("api", r["corr"], pid=r["pid"], start_ns=r["api_start"])
+        copy = EventRef("memcpy", r["corr"], stream=r["stream"], pid=r["pid"],
+                        start_ns=r["start"])
         marks += [Outline(call), Outline(copy), Link(call, copy, "ss")]
     return marks
 

@@ -23,17 +23,19 @@ the report has them, else from the kernels' names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import CODE
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.work import SOURCES
+from gpugap.report.table import factorize
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.evidence import name_labels
 from gpugap.rules.model import Band, Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -68,6 +70,9 @@ FIX_AFTER_COMPUTE_TAIL = (
     "optimizer on buckets already reduced, or overlap the tail with the next step's "
     "forward (FSDP's prefetching).")
 MAX_MARKED = 5          # exposed stretches and collectives drawn per finding
+# NCCL's NVTX ranges of collectives (ncclAllReduce...): named nccl*, and not the
+# communicator's set-up or the group calls around them (no Comm or Group in the name).
+NCCL_COLLECTIVE = re.compile(r"^nccl(?!.*(?:Comm|Group))", re.DOTALL)
 
 WHY = {
     "after-compute": "the collectives were issued after the compute they could have hidden "
@@ -103,27 +108,36 @@ def _collectives(trace: Trace, work, ops: np.ndarray) -> dict[str, int]:
     """Collective -> how many of *ops* it launched: the NCCL NVTX range (ncclAllReduce,
     ncclBroadcast...) of the launching process around each op's launch call, when the
     report has them; else the kernels' own names."""
-    nv = trace.nvtx
+    nv = trace.table("nvtx")
     launched = work.gather("api_start", ops)
     pid = work.gather("pid", ops).astype(np.int64)
     if len(nv) and ops.size:
-        name = nv["name"].astype(str)
-        nccl = (name.str.startswith("nccl") & ~name.str.contains("Comm|Group")).to_numpy()
-        ranges = nv[nccl]
+        names = name_labels(nv["name"])
+        ranges = np.flatnonzero(names.matching(NCCL_COLLECTIVE))
+        range_pid = nv["pid"][ranges]
         label = np.full(ops.size, None, dtype=object)
         for p in np.unique(pid).tolist():
-            r = ranges[ranges["pid"].to_numpy() == p].sort_values("start", kind="stable")
-            if not len(r):
+            own = ranges[range_pid == p]
+            if not own.size:
                 continue
+            own = own[np.argsort(nv["start"][own], kind="stable")]
+            start, end = nv["start"][own], nv["end"][own]
             mine = np.flatnonzero((pid == p) & ~np.isnan(launched))
-            k = np.searchsorted(r["start"].to_numpy(), launched[mine], side="right") - 1
-            inside = (k >= 0) & (launched[mine] <= r["end"].to_numpy()[np.maximum(k, 0)])
-            label[mine[inside]] = r["name"].astype(str).to_numpy()[k[inside]]
+            k = np.searchsorted(start, launched[mine], side="right") - 1
+            inside = (k >= 0) & (launched[mine] <= end[np.maximum(k, 0)])
+            label[mine[inside]] = names.take(own[k[inside]]).strings()
         if any(v is not None for v in label.tolist()):
-            counts = pd.Series([v for v in label.tolist() if v is not None]).value_counts()
-            return {str(k): int(v) for k, v in counts.items()}
-    names = work.names(trace, ops)
-    return {str(n): int(c) for n, c in pd.Series(names).value_counts().items()}
+            return _by_count([v for v in label.tolist() if v is not None])
+    return _by_count(work.names(trace, ops))
+
+
+def _by_count(names: list[str]) -> dict[str, int]:
+    """How many times each of *names* occurs, the commonest first (ties: in order of first
+    appearance, as pandas' value_counts)."""
+    codes, distinct = factorize(np.array(names, dtype=object))
+    counts = np.bincount(codes)
+    return {str(distinct[i]): int(counts[i])
+            for i in np.argsort(-counts, kind="stable").tolist()}
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
