@@ -22,16 +22,16 @@ import re
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.memory import give_back, joined
+from gpugap.report.table import Table, concat
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.groups import Groups, first_seen_codes
+from gpugap.rules.groups import Groups, factorize_ints, first_seen_codes
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -62,9 +62,12 @@ class _SmCounts:
     """occupancy.sm_counts of kernels, from their device ids (one lookup per device, not
     an array of every kernel's)."""
 
-    def __init__(self, kernels: pd.DataFrame, devices: pd.DataFrame) -> None:
-        self.ids = np.sort(pd.unique(kernels["device"].to_numpy()))
-        self.counts = sm_counts(pd.DataFrame({"device": self.ids}), devices)
+    def __init__(self, trace: Trace) -> None:
+        # pandas: occupancy.sm_counts (the accounting's) still reads frames.
+        import pandas as pd
+
+        self.ids = np.sort(factorize_ints(trace.table("kernels")["device"])[1])
+        self.counts = sm_counts(pd.DataFrame({"device": self.ids}), trace.devices)
 
     def __call__(self, device: np.ndarray) -> np.ndarray:
         return self.counts[np.searchsorted(self.ids, device)]
@@ -77,10 +80,9 @@ class _IdleSm:
     swept as they are taken (intervals.SharedIdle): no array of every kernel's values."""
 
     def __init__(self, trace: Trace, sms_of: _SmCounts) -> None:
-        k = trace.kernels
-        blocks = k["blocks"].to_numpy(dtype=np.int64)
-        start, end = k["start"].to_numpy(), k["end"].to_numpy()
-        device = k["device"].to_numpy()
+        k = trace.table("kernels")
+        blocks = k["blocks"].astype(np.int64, copy=False)
+        start, end, device = k["start"], k["end"], k["device"]
         devices = sms_of.ids
         self._sweep: tl.SharedIdle | None = None
         if devices.size <= 1 and tl.is_sorted(start):
@@ -111,45 +113,65 @@ def _int_sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _sums(totals: list[pd.DataFrame], partial: list[pd.DataFrame], n_groups: int
+def _sums(totals: list[Table], partial: list[Table], n_groups: int
           ) -> dict[str, np.ndarray]:
     """Per-chunk, per-group partial results -> one value per group (global id), each
     accumulated in chunk order (float sums added in the same order as chunk by chunk)."""
     out = {}
-    both = pd.concat(totals, ignore_index=True)
+    both = concat(totals)
     acc = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(acc, both["gid"].to_numpy(), both["kernel_ns"].to_numpy(dtype=np.int64))
+    np.add.at(acc, both["gid"], both["kernel_ns"].astype(np.int64))
     out["kernel_ns"] = acc
-    both = pd.concat(partial, ignore_index=True)
-    gid = both["gid"].to_numpy()
+    both = concat(partial)
+    gid = both["gid"]
     for col in ("small_ns", "small", "cost"):
         acc = np.zeros(n_groups, dtype=np.int64)
-        np.add.at(acc, gid, both[col].to_numpy(dtype=np.int64))
+        np.add.at(acc, gid, both[col].astype(np.int64, copy=False))
         out[col] = acc
     wall = np.zeros(n_groups, dtype=np.float64)
-    np.add.at(wall, gid, both["own"].to_numpy(dtype=np.float64))
+    np.add.at(wall, gid, both["own"].astype(np.float64, copy=False))
     out["wall_ns"] = wall
     for col, fn, init in (("start", np.minimum, np.iinfo(np.int64).max),
                           ("end", np.maximum, np.iinfo(np.int64).min),
                           ("at", np.minimum, np.iinfo(np.int64).max)):
         acc = np.full(n_groups, init, dtype=np.int64)
-        fn.at(acc, gid, both[col].to_numpy(dtype=np.int64))
+        fn.at(acc, gid, both[col].astype(np.int64, copy=False))
         out[col] = acc
     return out
 
 
+def _top_configs(configs: list[Table], max_examples: int) -> dict[int, Table]:
+    """The launch configurations of each group (global id), at most *max_examples* of
+    the most time, from the chunks' partial ones. A configuration's count and time sum
+    over chunks; its SM count and example are those of its first launch, and
+    configurations keep the order they appeared in."""
+    parts = concat(configs)
+    parts = parts.rows(np.argsort(parts["row"], kind="stable"))
+    config_code, first = first_seen_codes(parts["gid"], parts["name"], parts["blocks"],
+                                          parts["threads"])
+    per_config = parts.select(("gid", "name", "blocks", "threads")).rows(first).with_columns(
+        count=_int_sums(config_code, parts["count"], first.size),
+        time_ns=_int_sums(config_code, parts["time_ns"], first.size),
+        sms=parts["sms"][first], corr=parts["corr"][first], row=parts["row"][first])
+    # The most time first in each group (ties: first seen first, as nlargest keeps them).
+    per_config = per_config.rows(np.lexsort((per_config["row"], -per_config["time_ns"],
+                                             per_config["gid"])))
+    gid = per_config["gid"]
+    cuts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+    bounds = np.r_[cuts, gid.size]
+    return {int(gid[lo]): per_config.rows(np.arange(lo, min(hi, lo + max_examples)))
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)}
+
+
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    k = trace.kernels
+    k = trace.table("kernels")
     if k.empty:
         return []
-    names = k["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    name_code = names.array.codes                  # read-only, not .cat.codes' copy
-    name_text = np.asarray(names.cat.categories, dtype=object)
-    cols = {c: k[c].to_numpy() for c in ("blocks", "start", "end", "api_start", "device",
-                                         "threads_per_block", "corr", "stream")}
-    sms_of = _SmCounts(k, trace.devices)
+    names = k.labels("name")
+    name_code, name_text = names.codes, names.categories
+    cols = {c: k[c] for c in ("blocks", "start", "end", "api_start", "device",
+                              "threads_per_block", "corr", "stream")}
+    sms_of = _SmCounts(trace)
     flags = kernel_flags(trace)                    # each kernel's; compared per batch
     idle_sm = _IdleSm(trace, sms_of)
     # Groups (device, phase, NVTX range) get global ids in order of first appearance;
@@ -180,7 +202,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # instances folded), so a setup phase does not dilute a measured range.
         group, to_global = groups.of_batch(device, start, at)
         total = np.bincount(group, weights=dur, minlength=to_global.size)
-        totals.append(pd.DataFrame({"gid": to_global, "kernel_ns": np.rint(total)}))
+        totals.append(Table({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
             return
@@ -196,7 +218,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # The batch's arrays go as soon as they are used (megabytes each): the batch's
         # peak is its last steps, with the unions of all batches before it held.
         del order, dur, group
-        partial.append(pd.DataFrame({
+        partial.append(Table({
             "gid": gids, "small_ns": np.add.reduceat(small_dur, cuts),
             "small": np.diff(np.r_[cuts, rows.size]),
             "cost": np.add.reduceat(np.rint(idle_ns[rows]).astype(np.int64), cuts),
@@ -214,7 +236,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         launch_config, first = first_seen_codes(to_global[local], name_code[part][rows],
                                                 blocks, threads)
         first_row = rows[first]
-        configs.append(pd.DataFrame({
+        configs.append(Table({
             "gid": to_global[local[first]], "name": name_code[part][first_row],
             "blocks": blocks[first], "threads": threads[first],
             "count": np.bincount(launch_config, minlength=first.size),
@@ -232,19 +254,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     if not partial:
         return []
     acc = _sums(totals, partial, len(groups))
-    # A configuration's count and time sum over chunks; its SM count and example are
-    # those of its first launch, and configurations keep the order they appeared in.
-    per_config = (pd.concat(configs, ignore_index=True).sort_values("row", kind="stable")
-                  .groupby(["gid", "name", "blocks", "threads"], sort=False)
-                  .agg(count=("count", "sum"), time_ns=("time_ns", "sum"),
-                       sms=("sms", "first"), corr=("corr", "first"), row=("row", "first"))
-                  .reset_index())
-    # The largest max_examples per group (ties: first seen first, as nlargest keeps them).
-    per_config = per_config.sort_values(["gid", "time_ns", "row"],
-                                        ascending=[True, False, True], kind="stable")
-    per_config = per_config[per_config.groupby("gid").cumcount()
-                            < int(config["max_examples"])]
-    top_of = {int(g): c for g, c in per_config.groupby("gid", sort=False)}
+    top_of = _top_configs(configs, int(config["max_examples"]))
     stream_of = {g: sorted(s) for g, s in streams.items()}
     findings = []
     for (dev, phase, label), g in groups.keys():
@@ -260,7 +270,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         if idle_pct < config["min_idle_sm_pct"]:
             continue
         top_configs = top_of[g]
-        top = top_configs.iloc[0]
+        shown = list(top_configs.records())
+        top = shown[0]
         n_sm = int(top["sms"])
         top_name = name_text[int(top["name"])]
         text = message(time_share_pct=share, small_ns=small_ns, launches=n_small,
@@ -268,7 +279,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                        threads=int(top["threads"]), sms=n_sm, count=int(top["count"]),
                        idle_sm_pct=idle_pct, idle_sm_ns=cost)
         kernels = _joined_union(spans.pop(g))
-        demangled = demangled_name(k, int(top["row"]))
+        # bridge: report.trace.demangled_name still reads the kernels' frame
+        demangled = demangled_name(trace.kernels, int(top["row"]))
         library = LIBRARY_KERNEL.search(demangled)
         fix = (FIX_LIBRARY.format(library=LIBRARY_NAMES.get(library.group(0).lower(),
                                                             "cuBLAS")) if library
@@ -286,14 +298,13 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": small_ns,
                       "kernel_ns": kernel_ns,
-                      "kernels": [{"name": name_text[int(r.name)],
-                                   "demangled": demangled_name(k, int(r.row)),
-                                   "blocks": int(r.blocks),
-                                   "threads_per_block": int(r.threads),
-                                   "sms_used": min(int(r.blocks), int(r.sms)),
-                                   "count": int(r.count), "time_ns": int(r.time_ns),
-                                   "example_correlation_id": int(r.corr)}
-                                  for r in top_configs.itertuples()]}))
+                      "kernels": [{"name": name_text[r["name"]],
+                                   "demangled": demangled_name(trace.kernels, r["row"]),
+                                   "blocks": r["blocks"], "threads_per_block": r["threads"],
+                                   "sms_used": min(r["blocks"], r["sms"]),
+                                   "count": r["count"], "time_ns": r["time_ns"],
+                                   "example_correlation_id": r["corr"]}
+                                  for r in shown]}))
     return findings
 
 
@@ -309,11 +320,10 @@ def _joined_union(parts: list[tl.Intervals]) -> tl.Intervals:
     return tl.union(s, e)
 
 
-def _marks(kernels: pd.DataFrame, configs: pd.DataFrame) -> list[Mark]:
+def _marks(kernels: Table, configs: Table) -> list[Mark]:
     """An example kernel of each configuration listed, outlined."""
-    rows = configs["row"].to_numpy(np.int64)
-    streams, pids, starts = (kernels[c].to_numpy()[rows].tolist()
-                             for c in ("stream", "pid", "start"))
+    rows = configs["row"]
+    streams, pids, starts = (kernels[c][rows].tolist() for c in ("stream", "pid", "start"))
     return [Outline(EventRef("kernel", int(corr), stream=int(stream), pid=int(pid),
                              start_ns=int(start)))
             for corr, stream, pid, start in zip(configs["corr"].tolist(), streams, pids,
