@@ -63,7 +63,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import metrics
@@ -86,6 +85,7 @@ from gpugap.text import one_line
 from gpugap.units import fmt_ns
 
 if TYPE_CHECKING:
+    import pandas as pd
     from distributed import Client
 
 # The others must wait at least this share of an iteration for a rank to name it the
@@ -421,6 +421,8 @@ class Job(Shown, Record):
             top = row.pop("top_cause") or {}
             rows.append(row | {f"top_{k}": top.get(k)
                                for k in ("kind", "rule", "cause", "headline")})
+        import pandas as pd  # the users' DataFrame: an analysis never imports it
+
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict[str, Any]:
@@ -698,6 +700,8 @@ class Jobs(Shown):
 
     def frame(self) -> pd.DataFrame:
         """:meth:`verdicts` as a DataFrame: one row per report, in the order given."""
+        import pandas as pd  # the users' DataFrame: an analysis never imports it
+
         return pd.DataFrame(self.verdicts(), columns=["report", "job", "rank", "status",
                                                       "kind", "headline"])
 

@@ -60,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap import __version__
 from gpugap.ci.gates import (
@@ -228,6 +227,8 @@ def build(runs: Sequence[Measurements]) -> Baseline:
         # One row per metric, one column per run (NaN: null or range absent in that run).
         raw = [[run[scope].get(n) if scope in run else None for run in values]
                for n in names]
+        import pandas as pd  # statistics of a few runs; an analysis never imports it
+
         table = pd.DataFrame(raw, index=names, dtype="float64")
         median, lo, hi = table.median(axis=1), table.min(axis=1), table.max(axis=1)
         stdev = table.std(axis=1, ddof=1).fillna(0.0)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting import metrics
@@ -79,21 +78,20 @@ def finding_values(findings: Sequence) -> dict[str, float | int]:
                                       for name in finding_metric_names()}
     if not findings:
         return values
-    frame = pd.DataFrame({"rule": [f.rule for f in findings],
-                          "cause": [f.cause for f in findings],
-                          "count": np.array([f.count for f in findings], dtype=np.int64),
-                          "cost_ns": np.array([f.cost_ns for f in findings], dtype=np.int64)})
-
     def put(prefix: str, count: int, cost_ns: int) -> None:
         values[f"{prefix}.count"] = int(count)
         values[f"{prefix}.cost_ms"] = round(cost_ns / 1e6, 3)
 
-    put("findings", frame["count"].sum(), frame["cost_ns"].sum())
-    for rule, row in frame.groupby("rule")[["count", "cost_ns"]].sum().iterrows():
-        put(f"findings.{rule}", row["count"], row["cost_ns"])
-    for (rule, cause), row in frame.groupby(["rule", "cause"])[["count", "cost_ns"]].sum(
-            ).iterrows():
-        put(f"findings.{rule}.{cause}", row["count"], row["cost_ns"])
+    # Totals, per rule and per (rule, cause): every key already has its place in values.
+    sums: dict[tuple[str, ...], list[int]] = {}
+    for f in findings:
+        for key in ((), (f.rule,), (f.rule, f.cause)):
+            total = sums.setdefault(key, [0, 0])
+            total[0] += int(f.count)
+            total[1] += int(f.cost_ns)
+    # (in pandas' groupby order, for a cause no registry lists: it is added at the end)
+    for key, (count, cost_ns) in sorted(sums.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        put(".".join(("findings", *key)), count, cost_ns)
     return values
 
 
