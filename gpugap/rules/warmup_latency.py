@@ -21,18 +21,20 @@ consequences and cost only what is left. One finding per cause, device and phase
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.accounting.labels import range_labels, ranges_of
 from gpugap.memory import give_back
+from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC, name_mask
+from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.evidence import group_ids, name_labels, rows_by_group
 from gpugap.rules.model import Cause, Mark, Severity, Span
 from gpugap.units import fmt_ns
 
@@ -72,7 +74,7 @@ def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
         np.argsort(start, kind="stable")
     # Group codes numbered by first occurrence in start order; rows grouped by a stable
     # sort of the codes (start order kept within a group).
-    codes, uniq = pd.factorize(key if order is None else key[order])
+    codes, uniq = factorize(key if order is None else key[order])
     groups = len(uniq)
     seg = np.argsort(codes.astype(np.int16) if groups < 32767 else codes, kind="stable")
     bounds = np.searchsorted(codes[seg], np.arange(groups + 1))
@@ -99,37 +101,32 @@ def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
     return out
 
 
-def _first_vs_typical(groups: pd.DataFrame, keys: list[str], config: Mapping[str, float]
-                      ) -> pd.DataFrame:
-    """Rows (one per key) whose first occurrence (by start) exceeds the median of the
-    later ones by the thresholds; columns first_ns, typical_ns, excess_ns, n, start, end."""
-    if groups.empty:
-        return groups.assign(first_ns=[], typical_ns=[], excess_ns=[], n=[])
-    key = groups.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
-    hits = _first_vs_typical_idx(groups["start"].to_numpy(), groups["end"].to_numpy(), key,
-                                 config)
-    rows = [i for i, _, _ in hits]
-    first = groups.iloc[rows].reset_index(drop=True)
+def _first_vs_typical(rows: Table, keys: list[str], config: Mapping[str, float]) -> Table:
+    """The rows (one per key) whose first occurrence (by start) exceeds the median of the
+    later ones by the thresholds, with columns first_ns, typical_ns, excess_ns, n added."""
+    key = group_ids([rows[k] for k in keys])
+    hits = _first_vs_typical_idx(rows["start"], rows["end"], key, config)
+    first = rows.rows(np.array([i for i, _, _ in hits], dtype=np.intp))
     first_ns = (first["end"] - first["start"]).astype(np.int64)
     typical = np.array([t for _, t, _ in hits], dtype=np.float64)
-    return first.assign(first_ns=first_ns, typical_ns=typical,
-                        excess_ns=(first_ns - typical).astype(np.int64),
-                        n=np.array([n for _, _, n in hits], dtype=np.int64))
+    return first.with_columns(first_ns=first_ns, typical_ns=typical,
+                              excess_ns=(first_ns - typical).astype(np.int64),
+                              n=np.array([n for _, _, n in hits], dtype=np.int64))
 
 
 def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
                         gtids: np.ndarray) -> np.ndarray:
-    api = trace.api
+    api = trace.table("api")
     out = np.zeros(starts.size, dtype=np.int64)
     if api.empty or starts.size == 0:
         return out
-    loads = np.flatnonzero(name_mask(api["name"], MODULE_LOAD))
-    load_gtid = api["gtid"].to_numpy()[loads]
+    loads = np.flatnonzero(name_labels(api["name"]).matching(MODULE_LOAD))
+    load_gtid = api["gtid"][loads]
     for gtid in np.unique(gtids):
         sel = gtids == gtid
         mine = loads[load_gtid == gtid]
         if len(mine):
-            u = tl.union(api["start"].to_numpy()[mine], api["end"].to_numpy()[mine])
+            u = tl.union(api["start"][mine], api["end"][mine])
             out[sel] = tl.overlap_each(starts[sel], ends[sel], u)
     return out
 
@@ -211,26 +208,26 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
     return sorted(out)
 
 
-def _categories(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, category texts) of a name column."""
-    if not isinstance(values.dtype, pd.CategoricalDtype):
-        values = values.astype(str).astype("category")
-    # The codes themselves (read-only), not the copy .cat.codes makes: 24 MB at 24M calls.
-    return values.array.codes, np.asarray(values.cat.categories, dtype=object)
+def _distinct_ids(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of *ids* of a small range (process ids), sorted: counted over
+    that range, not sorted as np.unique would (millions of calls)."""
+    if not ids.size:
+        return ids[:0]
+    low = int(ids.min())
+    return (np.flatnonzero(np.bincount(ids - low)) + low).astype(ids.dtype)
 
 
 def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
-    api = trace.api
+    api = trace.table("api")
     if api.empty:
         return []
-    name_code, name_text = _categories(api["name"])
+    names = name_labels(api["name"])
+    name_code, name_text = names.codes, names.categories
     skip = np.array([bool(SYNC.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
                      for t in name_text] + [False])
     width = len(name_text) + 1
-    start = api["start"].to_numpy(dtype=np.int64)
-    end = api["end"].to_numpy(dtype=np.int64)
-    pid = api["pid"].to_numpy()
-    pids = np.sort(pd.unique(pid))
+    start, end, pid = api["start"], api["end"], api["pid"]
+    pids = _distinct_ids(pid)
     order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
 
     def calls(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -246,18 +243,19 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         first = int(end[row] - start[row])
         items.append({"cause": "first-call", "what": f"first {name_text[name_code[row]]}",
                       "start": int(start[row]), "end": int(end[row]),
-                      "gtid": int(api["gtid"].iloc[row]), "cost": int(first - typical),
+                      "gtid": int(api["gtid"][row]), "cost": int(first - typical),
                       "first_ns": first, "typical_ns": int(typical), "calls": n})
     give_back()                        # the calls' batches, before the launches' own
     # First launch of each kernel: the launch call, matched to its kernel by correlation.
-    k = trace.kernels
-    launch = k["api_start"].to_numpy()
+    k = trace.table("kernels")
+    launch = k["api_start"]
     known = launch != NO_CALL
     if known.any():
-        kernel_code, kernel_text = _categories(k["name"])
+        kernel_names = name_labels(k["name"])
+        kernel_code, kernel_text = kernel_names.codes, kernel_names.categories
         width = len(kernel_text) + 1
-        pid = k["pid"].to_numpy()
-        pids = np.sort(pd.unique(pid))
+        pid = k["pid"]
+        pids = _distinct_ids(pid)
         rows_all = None if bool(known.all()) else np.flatnonzero(known)
         times = launch if rows_all is None else launch[rows_all]
         order = None if tl.is_sorted(times) else np.argsort(times, kind="stable")
@@ -266,7 +264,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         elif order is None:
             order = rows_all
         del times, known
-        api_end = k["api_end"].to_numpy()
+        api_end = k["api_end"]
         n_rows = len(k) if order is None else order.size
 
         def launches(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -281,25 +279,26 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
             row = i if order is None else int(order[i])
             first = int(api_end[row]) - int(launch[row])
             items.append({"cause": "first-call",
-                          "what": f"first {k['api_name'].iloc[row]} of "
+                          "what": f"first {k['api_name'][row]} of "
                                   f"'{kernel_text[kernel_code[row]]}'",
                           "start": int(launch[row]), "end": int(api_end[row]),
-                          "gtid": int(k["gtid"].iloc[row]), "cost": int(first - typical),
+                          "gtid": int(k["gtid"][row]), "cost": int(first - typical),
                           "first_ns": first, "typical_ns": int(typical), "calls": n})
     return items
 
 
 def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
-    api = trace.api
+    api = trace.table("api")
     if api.empty:
         return []
-    loads = api.iloc[np.flatnonzero(name_mask(api["name"], MODULE_LOAD))]   # no mask frame
+    loads = api.rows(name_labels(api["name"]).matching(MODULE_LOAD))
     items = []
-    for gtid, g in loads.groupby("gtid", sort=False):
-        g = g.sort_values("start")
-        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+    for rows in rows_by_group(group_ids([loads["gtid"]])):
+        # sort_values("start"): a quicksort, whose order of ties is pandas' too.
+        g = loads.rows(rows[np.argsort(loads["start"][rows], kind="quicksort")])
+        s, e = g["start"], g["end"]
         label = range_labels(trace, s)
-        load_names = g["name"].astype(str).to_numpy()
+        load_names = name_labels(g["name"]).strings()
         # A burst: loads less than cluster_gap apart (a library loads its kernels in a
         # row), within one NVTX range.
         new = np.r_[True, (s[1:] - e[:-1] > config["cluster_gap_ms"] * 1e6)
@@ -311,69 +310,92 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
                 items.append({"cause": "module-load",
                               "what": f"{burst.size} module loads ({names})",
                               "start": int(s[burst[0]]), "end": int(e[burst[-1]]),
-                              "gtid": int(gtid), "cost": cost, "calls": int(burst.size)})
+                              "gtid": int(g["gtid"][0]), "cost": cost,
+                              "calls": int(burst.size)})
     return items
 
 
+# Library calls that set the library up (NVTX ranges of cuBLAS, cuDNN... domains).
+LIBRARY_SETUP = re.compile(r"Create|Init")
+
+
 def _items_library_init(trace: Trace, config: Mapping[str, float]) -> list[dict]:
-    nv = trace.nvtx
+    nv = trace.table("nvtx")
     if nv.empty:
         return []
-    lib = nv[nv["library"] & nv["name"].str.contains(r"Create|Init", regex=True)]
-    lib = lib[(lib["end"] - lib["start"]) >= config["min_excess_us"] * 1e3]
-    return [{"cause": "library-init", "what": f"{r.domain} {r.name}", "start": int(r.start),
-             "end": int(r.end), "gtid": int(r.gtid), "cost": int(r.end - r.start), "calls": 1}
-            for r in lib.itertuples()]
+    lib = nv.rows(nv["library"])
+    lib = lib.rows(name_labels(lib["name"]).matching(LIBRARY_SETUP)
+                   & ((lib["end"] - lib["start"]) >= config["min_excess_us"] * 1e3))
+    return [{"cause": "library-init", "what": f"{r['domain']} {r['name']}",
+             "start": r["start"], "end": r["end"], "gtid": r["gtid"],
+             "cost": r["end"] - r["start"], "calls": 1}
+            for r in lib.records()]
 
 
 def _items_first_iteration(trace: Trace, config: Mapping[str, float]) -> list[dict]:
-    nv = trace.nvtx
+    nv = trace.table("nvtx")
     if nv.empty:
         return []
-    ranges = nv[~nv["library"]][["start", "end", "gtid", "domain", "name", "depth"]]
-    ranges = ranges.assign(name=ranges["name"].astype(str))
-    firsts = _first_vs_typical(ranges, ["gtid", "domain", "name", "depth"],
+    firsts = _first_vs_typical(nv.rows(~nv["library"]), ["gtid", "domain", "name", "depth"],
                                config | {"min_calls": max(config["min_calls"], 3)})
     if firsts.empty:
         return []
     # A first outer range contains the first of each range nested in it: keep the
     # outermost so one warm-up is not counted twice.
-    s, e = firsts["start"].to_numpy(np.int64), firsts["end"].to_numpy(np.int64)
-    g = firsts["gtid"].to_numpy(np.int64)
+    s, e, g = firsts["start"], firsts["end"], firsts["gtid"]
     nested = np.array([((s <= s[i]) & (e >= e[i]) & (g == g[i])).sum() > 1
                        for i in range(len(firsts))], dtype=bool)
-    firsts = firsts[~nested]
-    loads = _module_load_inside(trace, firsts["start"].to_numpy(np.int64),
-                                firsts["end"].to_numpy(np.int64),
-                                firsts["gtid"].to_numpy(np.int64))
-    return [{"cause": "first-iteration", "what": f"first '{r.name}' range",
-             "start": int(r.start), "end": int(r.end), "gtid": int(r.gtid),
-             "cost": int(r.excess_ns), "first_ns": int(r.first_ns),
-             "typical_ns": int(r.typical_ns), "calls": int(r.n), "module_load_ns": int(ml)}
-            for r, ml in zip(firsts.itertuples(), loads.tolist(), strict=True)]
+    firsts = firsts.rows(~nested)
+    loads = _module_load_inside(trace, firsts["start"], firsts["end"], firsts["gtid"])
+    return [{"cause": "first-iteration", "what": f"first '{r['name']}' range",
+             "start": r["start"], "end": r["end"], "gtid": r["gtid"],
+             "cost": r["excess_ns"], "first_ns": r["first_ns"],
+             "typical_ns": int(r["typical_ns"]), "calls": r["n"], "module_load_ns": ml}
+            for r, ml in zip(firsts.records(), loads.tolist(), strict=True)]
 
 
 def _thread_devices(trace: Trace) -> dict[int, int]:
     """The device each launching thread sends most of its kernels to (ties: the pair seen
     first), counted in batches of kernels."""
-    k = trace.kernels
-    gtid, device = k["gtid"].to_numpy(), k["device"].to_numpy()
+    k = trace.table("kernels")
+    gtid, device = k["gtid"], k["device"]
     counts: dict[tuple[int, int], int] = {}             # (thread, device): in order seen
     for i0 in range(0, len(k), _CHUNK):
         g, d = gtid[i0:i0 + _CHUNK], device[i0:i0 + _CHUNK]
         known = g != NO_CALL
-        g_code, g_ids = pd.factorize(g[known])
-        d_code, d_ids = pd.factorize(d[known])
-        pair, pairs = pd.factorize(g_code.astype(np.int64) * len(d_ids) + d_code)
-        for key, n in zip(pairs.tolist(), np.bincount(pair).tolist(), strict=True):
-            gi, di = divmod(key, len(d_ids))
-            at = (int(g_ids[gi]), int(d_ids[di]))
-            counts[at] = counts.get(at, 0) + n
+        g, d = g[known], d[known]
+        # A thread launches runs of kernels onto one device: the pairs are found among
+        # the runs (a few), each counted by its length.
+        runs = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (d[1:] != d[:-1])])
+        kernels = np.diff(np.r_[runs, g.size])
+        pair = group_ids([g[runs], d[runs]])
+        firsts = runs[np.unique(pair, return_index=True)[1]]
+        for at, n in zip(firsts.tolist(), np.bincount(pair, weights=kernels).tolist(),
+                         strict=True):
+            key = (int(g[at]), int(d[at]))
+            counts[key] = counts.get(key, 0) + int(n)
     best: dict[int, tuple[int, int]] = {}
     for (g, d), n in counts.items():
         if int(g) not in best or n > best[int(g)][1]:
             best[int(g)] = (d, n)
     return {g: d for g, (d, _) in best.items()}
+
+
+def _by_cost(cost: np.ndarray) -> np.ndarray:
+    """Positions of *cost* from the largest, in pandas' order (sort_values(ascending=
+    False): a quicksort of the values reversed, reversed back), which orders ties."""
+    backwards = np.arange(cost.size)[::-1]
+    return backwards[cost[::-1].argsort(kind="quicksort")][::-1]
+
+
+def _as_evidence(items: list[dict]) -> list[dict]:
+    """The items as the evidence lists them: the fields in order of first appearance over
+    all items, and a field that some items lack as a float (a table of the items held it
+    as a float column, empty where missing; the reports' JSON keeps those numbers)."""
+    fields = list(dict.fromkeys(k for item in items for k in item))
+    partial = {k for k in fields if any(k not in item for item in items)}
+    return [{k: float(item[k]) if k in partial else item[k] for k in fields if k in item}
+            for item in items]
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
@@ -382,56 +404,59 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     items += _items_first_calls(trace, config) + _items_first_iteration(trace, config)
     if not items or not context.accounting.devices:
         return []
-    frame = pd.DataFrame(items)
-    devices = _thread_devices(trace)
+    thread_device = _thread_devices(trace)
     default = next(iter(context.accounting.devices))
-    frame["device"] = [devices.get(int(g), default) for g in frame["gtid"].tolist()]
-    frame = frame[context.in_scope(frame["device"].to_numpy(),
-                                   frame["start"].to_numpy(np.int64))]
-    if frame.empty:
+    devices = np.array([thread_device.get(item["gtid"], default) for item in items],
+                       dtype=np.int64)
+    starts = np.array([item["start"] for item in items], dtype=np.int64)
+    inside = np.flatnonzero(context.in_scope(devices, starts))
+    if not inside.size:
         return []
-    frame["phase"] = context.phases_of(frame["device"].to_numpy(),
-                                       frame["start"].to_numpy(np.int64))
+    evidence = _as_evidence(items)
+    items = [evidence[i] for i in inside.tolist()]
+    devices, starts = devices[inside], starts[inside]
+    causes = np.array([item["cause"] for item in items], dtype=object)
+    phases = context.phases_of(devices, starts)
+    ends = np.maximum(np.array([item["end"] for item in items], dtype=np.int64), starts)
+    costs = np.array([item["cost"] for item in items], dtype=np.int64)
     findings = []
-    for (cause, device, phase), g in frame.groupby(["cause", "device", "phase"], sort=False):
-        g = g.sort_values("cost", ascending=False)
-        cost = int(g["cost"].sum())
-        worst = {k: (0 if isinstance(v, float) and np.isnan(v) else v)
-                 for k, v in g.iloc[0].to_dict().items()}
-        text = message(str(cause), cost_ns=cost, what=str(worst["what"]),
+    for rows in rows_by_group(group_ids([causes, devices, phases])):
+        rows = rows[_by_cost(costs[rows])]
+        cause, device, phase = str(causes[rows[0]]), int(devices[rows[0]]), str(phases[rows[0]])
+        g = [items[i] for i in rows.tolist()]
+        worst = g[0]
+        cost = int(costs[rows].sum())
+        text = message(cause, cost_ns=cost, what=str(worst["what"]),
                        item_cost_ns=int(worst["cost"]),
                        first_ns=int(worst.get("first_ns", 0)),
                        typical_ns=int(worst.get("typical_ns", 0)), calls=int(worst["calls"]),
                        module_load_ns=int(worst.get("module_load_ns", 0)), more=len(g) - 1)
-        starts = g["start"].to_numpy(np.int64)
-        ends = np.maximum(g["end"].to_numpy(np.int64), starts)
+        start, end = starts[rows], ends[rows]
         # first-call / first-iteration: only the excess over a typical call is warm-up.
-        share = np.where(g["cause"].isin(["first-call", "first-iteration"]).to_numpy(),
-                         g["cost"].to_numpy(np.float64) / np.maximum(ends - starts, 1), 1.0)
-        weight = float(np.clip(np.average(share, weights=np.maximum(ends - starts, 1)), 0, 1))
-        shown = g.head(int(config["max_examples"]))
+        share = np.where(np.isin(causes[rows], ["first-call", "first-iteration"]),
+                         costs[rows].astype(np.float64) / np.maximum(end - start, 1), 1.0)
+        weight = float(np.clip(np.average(share, weights=np.maximum(end - start, 1)), 0, 1))
+        shown = g[:int(config["max_examples"])]
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause), severity=Severity.INFO,
-            start_ns=int(starts.min()), end_ns=int(ends.max()), cost_ns=cost,
-            at_ns=int(starts.min()), message=text,
-            fix=RULE.causes[str(cause)].fix_for(context.framework),
+            rule=RULE.id, cause=cause, severity=Severity.INFO,
+            start_ns=int(start.min()), end_ns=int(end.max()), cost_ns=cost,
+            at_ns=int(start.min()), message=text,
+            fix=RULE.causes[cause].fix_for(context.framework),
             marks=_marks(shown),
-            device=int(device), count=len(g), phase=str(phase),
-            ranges=ranges_of(trace, starts),
-            claim=Claim(int(device), tl.union(starts, ends), IDLE_IDS, weight=weight),
-            evidence={"items": [{k: (v if not isinstance(v, (np.integer,)) else int(v))
-                                 for k, v in row.items()
-                                 if k not in ("range", "device", "phase") and pd.notna(v)}
-                                for row in shown.to_dict("records")]}))
+            device=device, count=len(g), phase=phase,
+            ranges=ranges_of(trace, start),
+            claim=Claim(device, tl.union(start, end), IDLE_IDS, weight=weight),
+            evidence={"items": shown}))
     return findings
 
 
-def _marks(items: pd.DataFrame) -> list[Mark]:
+def _marks(items: list[dict]) -> list[Mark]:
     """Each item's time on its thread: a first iteration on the NVTX lane (it is a range),
     the others on the CUDA API lane."""
-    return [Span(int(r.start), int(r.end), int(r.gtid),
-                 lane="nvtx" if r.cause == "first-iteration" else "api", label=str(r.what))
-            for r in items.itertuples()]
+    return [Span(int(r["start"]), int(r["end"]), int(r["gtid"]),
+                 lane="nvtx" if r["cause"] == "first-iteration" else "api",
+                 label=str(r["what"]))
+            for r in items]
 
 
 def message(cause: str, *, cost_ns: int, what: str, item_cost_ns: int, first_ns: int,
