@@ -230,9 +230,9 @@ def test_the_domain_decides_not_a_qualified_name(trace_of):
 
 
 def test_library_mask_by_domain():
-    nv = pd.DataFrame({"name": ["a", "cub::X::y", "ncclAllReduce", "b", "c"],
-                       "domain": ["", "", "NCCL", "nvshmem", "CCCL"],
-                       "library": [False, False, False, False, False]})
+    nv = Table({"name": np.array(["a", "cub::X::y", "ncclAllReduce", "b", "c"], dtype=object),
+                "domain": np.array(["", "", "NCCL", "nvshmem", "CCCL"], dtype=object),
+                "library": np.zeros(5, dtype=bool)})
     assert program_nvtx.library_mask(nv).tolist() == [False, False, True, True, True]
 
 

@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from gpugap.program import oscalls
+from gpugap.program.nvtx import ranges
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 
 XLA_COMPILE = re.compile(r"^XlaCompile")
@@ -67,15 +68,15 @@ class CompileSpans:
         return out
 
 
-def _xla_ranges(trace: Trace) -> pd.DataFrame:
-    nv = trace.nvtx
+def _xla_ranges(trace: Trace) -> Table:
+    nv = ranges(trace)
     if not len(nv):
         return nv
-    mine = nv["domain"].astype(str).isin(XLA_DOMAINS).to_numpy()
+    mine = nv.labels("domain").isin(XLA_DOMAINS)
     if not mine.any():
-        return nv.iloc[0:0]
-    rows = nv[mine]
-    return rows[rows["name"].astype(str).str.match(XLA_COMPILE).to_numpy()]
+        return nv.rows(mine)
+    rows = nv.rows(mine)
+    return rows.rows(rows.labels("name").matching(XLA_COMPILE))   # (anchored: ^)
 
 
 def _compiler_processes(trace: Trace, process_names: dict[int, str]
@@ -83,44 +84,47 @@ def _compiler_processes(trace: Trace, process_names: dict[int, str]
     """[first, last] OS-runtime call of each compiler process's threads."""
     compilers = {pid: re.sub(r"^.*/", "", name) for pid, name in process_names.items()
                  if COMPILER_PROCESS.search(name)}
-    threads = trace.threads
+    threads = trace.table("threads")
     if not compilers or not len(threads) or "OSRT_API" not in trace.info.tables:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), []
-    gtids = threads["gtid"][threads["pid"].isin(list(compilers))].astype(np.int64).tolist()
-    if not gtids:
+    gtids = threads["gtid"][np.isin(threads["pid"], list(compilers))].astype(np.int64)
+    if not gtids.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), []
     everything = (np.array([np.iinfo(np.int64).min // 2]),
                   np.array([np.iinfo(np.int64).max // 2]))
-    calls = trace.osrt_overlapping({g: everything for g in gtids})
+    calls = trace.osrt_calls_overlapping({g: everything for g in gtids.tolist()})
     if not len(calls):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), []
-    pid = calls["gtid"].to_numpy(dtype=np.int64) >> 24 & 0xFFFFFF
-    spans = (pd.DataFrame({"pid": pid, "start": calls["start"].to_numpy(),
-                           "end": calls["end"].to_numpy()})
-             .groupby("pid").agg(start=("start", "min"), end=("end", "max")))
-    return (spans["start"].to_numpy(np.int64), spans["end"].to_numpy(np.int64),
-            [compilers[int(p)] for p in spans.index])
+    pid = calls["gtid"].astype(np.int64) >> 24 & 0xFFFFFF
+    pids, inverse = np.unique(pid, return_inverse=True)
+    start = np.full(pids.size, np.iinfo(np.int64).max)
+    end = np.full(pids.size, np.iinfo(np.int64).min)
+    np.minimum.at(start, inverse, calls["start"])
+    np.maximum.at(end, inverse, calls["end"])
+    return start, end, [compilers[p] for p in pids.tolist()]
 
 
 CHILD_MAX_NS = 60_000_000_000      # a child waited for longer is no compiler run
 
 
-def _child_runs(os_calls: pd.DataFrame | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _child_runs(os_calls: Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, gtid) of child processes a thread started and then waited for (from
     *os_calls*, gpugap.program.oscalls): each wait paired with the thread's latest start
     before it. (A child the program did not wait on while it went on working is no
     compilation: the accounting keeps only the spans during which the device's work
     stopped, gpugap.accounting.policy.compile_windows.)"""
-    calls = oscalls.of(os_calls, re.compile(f"{oscalls.CHILD_START.pattern}|"
-                                            f"{oscalls.CHILD_WAIT.pattern}"))
+    calls = oscalls.named(os_calls, re.compile(f"{oscalls.CHILD_START.pattern}|"
+                                               f"{oscalls.CHILD_WAIT.pattern}"))
     if calls is None or not len(calls):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     starts, ends, gtids = [], [], []
-    for g, mine in calls.groupby("gtid"):
-        spawn = mine["name"].astype(str).str.match(oscalls.CHILD_START).to_numpy()
-        s = mine["start"].to_numpy(np.int64)
-        e = mine["end"].to_numpy(np.int64)
+    gtid = calls["gtid"]
+    is_spawn = calls.labels("name").matching(oscalls.CHILD_START)
+    for g in np.unique(gtid).tolist():
+        mine = gtid == g
+        spawn = is_spawn[mine]
+        s = calls["start"][mine].astype(np.int64)
+        e = calls["end"][mine].astype(np.int64)
         spawned = s[spawn]
         if not spawned.size:
             continue
@@ -136,19 +140,17 @@ def _child_runs(os_calls: pd.DataFrame | None
 
 
 def spans(trace: Trace, process_names: dict[int, str],
-          os_calls: pd.DataFrame | None = None) -> CompileSpans:
+          os_calls: Table | None = None) -> CompileSpans:
     """Every span of compilation the report shows (module doc), sorted by start;
     *os_calls*: the OS calls of the processes that drove GPUs (gpugap.program.oscalls),
     whose child runs count."""
     xla = _xla_ranges(trace)
     ps, pe, pwhat = _compiler_processes(trace, process_names)
     cs, ce, cg = _child_runs(os_calls)
-    start = np.r_[xla["start"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), ps,
-                  cs]
-    end = np.r_[xla["end"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64), pe, ce]
+    start = np.r_[xla["start"].astype(np.int64), ps, cs]
+    end = np.r_[xla["end"].astype(np.int64), pe, ce]
     what = ["XLA"] * len(xla) + pwhat + ["child process"] * cs.size
-    gtid = np.r_[xla["gtid"].to_numpy(np.int64) if len(xla) else np.zeros(0, np.int64),
-                 np.full(ps.size, -1, dtype=np.int64), cg]
+    gtid = np.r_[xla["gtid"].astype(np.int64), np.full(ps.size, -1, dtype=np.int64), cg]
     order = np.argsort(start, kind="stable")
     return CompileSpans(start[order].astype(np.int64), end[order].astype(np.int64),
                         [what[i] for i in order.tolist()], gtid[order])

@@ -31,10 +31,11 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from gpugap.jsonout import Record
 from gpugap.memory import isin
+from gpugap.program.nvtx import name_labels, ranges
+from gpugap.program.ops import group_sums
 from gpugap.report.trace import Trace
 
 PYTORCH_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bc10::")
@@ -73,40 +74,38 @@ class Component(Record):
 
 def _kernel_hits(trace: Trace, pattern: re.Pattern[str], column: str = "name") -> int:
     """How many kernels match *pattern* (per distinct name)."""
-    kernels = trace.kernels
+    kernels = trace.table("kernels")
     if not len(kernels) or column not in kernels:
         return 0
-    names = kernels[column]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    hit = np.array([bool(pattern.search(str(c))) for c in names.cat.categories] + [False])
-    return int(hit[names.cat.codes.to_numpy()].sum())
+    return int(name_labels(kernels, column).matching(pattern).sum())
 
 
 def _domain_ranges(trace: Trace, domains: frozenset[str]) -> int:
-    nv = trace.nvtx
+    nv = ranges(trace)
     if not len(nv):
         return 0
-    return int(nv["domain"].astype(str).isin(domains).sum())
+    return int(nv.labels("domain").isin(domains).sum())
 
 
 def gpu_pids(trace: Trace) -> list[int]:
     """The processes that launched GPU work (kernels, copies, memsets, graphs)."""
     pids: set[int] = set()
-    for frame in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs):
-        if len(frame):
-            pids.update(pd.unique(frame["pid"]).tolist())
-    return sorted(int(p) for p in pids)
+    for kind in ("kernels", "memcpys", "memsets", "graphs"):
+        (launched,), _ = group_sums([trace.table(kind)["pid"]])     # (in runs: no sort)
+        pids.update(launched.tolist())
+    return sorted(pids)
 
 
 def process_names(trace: Trace) -> dict[int, str]:
-    procs = trace.processes
+    procs = trace.table("processes")
     if not len(procs):
         return {}
-    return dict(zip(procs["pid"].astype(np.int64).tolist(), procs["name"].astype(str),
-                    strict=True))
+    # str(): a missing name reads 'None', as the frame's strings did.
+    return dict(zip(procs["pid"].astype(np.int64).tolist(),
+                    map(str, name_labels(procs, "name").strings().tolist()), strict=True))
 
 
+DRIVER_LAUNCH = re.compile(r"^cuLaunch")
 LIBRARY_KERNEL = re.compile("|".join(p.pattern for p in (CUBLAS_KERNEL, CUDNN_KERNEL,
                                                           NCCL_KERNEL)), re.IGNORECASE)
 
@@ -115,23 +114,17 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     """Kernels of the program's own (no library's, no ATen's) launched through the
     driver API (cuLaunchKernel*) by *pids*: what JIT compilers' launchers do (Triton,
     CuPy, cuda-python); libraries such as cuBLAS launch some of theirs so too."""
-    k = trace.kernels
+    k = trace.table("kernels")
     if not len(k) or "api_name" not in k:
         return 0
-    api = k["api_name"]
-    if not isinstance(api.dtype, pd.CategoricalDtype):
-        api = api.astype(str).astype("category")
-    by_driver = np.array([str(c).startswith("cuLaunch") for c in api.cat.categories]
-                         + [False])
-    driver = by_driver[api.cat.codes.to_numpy()] & isin(k["pid"].to_numpy(), pids)
+    driver = (name_labels(k, "api_name").matching(DRIVER_LAUNCH)
+              & isin(k["pid"], pids))
     if not driver.any():
         return 0
-    names = k["demangled"] if "demangled" in k else k["name"]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    own = np.array([not (LIBRARY_KERNEL.search(str(c)) or PYTORCH_KERNEL.search(str(c)))
-                    for c in names.cat.categories] + [False])
-    return int((driver & own[names.cat.codes.to_numpy()]).sum())
+    names = name_labels(k, "demangled" if "demangled" in k else "name")
+    # A kernel without a name is not counted as the program's own.
+    own = ~(names.matching(LIBRARY_KERNEL) | names.matching(PYTORCH_KERNEL)) & (names.codes >= 0)
+    return int((driver & own).sum())
 
 
 # CuPy's launch (cuda.core and recent Triton launch with cuLaunchKernelEx).
@@ -151,15 +144,13 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     and PyCUDA use the driver for memory). 0 when they did not. Not told apart: Triton
     kernels launched with cuLaunchKernel (older Triton releases) beside PyTorch's allocator
     in a program that runs no ATen kernel at all."""
-    api = trace.api
+    api = trace.table("api")
     if not len(api) or not pids:
         return 0
-    names = api["name"][isin(api["pid"].to_numpy(), pids)]
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    per_name = dict(zip(map(str, names.cat.categories),
-                        np.bincount(names.cat.codes.to_numpy(),
-                                    minlength=len(names.cat.categories)).tolist(),
+    names = name_labels(api, "name")
+    per_name = dict(zip(map(str, names.categories.tolist()),
+                        np.bincount(names.codes[isin(api["pid"], pids)],
+                                    minlength=names.categories.size).tolist(),
                         strict=True))
 
     def calls(pattern: re.Pattern[str]) -> int:

@@ -33,12 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from gpugap.errors import UsageError, option
 from gpugap.jsonout import Record
-from gpugap.program.nvtx import base_name, shown_name, user_ranges
-from gpugap.program.ops import DeviceOps
+from gpugap.program.nvtx import base_name, name_labels, program_ranges, shown_name
+from gpugap.program.ops import DeviceOps, group_sums
+from gpugap.report.table import Labels, Table, factorize
 from gpugap.report.trace import Trace
 
 MIN_ITERATIONS = 3
@@ -90,47 +90,100 @@ class Iterations(Record):
                 "how": self.how, "period": self.period, "within": self.within}
 
 
-def _user_ranges(trace: Trace, pids: np.ndarray) -> pd.DataFrame:
-    nv = user_ranges(trace)
-    return nv[nv["pid"].isin(pids.tolist())] if len(nv) else nv
+def _user_ranges(trace: Trace, pids: np.ndarray) -> Table:
+    nv = program_ranges(trace)
+    return nv.rows(np.isin(nv["pid"], pids)) if len(nv) else nv
 
 
 def _sequential(start: np.ndarray, end: np.ndarray) -> bool:
     return start.size < 2 or bool((start[1:] >= end[:-1]).all())
 
 
-def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> pd.DataFrame:
-    """Groups of repeated ranges: one row per (thread, domain, base name, depth)."""
+@dataclass
+class _Level:
+    """Ranges of one name repeated at one nesting level of one thread (and domain): a
+    candidate for the iterations, ``start``/``end``/``labels`` in start order."""
+
+    gtid: int
+    domain: str
+    base: str
+    depth: int
+    start: np.ndarray
+    end: np.ndarray
+    labels: list[str]
+    numbered: bool
+
+    @property
+    def count(self) -> int:
+        return self.start.size
+
+
+def _first_appearance_groups(keys: list[np.ndarray]) -> np.ndarray:
+    """A group number per row of *keys* (arrays of one length), groups numbered in order
+    of first appearance (as pandas' groupby(sort=False) visits them)."""
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(order.size, dtype=bool)
+    change[:1] = True
+    for k in keys:
+        ordered = k[order]
+        change[1:] |= ordered[1:] != ordered[:-1]
+    # Each group's first row leads its run of the (stable) sort: groups ranked by it.
+    rank = np.empty(int(change.sum()), dtype=np.int64)
+    rank[np.argsort(order[change], kind="stable")] = np.arange(rank.size)
+    group = np.empty(order.size, dtype=np.int64)
+    group[order] = rank[np.cumsum(change) - 1]
+    return group
+
+
+def _distinct_strings(labels: Labels) -> tuple[np.ndarray, list[str]]:
+    """Per row, a code of its string (str(): a missing value reads 'None', as the frame's
+    strings did), and the strings: codes of equal strings are equal."""
+    strings = [str(c) for c in labels.categories.tolist()] + ["None"]
+    codes, distinct = factorize(np.array(strings, dtype=object))
+    return codes[labels.codes], distinct.tolist()
+
+
+def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_Level]:
+    """Groups of repeated ranges: one per (thread, domain, base name, depth), the
+    likeliest iterations first (shallowest, then most instances, then earliest)."""
     nv = _user_ranges(trace, ops.pids)
     if nv.empty:
-        return pd.DataFrame()
-    names = nv["name"].astype(str)
-    distinct = pd.unique(names)
-    base_of = {n: base_name(n) for n in distinct.tolist()}
-    base = names.map(base_of)
-    frame = pd.DataFrame({"gtid": nv["gtid"].to_numpy(), "domain": nv["domain"].astype(str),
-                          "base": base.to_numpy(), "depth": nv["depth"].to_numpy(),
-                          "start": nv["start"].to_numpy(), "end": nv["end"].to_numpy(),
-                          "numbered": (base != names).to_numpy(),
-                          "name": names.to_numpy()})
+        return []
+    name_code, name_of = _distinct_strings(nv.labels("name"))
+    domain_code, domain_of = _distinct_strings(nv.labels("domain"))
+    base_code, base_of = factorize(np.array([base_name(n) for n in name_of], dtype=object))
+    base_of = base_of.tolist()
+    numbered = (np.array(base_of, dtype=object)[base_code] != np.array(name_of, dtype=object)
+                )[name_code]
+    base_code = base_code[name_code]                        # per row from here on
+    gtid, depth = nv["gtid"], nv["depth"]
+    keep = np.ones(len(nv), dtype=bool)
     if wanted is not None:
         want = base_name(wanted.removesuffix(" N"))
-        full = frame["domain"] + ":" + frame["base"]
-        frame = frame[(frame["base"] == want) | (full == wanted) | (frame["name"] == wanted)]
-        if frame.empty:
-            known = sorted(set(base.tolist()))[:12]
+        # "domain:base": the base each domain would need to make *wanted*.
+        needed = np.array([wanted[len(d) + 1:] if wanted.startswith(d + ":") else None
+                           for d in domain_of], dtype=object)[domain_code]
+        keep = ((np.array(base_of, dtype=object) == want)[base_code]
+                | (np.array(base_of, dtype=object)[base_code] == needed)
+                | (np.array(name_of, dtype=object) == wanted)[name_code])
+        if not keep.any():
+            known = sorted({base_of[c] for c in np.unique(base_code).tolist()})[:12]
             raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
                              f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
-    times = None            # the device's launch times, sorted: read for the first group
-    rows = []
+    rows = np.flatnonzero(keep)
+    group = _first_appearance_groups([k[rows] for k in (gtid, domain_code, base_code, depth)])
     if wanted is None:      # groups too small to repeat, left out before the loop over groups
-        size = frame.groupby(["gtid", "domain", "base", "depth"], sort=False)["start"]
-        frame = frame[size.transform("size").to_numpy() >= MIN_ITERATIONS]
-    for key, g in frame.groupby(["gtid", "domain", "base", "depth"], sort=False):
-        if len(g) < (1 if wanted else MIN_ITERATIONS):
-            continue
-        g = g.sort_values("start")
-        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+        repeated = np.bincount(group)[group] >= MIN_ITERATIONS
+        rows, group = rows[repeated], group[repeated]
+    at = np.argsort(group, kind="stable")                # each group's rows, in order
+    by_group = rows[at]
+    bounds = np.flatnonzero(np.diff(group[at], prepend=-1, append=-1)).tolist()
+    times = None            # the device's launch times, sorted: read for the first group
+    levels = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        mine = by_group[lo:hi]
+        mine = mine[np.argsort(nv["start"][mine], kind="quicksort")]   # as sort_values
+        s, e = nv["start"][mine].astype(np.int64), nv["end"][mine].astype(np.int64)
         if not _sequential(s, e):
             continue
         if times is None:
@@ -139,43 +192,37 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> pd.Dat
         if wanted is None and ((launches > 0).mean() < 0.5
                                or launches.sum() < MIN_LAUNCH_SHARE * times.size):
             continue            # host-only or marginal ranges (logging, setup): not steps
-        rows.append({"gtid": key[0], "domain": key[1], "base": key[2], "depth": key[3],
-                     "count": len(g), "first": int(s[0]), "start": s, "end": e,
-                     "labels": g["name"].tolist(), "numbered": bool(g["numbered"].any())})
-    if not rows:
-        if wanted is not None:
-            raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
-                             "another on one thread; pick a range that marks one "
-                             f"iteration with {option('iteration')}")
-        return pd.DataFrame()
-    out = pd.DataFrame(rows)
-    return out.sort_values(["depth", "count", "first"], ascending=[True, False, True],
-                           ignore_index=True)
+        first = int(mine[0])
+        levels.append(_Level(int(gtid[first]), domain_of[domain_code[first]],
+                             base_of[base_code[first]], int(depth[first]), s, e,
+                             [name_of[c] for c in name_code[mine].tolist()],
+                             bool(numbered[mine].any())))
+    if not levels and wanted is not None:
+        raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
+                         "another on one thread; pick a range that marks one "
+                         f"iteration with {option('iteration')}")
+    # Stable, as pandas' sort of several columns.
+    return sorted(levels, key=lambda c: (c.depth, -c.count, int(c.start[0])))
 
 
 def _op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
     """A code per op naming what it is (the kernel, by its full demangled name: template
     instances apart; copy kind; memset; CUDA graph)."""
-    kernels = trace.kernels["demangled" if "demangled" in trace.kernels else "name"]
-    if not isinstance(kernels.dtype, pd.CategoricalDtype):
-        kernels = kernels.astype(str).astype("category")
-    k_codes = kernels.cat.codes.to_numpy().astype(np.int64)
-    width = len(kernels.cat.categories) + 1
-    memcpy_kind = trace.memcpys["kind"]
-    m_codes = (memcpy_kind.cat.codes.to_numpy().astype(np.int64)
-               if isinstance(memcpy_kind.dtype, pd.CategoricalDtype)
-               else pd.factorize(memcpy_kind.astype(str))[0].astype(np.int64))
+    kernels = trace.table("kernels")
+    kernel = name_labels(kernels, "demangled" if "demangled" in kernels else "name")
+    width = kernel.categories.size + 1
+    m_codes = name_labels(trace.table("memcpys"), "kind").codes.astype(np.int64)
     rows = ops.take(positions)
     src, row = rows.source, rows.row
     out = np.full(positions.size, -1, dtype=np.int64)
     sel = src == 0
-    out[sel] = k_codes[row[sel]]
+    out[sel] = kernel.codes[row[sel]]
     sel = src == 1
     out[sel] = width + m_codes[row[sel]]
     memset_code = 2 * width + 1 + (m_codes.max(initial=0) if m_codes.size else 0)
     out[src == 2] = memset_code
     sel = src == 3                  # graph executions: one code per graph
-    out[sel] = memset_code + 1 + trace.graphs["graph_id"].to_numpy().astype(np.int64)[row[sel]]
+    out[sel] = memset_code + 1 + trace.table("graphs")["graph_id"][row[sel]].astype(np.int64)
     return out
 
 
@@ -364,8 +411,8 @@ def driver(ops: DeviceOps, order: np.ndarray | None = None) -> tuple[int, np.nda
     gtid = ops.threads_of(rows.source, rows.row)
     if not gtid.size:
         return -1, gtid
-    busy = pd.Series(rows.end - rows.start).groupby(gtid).sum()
-    return int(busy.index[int(np.argmax(busy.to_numpy()))]), gtid
+    (threads,), busy = group_sums([gtid], rows.end - rows.start)
+    return int(threads[int(np.argmax(busy))]), gtid
 
 
 def _ops_repetition(trace: Trace, ops: DeviceOps
@@ -419,11 +466,11 @@ def _within(trace: Trace, ops: DeviceOps, gtid: int, first: int, last: int) -> s
     nv = _user_ranges(trace, ops.pids)
     if nv.empty:
         return None
-    mine = nv[(nv["gtid"].to_numpy() == gtid) & (nv["start"].to_numpy() <= first)
-              & (nv["end"].to_numpy() >= last)]
+    mine = nv.rows((nv["gtid"] == gtid) & (nv["start"] <= first) & (nv["end"] >= last))
     if mine.empty:
         return None
-    return str(mine.sort_values("depth")["name"].iloc[-1])
+    deepest = int(np.argsort(mine["depth"], kind="quicksort")[-1])    # as sort_values
+    return str(mine.labels("name")[deepest])
 
 
 def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
@@ -433,14 +480,13 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     if iteration == "none":
         return None
     cands = _nvtx_candidates(trace, ops, iteration)
-    if len(cands):
-        c = cands.iloc[0]
-        shown = shown_name(c["base"], c["numbered"])
-        bounds = map_to_gpu(ops, c["start"], int(c["end"][-1]), window)
-        how = (f"NVTX range '{shown}'" + (f" (domain {c['domain']})" if c["domain"] else "")
-               + f", {c['count']} instances")
-        return Iterations("nvtx", shown, c["start"], c["end"], bounds, list(c["labels"]),
-                          how)
+    if cands:
+        c = cands[0]
+        shown = shown_name(c.base, c.numbered)
+        bounds = map_to_gpu(ops, c.start, int(c.end[-1]), window)
+        how = (f"NVTX range '{shown}'" + (f" (domain {c.domain})" if c.domain else "")
+               + f", {c.count} instances")
+        return Iterations("nvtx", shown, c.start, c.end, bounds, c.labels, how)
     if iteration is not None:
         return None
     found = _ops_repetition(trace, ops)

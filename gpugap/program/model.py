@@ -12,9 +12,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpugap.jsonout import Record
 from gpugap.program import compilation, frameworks, iterations, oscalls, threads
@@ -22,10 +22,13 @@ from gpugap.program.compilation import CompileSpans
 from gpugap.program.frameworks import Component
 from gpugap.program.iterations import Iterations
 from gpugap.program.nvtx import library_domains
-from gpugap.program.ops import DeviceOps, device_ops, device_window
+from gpugap.program.ops import DeviceOps, device_ops, device_window, group_sums
 from gpugap.program.threads import ProcessRole
 from gpugap.report.trace import Trace
 from gpugap.units import fmt_ns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The frameworks a fix speaks the API of (Program.framework), the first of them the
 # program uses winning (a JAX program that also runs a few ATen kernels is told JAX's).
@@ -87,6 +90,7 @@ class Program(Record):
     compile_spans: CompileSpans
     # The launching threads' OS waits on other threads (start, end, gtid, name; None:
     # no OS-runtime trace): the accounting tells waiting for work apart with them.
+    # DataFrames for gpugap.accounting and gpugap.rules, which read them so for now.
     waits: pd.DataFrame | None = field(default=None, repr=False)
     # The GPU processes' waits, child runs and file writes (gpugap.program.oscalls).
     os_calls: pd.DataFrame | None = field(default=None, repr=False)
@@ -172,17 +176,19 @@ def _links(trace: Trace) -> list[DeviceLink]:
     """GPUs that take data from others: peer copies (source -> destination) and streams
     waiting for an event another GPU recorded (recorder -> waiter)."""
     out = []
-    m = trace.memcpys
+    m = trace.table("memcpys")
     if len(m) and "src_device" in m:
-        src, dst = m["src_device"].to_numpy(), m["dst_device"].to_numpy()
-        rows = m[(src >= 0) & (dst >= 0) & (src != dst)]
-        for (s, d), g in rows.groupby([rows["src_device"], rows["dst_device"]]):
-            out.append(DeviceLink(int(s), int(d), "peer copies", len(g),
-                                  int(g["bytes"].sum())))
-    waits = trace.event_waits
+        src, dst = m["src_device"], m["dst_device"]
+        peer = (src >= 0) & (dst >= 0) & (src != dst)
+        pair, copies = group_sums([src[peer], dst[peer]])
+        _, nbytes = group_sums([src[peer], dst[peer]], m["bytes"][peer])
+        out += [DeviceLink(s, d, "peer copies", n, b) for s, d, n, b in zip(
+            pair[0].tolist(), pair[1].tolist(), copies.tolist(), nbytes.tolist(), strict=True)]
+    waits = trace.table("event_waits")
     if len(waits):
-        for (s, d), g in waits.groupby([waits["src_device"], waits["dst_device"]]):
-            out.append(DeviceLink(int(s), int(d), "event waits", len(g), 0))
+        pair, count = group_sums([waits["src_device"], waits["dst_device"]])
+        out += [DeviceLink(s, d, "event waits", n, 0) for s, d, n in zip(
+            pair[0].tolist(), pair[1].tolist(), count.tolist(), strict=True)]
     return out
 
 
@@ -195,16 +201,20 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(oscalls.read, trace, frameworks.gpu_pids(trace))
         devices = {}
+        known = trace.table("devices")
         for device in trace.op_index.devices:
             ops = device_ops(trace, device)
             window = device_window(trace, ops)
-            row = trace.device_row(device)
+            row = np.flatnonzero(known["device"] == device)[:1].tolist()
             devices[device] = DeviceProgram(
-                device, None if row is None else str(row["name"]), ops, window,
+                device, str(known["name"][row[0]]) if row else None, ops, window,
                 iterations.find(trace, ops, window, iteration=iteration),
                 [int(p) for p in np.asarray(ops.pids).tolist()])
         components = frameworks.detect(trace)
         os_calls = reading.result()
     processes, waits = threads.roles(trace, names, os_calls)
+    # DataFrames for the accounting and the rules (Program.waits, Program.os_calls).
     return Program(components, processes, devices, _links(trace), library_domains(trace),
-                   compilation.spans(trace, names, os_calls), waits, os_calls)
+                   compilation.spans(trace, names, os_calls),
+                   None if waits is None else waits.to_pandas(),
+                   None if os_calls is None else os_calls.to_pandas())

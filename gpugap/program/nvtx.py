@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from gpugap.report.table import Labels, Table
 from gpugap.report.trace import Derived, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Instances of one loop: a name ending in a number ("step 12", "iter_3").
 _NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
@@ -30,6 +34,12 @@ def shown_name(base: str, numbered: bool) -> str:
     return f"{base} N" if numbered else base
 
 
+def name_labels(table: Table, column: str) -> Labels:
+    """The strings of *column* as Labels, whether the table holds them so (kernel and
+    API names) or as plain strings (NVTX names and domains, for now)."""
+    values = table[column]
+    return values if isinstance(values, Labels) else Labels.of(values)
+
 
 # NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
 # "CCCL", NCCL, NVSHMEM, ...) or that nsys makes for the libraries it traces (cuBLAS,
@@ -44,7 +54,7 @@ LIBRARY_DOMAINS = frozenset({"CCCL", "CUB", "Thrust", "libcudacxx", "NCCL", "NVS
                              "TSL", "XLA"})
 _LIBRARY_FOLDED = frozenset(d.casefold() for d in LIBRARY_DOMAINS)
 
-def library_mask(nv: pd.DataFrame) -> np.ndarray:
+def library_mask(nv: Table) -> np.ndarray:
     """Per NVTX row: made by a library rather than the program: a range nsys made for a
     traced library (``library``), or one in a library's registered domain
     (LIBRARY_DOMAINS). The name does not matter: ``cub::DeviceReduce::Sum`` in the CCCL
@@ -53,21 +63,31 @@ def library_mask(nv: pd.DataFrame) -> np.ndarray:
     Decided once per distinct domain."""
     if nv.empty:
         return np.zeros(0, dtype=bool)
-    lib = nv["library"].to_numpy(dtype=bool).copy()
-    codes, domains = pd.factorize(nv["domain"].astype(object), use_na_sentinel=False)
-    is_lib = np.array([str(d).casefold() in _LIBRARY_FOLDED for d in domains], dtype=bool)
-    if is_lib.size:
-        lib |= is_lib[codes]
-    return lib
+    domains = name_labels(nv, "domain")
+    is_lib = np.array([str(d).casefold() in _LIBRARY_FOLDED
+                       for d in domains.categories.tolist() + [None]], dtype=bool)
+    return nv["library"].astype(bool) | is_lib[domains.codes]
 
 
 def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
     """NVTX ranges of the program: not the ones nsys makes for traced libraries, nor those
-    libraries emit themselves (see library_mask); every range with *all_domains*."""
+    libraries emit themselves (see library_mask); every range with *all_domains*. A
+    DataFrame, for gpugap.accounting (program_ranges: the same as a Table)."""
     nv = trace.nvtx
     if nv.empty or all_domains:
         return nv
     return nv[~NvtxIndex.of(trace).library_mask]
+
+
+def program_ranges(trace: Trace) -> Table:
+    """user_ranges as a Table (of ``ranges``)."""
+    nv = ranges(trace)
+    return nv if nv.empty else nv.rows(~NvtxIndex.of(trace).library_mask)
+
+
+def ranges(trace: Trace) -> Table:
+    """Every NVTX range of *trace*, names and domains as Labels."""
+    return NvtxIndex.of(trace).ranges
 
 
 class NvtxIndex(Derived):
@@ -75,20 +95,29 @@ class NvtxIndex(Derived):
     (gpugap.report.trace.Derived): computed on first use, kept with the trace."""
 
     @cached_property
+    def ranges(self) -> Table:
+        """The trace's NVTX table, names and domains as Labels (the table holds them as
+        plain strings), so that they are told apart once."""
+        nv = self.trace.table("nvtx")
+        return nv.with_columns(name=name_labels(nv, "name"), domain=name_labels(nv, "domain"))
+
+    @cached_property
     def library_mask(self) -> np.ndarray:
-        """library_mask of trace.nvtx."""
-        return library_mask(self.trace.nvtx)
+        """library_mask of the trace's NVTX ranges."""
+        return library_mask(self.ranges)
 
 
 def library_domains(trace: Trace) -> list[str]:
     """The NVTX domains of the report that are libraries' (see library_mask), sorted."""
-    nv = trace.nvtx
+    nv = ranges(trace)
     if nv.empty:
         return []
-    lib = user_ranges(trace, all_domains=True)
-    mask = library_mask(lib)
-    return sorted(d for d in pd.unique(nv["domain"].astype(str)[mask]).tolist() if d)
+    domains = nv.labels("domain")
+    seen = np.unique(domains.codes[NvtxIndex.of(trace).library_mask])
+    # str(): a missing domain reads 'None', as the frame's strings did.
+    return sorted(d for d in map(str, np.append(domains.categories, None)[seen].tolist())
+                  if d)
 
 
 __all__ = ["LIBRARY_DOMAINS", "NvtxIndex", "base_name", "library_domains", "library_mask",
-           "shown_name", "user_ranges"]
+           "name_labels", "program_ranges", "ranges", "shown_name", "user_ranges"]

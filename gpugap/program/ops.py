@@ -6,11 +6,13 @@ the accounting (gpugap.accounting.work.DeviceWork) adds each op's busy bucket.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 import numpy as np
 
 from gpugap.memory import isin
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, OpOrder, Trace, graph_label
 
 # The columns of the CUDA call that launched an op (NO_CALL where none matched).
@@ -23,7 +25,7 @@ class DeviceOps:
     """One device's operations in start order (ties: kernels, copies, memsets): what the
     program model and the accounting read of each op. No per-op array is held for the
     whole device: the ops are walked in slices (``slices``, ``slice``) or read at given
-    positions (``take``, ``gather``), their columns built from the frames for those ops
+    positions (``take``, ``gather``), their columns built from the tables for those ops
     only (report.trace.OpOrder), so a report of millions of kernels holds no second copy of
     them. ``start``, ``end``... build a column for every op at once, for
     small reports and tests."""
@@ -31,7 +33,7 @@ class DeviceOps:
     def __init__(self, device: int, order: OpOrder, pids: np.ndarray) -> None:
         self.device = device
         self.order = order
-        self.frames = order.frames
+        self.tables = order.frames          # the trace's Tables of ops (OP_TABLES)
         self.pids = pids            # the processes that launched them (distinct)
 
     def __len__(self) -> int:
@@ -63,7 +65,7 @@ class DeviceOps:
         return self.order.bounds()
 
     def gather(self, name: str, at) -> np.ndarray:
-        """Column *name* of the ops at positions *at* (from their frames)."""
+        """Column *name* of the ops at positions *at* (from their tables)."""
         ops = self.order.take(at)
         return self.gather_rows(name, ops[2], ops[3])
 
@@ -72,7 +74,7 @@ class DeviceOps:
         lacks it, when the column is float anywhere. A launch column (api_start, api_end,
         gtid: -1 in the frames where no call matched) comes as float64 with NaN there,
         so that the arithmetic on launches carries the unknown along."""
-        parts = [f[name] if name in f else None for f in self.frames]
+        parts = [t[name] if name in t else None for t in self.tables]
         dtype = np.result_type(*[p for p in parts if p is not None])
         launch = name in LAUNCH_COLUMNS
         out = np.zeros(source.size, dtype=np.float64 if dtype.kind == "f" or launch
@@ -224,13 +226,10 @@ class DeviceOps:
 
     def names(self, trace: Trace, at: np.ndarray) -> list[str]:
         ops = self.take(at)
-        out = []
-        for s, r in zip(ops.source.tolist(), ops.row.tolist(), strict=True):
-            frame = self.frames[s]
-            out.append(str(frame.labels("name")[r]) if s == 0 else
-                       str(frame.labels("kind")[r]) if s == 1 else "memset" if s == 2
-                       else graph_label(frame["graph_id"][r]))
-        return out
+        kernels, memcpys, _, graphs = self.tables
+        return [str(kernels["name"][r]) if s == 0 else str(memcpys["kind"][r]) if s == 1
+                else "memset" if s == 2 else graph_label(graphs["graph_id"][r])
+                for s, r in zip(ops.source.tolist(), ops.row.tolist(), strict=True)]
 
 
 class OpRows(NamedTuple):
@@ -243,17 +242,17 @@ class OpRows(NamedTuple):
     row: np.ndarray
 
 
-def device_pids(order: OpOrder, device: int) -> np.ndarray:
+def device_pids(tables: tuple[Table, ...], device: int) -> np.ndarray:
     """The processes that launched the ops of *device* (distinct, int64)."""
     return np.unique(np.concatenate(
-        [f["pid"][f["device"] == device] for f in order.frames
-         if len(f)] or [np.zeros(0, np.int64)]).astype(np.int64))
+        [t["pid"][t["device"] == device] for t in tables if len(t)]
+        or [np.zeros(0, np.int64)]).astype(np.int64))
 
 
 def device_ops(trace: Trace, device: int) -> DeviceOps:
     """The ops of *device*."""
     order = trace.op_index.order(device)
-    return DeviceOps(device, order, device_pids(order, device))
+    return DeviceOps(device, order, device_pids(order.frames, device))
 
 
 def device_window(trace: Trace, ops: DeviceOps) -> tuple[int, int]:
@@ -261,18 +260,45 @@ def device_window(trace: Trace, ops: DeviceOps) -> tuple[int, int]:
     operation, to the end of its last operation or CUDA call."""
     pids = ops.pids
     lo, hi = ops.bounds()
-    api = trace.api
+    api = trace.table("api")
     if len(api):
-        mine = isin(api["pid"].to_numpy(), pids)
+        mine = isin(api["pid"], pids)
         if mine.any():
             # Reduced where mine, not over copies of the calls' times (190 MB each at
             # 24M calls).
-            start, end = api["start"].to_numpy(), api["end"].to_numpy()
+            start, end = api["start"], api["end"]
             lo = min(lo, int(np.min(start, where=mine, initial=np.iinfo(start.dtype).max)))
             hi = max(hi, int(np.max(end, where=mine, initial=np.iinfo(end.dtype).min)))
-    nv = trace.nvtx
+    nv = trace.table("nvtx")
     if len(nv):
-        mine = nv["pid"].isin(pids.tolist()).to_numpy()
+        mine = np.isin(nv["pid"], pids)
         if mine.any():
-            lo = min(lo, int(nv["start"].to_numpy()[mine].min()))
+            lo = min(lo, int(nv["start"][mine].min()))
     return lo, hi
+
+
+
+def group_sums(keys: Sequence[np.ndarray], values: np.ndarray | None = None
+               ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct rows of *keys* (arrays of one length) sorted as pandas' groupby sorts
+    them (by the first key, then the next...), and the sum of *values* (int) over each
+    (None: how many rows). Equal keys are summed run by run first: ops come in long runs
+    of one thread, process and device, so what is sorted is the runs, not every op."""
+    if not keys[0].size:
+        return [k[:0] for k in keys], np.zeros(0, dtype=np.int64)
+    keys, sums = _run_sums(keys, values)
+    order = np.lexsort(keys[::-1])
+    return _run_sums([k[order] for k in keys], sums[order])
+
+
+def _run_sums(keys: Sequence[np.ndarray], values: np.ndarray | None
+              ) -> tuple[list[np.ndarray], np.ndarray]:
+    """The keys of each run of equal rows of *keys* and the sum of *values* over it."""
+    change = np.zeros(keys[0].size, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    first = np.flatnonzero(change)
+    sums = (np.diff(np.r_[first, keys[0].size]) if values is None
+            else np.add.reduceat(values, first))
+    return [k[first] for k in keys], sums

@@ -6,11 +6,15 @@ processes it ran, the files it wrote. One read of the report's OS runtime trace,
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Every pattern below is anchored at the start (^): searching a name is matching it.
 # A thread waiting for another thread (or for time to pass).
 WAITS = re.compile(
     r"^(?:pthread_cond_(?:timed)?wait|pthread_cond_clockwait|sem_(?:timed|clock)?wait|"
@@ -26,18 +30,24 @@ FILE_WRITES = re.compile(r"^(?:p?write(?:v|64)?|fwrite|fsync|fdatasync|sync_file
 _ANY = re.compile("|".join(p.pattern for p in (WAITS, CHILD_START, CHILD_WAIT, FILE_WRITES)))
 
 
-def read(trace: Trace, pids: list[int]) -> pd.DataFrame | None:
+def read(trace: Trace, pids: list[int]) -> Table | None:
     """The waits, child runs and file writes of *pids* (start, end, gtid, name), sorted
     by start; None when the report has no OS runtime trace."""
     if "OSRT_API" not in trace.info.tables:
         return None
-    return trace.osrt_named(_ANY, pids=pids)
+    return trace.osrt_calls_named(_ANY, pids=pids)
+
+
+def named(calls: Table | None, pattern: re.Pattern[str]) -> Table | None:
+    """The calls among *calls* (read) whose name matches *pattern* (one of the above)."""
+    if calls is None or calls.empty:       # (an empty one's names may be no Labels)
+        return calls
+    return calls.rows(calls.labels("name").matching(pattern))
 
 
 def of(calls: pd.DataFrame | None, pattern: re.Pattern[str]) -> pd.DataFrame | None:
-    """The calls among *calls* whose name matches *pattern*."""
-    if calls is None:
-        return None
-    names = calls["name"].astype(str)
-    hit = names.map({n: bool(pattern.match(n)) for n in pd.unique(names)})
-    return calls[hit.to_numpy(dtype=bool)]
+    """``named`` for *calls* as a DataFrame (Program.os_calls, which gpugap.rules still
+    read as one)."""
+    if calls is None or calls.empty:
+        return calls
+    return calls[Table.from_pandas(calls).labels("name").matching(pattern)]

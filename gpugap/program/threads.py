@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from gpugap.jsonout import Record
 from gpugap.program import ops, oscalls
+from gpugap.program.nvtx import name_labels
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
 
 LAUNCHER_SHARE = 0.05       # of its process's launches: a thread that drives the GPU
@@ -57,65 +58,73 @@ class ProcessRole(Record):
                 "threads": [t.to_dict() for t in self.threads]}
 
 
-def _launch_counts(trace: Trace) -> pd.DataFrame:
-    """(gtid, pid, device, launches) of every launching thread and device."""
-    # Counted slice by slice: reports hold millions of ops, and a frame of them all
-    # would be the largest transient of the whole analysis.
-    parts = []
-    for frame in (trace.kernels, trace.memcpys, trace.memsets, trace.graphs):
-        for lo in range(0, len(frame), ops.CHUNK_OPS):
-            piece = frame.iloc[lo:lo + ops.CHUNK_OPS]
-            parts.append(piece.groupby(["gtid", "pid", "device"], dropna=True,
-                                       observed=True).size())
-    if not parts:
-        return pd.DataFrame({"gtid": [], "pid": [], "device": [], "launches": []})
-    counts = pd.concat(parts).groupby(level=[0, 1, 2]).sum().rename("launches")
-    counts = counts.reset_index()
-    counts = counts[counts["gtid"] != NO_CALL].reset_index(drop=True)   # no launch call
-    counts["gtid"] = counts["gtid"].astype(np.int64)
-    return counts
+def _launch_counts(trace: Trace) -> Table:
+    """(gtid, pid, device, launches) of every launching thread and device, sorted by
+    (gtid, pid, device)."""
+    # Counted kind by kind on the tables' own columns: reports hold millions of ops, and
+    # a copy of their keys would be the largest transient of the whole analysis.
+    keys, counted = [], []
+    for kind in ("kernels", "memcpys", "memsets", "graphs"):
+        launched = trace.table(kind)
+        found, n = ops.group_sums([launched[c] for c in ("gtid", "pid", "device")])
+        keys.append(found)
+        counted.append(n)
+    (gtid, pid, device), launches = ops.group_sums(
+        [np.concatenate([k[i] for k in keys]).astype(np.int64) for i in range(3)],
+        np.concatenate(counted))
+    known = gtid != NO_CALL                                 # no launch call
+    return Table({"gtid": gtid, "pid": pid, "device": device, "launches": launches}
+                 ).rows(known)
 
 
-def _waits(calls: pd.DataFrame | None, gtids: list[int]) -> dict[int, int] | None:
+def _waits(calls: Table | None, gtids: np.ndarray) -> dict[int, int] | None:
     """Time each thread spent in OS waits on others (None: no OS-runtime trace)."""
     if calls is None:
         return None
-    out = dict.fromkeys(gtids, 0)
-    for g, ns in (calls["end"] - calls["start"]).groupby(calls["gtid"]).sum().items():
-        out[int(g)] = int(ns)
-    return out
+    (waiting,), ns = ops.group_sums([calls["gtid"]], calls["end"] - calls["start"])
+    return dict.fromkeys(gtids.tolist(), 0) | dict(zip(waiting.tolist(), ns.tolist(),
+                                                       strict=True))
 
 
-def roles(trace: Trace, process_names: dict[int, str], os_calls: pd.DataFrame | None
-          ) -> tuple[list[ProcessRole], pd.DataFrame | None]:
+def _most_first(launches: np.ndarray) -> np.ndarray:
+    """The order of *launches* from most to fewest, ties as pandas' sort_values
+    (ascending=False) leaves them: numpy's quicksort of the reversed values, reversed."""
+    n = launches.size
+    return (n - 1 - np.argsort(launches[::-1], kind="quicksort"))[::-1]
+
+
+def roles(trace: Trace, process_names: dict[int, str], os_calls: Table | None
+          ) -> tuple[list[ProcessRole], Table | None]:
     """The processes that launched GPU work, each with its launching threads (most
     launches first); and those threads' waits on others, from *os_calls*
     (gpugap.program.oscalls: None without an OS runtime trace)."""
     counts = _launch_counts(trace)
     if counts.empty:
         return [], None
-    names = {}
-    if len(trace.threads):
-        t = trace.threads
-        names = dict(zip(t["gtid"].astype(np.int64).tolist(), t["name"].tolist(), strict=True))
-    per_thread = counts.groupby(["gtid", "pid"])["launches"].sum().reset_index()
-    per_process = per_thread.groupby("pid")["launches"].sum()
-    gtids = per_thread["gtid"].astype(np.int64).tolist()
-    calls = oscalls.of(os_calls, oscalls.WAITS)
+    threads = trace.table("threads")
+    names = dict(zip(threads["gtid"].astype(np.int64).tolist(),
+                     name_labels(threads, "name").strings().tolist(), strict=True))
+    # Per thread, by process (then thread): each process's threads one slice.
+    (thread_pid, thread_gtid), thread_launches = ops.group_sums(
+        [counts["pid"], counts["gtid"]], counts["launches"])
+    calls = oscalls.named(os_calls, oscalls.WAITS)
     if calls is not None:
-        calls = calls[calls["gtid"].isin(gtids)]
-    waits = _waits(calls, gtids)
+        calls = calls.rows(np.isin(calls["gtid"], thread_gtid))
+    waits = _waits(calls, thread_gtid)
     out = []
-    for pid, group in per_thread.groupby("pid"):
-        devices = sorted(int(d) for d in pd.unique(counts.loc[counts["pid"] == pid, "device"]))
-        proc = ProcessRole(int(pid), process_names.get(int(pid)), devices)
-        total = int(per_process[pid])
-        for row in group.sort_values("launches", ascending=False).itertuples():
-            gtid = int(row.gtid)
-            share = row.launches / total if total else 0.0
+    pids, first = np.unique(thread_pid, return_index=True)
+    for pid, lo, hi in zip(pids.tolist(), first.tolist(), [*first[1:].tolist(),
+                                                           thread_pid.size], strict=True):
+        devices = np.unique(counts["device"][counts["pid"] == pid]).tolist()
+        proc = ProcessRole(pid, process_names.get(pid), devices)
+        order = lo + _most_first(thread_launches[lo:hi])
+        total = int(thread_launches[lo:hi].sum())
+        for gtid, n in zip(thread_gtid[order].tolist(), thread_launches[order].tolist(),
+                           strict=True):
+            share = n / total if total else 0.0
             proc.threads.append(ThreadRole(
-                gtid, int(pid), gtid & 0xFFFFFF, names.get(gtid),
-                "launcher" if share >= LAUNCHER_SHARE else "helper", int(row.launches),
+                gtid, pid, gtid & 0xFFFFFF, names.get(gtid),
+                "launcher" if share >= LAUNCHER_SHARE else "helper", n,
                 float(share), None if waits is None else waits.get(gtid, 0)))
         out.append(proc)
     return sorted(out, key=lambda p: (p.devices[:1], p.pid)), calls

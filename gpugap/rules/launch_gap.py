@@ -468,7 +468,7 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
                 launched = work.gather("api_start", [nxt])[0]
                 op = work.take([nxt])
                 source, row = int(op.source[0]), int(op.row[0])
-                frame = work.frames[source]
+                frame = work.tables[source]
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
                                 "demangled": (demangled_name(frame, row) if source == 0
                                               else None),
