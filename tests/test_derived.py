@@ -15,7 +15,7 @@ import pytest
 from gpugap.accounting import AccountingIndex, host
 from gpugap.accounting.labels import RangeLabels
 from gpugap.analysis import analyze
-from gpugap.program.nvtx import NvtxIndex, user_ranges
+from gpugap.program.nvtx import NvtxIndex, program_ranges
 from gpugap.report import load
 from gpugap.report.loader import match_rows
 from gpugap.report.trace import Derived, Trace
@@ -69,11 +69,11 @@ def test_a_copy_of_a_trace_starts_without_derived_state():
     """Trace.replace (tests replace a frame so) gives a trace whose indexes are
     its own: nothing derived from the original's frames carries over."""
     trace = capture("eval-pageable")
-    before = len(user_ranges(trace))
+    before = len(program_ranges(trace))
     assert NvtxIndex in trace.derived
     copy = trace.replace(nvtx=trace.nvtx.iloc[:3])
     assert copy.derived == {}
-    assert len(user_ranges(copy)) <= 3 < before
+    assert len(program_ranges(copy)) <= 3 < before
     assert NvtxIndex.of(copy) is not NvtxIndex.of(trace)
 
 

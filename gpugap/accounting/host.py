@@ -226,9 +226,7 @@ class ThreadWaits:
         feeders = {p.pid: [t.gtid for t in p.threads] for p in program.processes}
         gtids = np.array([g for threads in feeders.values() for g in threads],
                          dtype=np.int64)
-        # bridge: gpugap.program's Program.waits is still a DataFrame
-        waits = None if program.waits is None else Table.from_pandas(program.waits)
-        return cls(waits, feeders, None if api is None else api.last_calls(gtids))
+        return cls(program.waits, feeders, None if api is None else api.last_calls(gtids))
 
     def idle(self, gtid: int) -> tl.Intervals:
         """The times *gtid* waited while every feeder of its process waited too (or had

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpugap.program.nvtx import base_name, shown_name, user_ranges
-from gpugap.report.table import Labels, Table, factorize, unique_in_order
+from gpugap.program.nvtx import base_name, program_ranges, shown_name
+from gpugap.report.table import Labels, factorize, unique_in_order
 from gpugap.report.trace import Derived, Trace
-
-
-def user_range_table(trace: Trace, all_domains: bool = False) -> Table:
-    """gpugap.program.nvtx.user_ranges as a Table."""
-    # bridge: gpugap.program.nvtx.user_ranges is still a DataFrame
-    return Table.from_pandas(user_ranges(trace, all_domains=all_domains))
 
 
 def name_codes(names: Labels | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +65,7 @@ class RangeLabels(Derived):
 
 def _label_levels(trace: Trace, max_depth: int):
     """RangeLabels.levels, computed."""
-    nv = user_range_table(trace)
+    nv = program_ranges(trace)
     code, vocab = name_codes(nv["name"])
     depth, start, end = nv["depth"], nv["start"], nv["end"]
     levels = []

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting.index import AccountingIndex
-from gpugap.accounting.labels import name_codes, user_range_table
+from gpugap.accounting.labels import name_codes
 from gpugap.errors import UsageError, option
-from gpugap.program.nvtx import base_name, shown_name, user_ranges
+from gpugap.program.nvtx import base_name, program_ranges, shown_name
+from gpugap.program.nvtx import ranges as all_ranges
 from gpugap.report.table import Table, factorize, unique_in_order
 from gpugap.report.trace import Trace
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -57,9 +54,9 @@ def _slice_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, empty: np.nda
     return out
 
 
-def _projected_ends(trace: Trace, ranges: Table | pd.DataFrame) -> np.ndarray:
+def _projected_ends(trace: Trace, ranges: Table) -> np.ndarray:
     """For each range: max(its end, end of the GPU work its thread launched inside it).
-    *ranges*: rows of the NVTX table, or of its DataFrame (select's instances)."""
+    *ranges*: rows of the NVTX table (select's instances)."""
     ends = np.array(ranges["end"], dtype=np.int64)
     if not len(ranges) or not trace.has_gpu_activity:
         return ends
@@ -86,17 +83,14 @@ TABLE_MAX_DEPTH = 3
 TABLE_MAX_ROWS = 40
 
 
-def select(trace: Trace, name: str) -> pd.DataFrame:
+def select(trace: Trace, name: str) -> Table:
     """Instances of the range called *name* (or ``domain:name``); UsageError naming the
     ranges there if none. Numbered instances fold as ``--iteration`` folds them
     (gpugap.program.nvtx.base_name): without a range of that exact name, ``step`` and
     ``step N`` (as the range table shows them) select every ``step 0``, ``step 1``...;
     ``step 7`` alone selects ``step 7``. The program's ranges first; a library's (CUB,
     NCCL...) when only it has that name."""
-    # bridge: gpugap.program.nvtx.user_ranges and Trace.nvtx are still DataFrames (and
-    # the analysis reads the instances as one)
-    for frame in (user_ranges(trace), trace.nvtx):
-        nv = Table.from_pandas(frame)
+    for nv in (program_ranges(trace), all_ranges(trace)):
         code, names = name_codes(nv["name"])
         match = _named(code, names, name)
         if not match.any() and ":" in name:
@@ -109,7 +103,7 @@ def select(trace: Trace, name: str) -> pd.DataFrame:
                 match = (_named(*name_codes(nv["domain"]), domain)
                          & _folded_match(code, names, short))
         if match.any():
-            return frame.iloc[np.flatnonzero(match)]
+            return nv.rows(np.flatnonzero(match))
     raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} (ranges: "
                      f"{known_names(trace)}); pick one of those with {option('range')}")
 
@@ -122,7 +116,7 @@ def known_names(trace: Trace) -> str:
     """The program's range names as --range takes them, numbered instances folded as the
     range table folds them ('step N (100 instances)'), the most instances first: 'none'
     when there are none."""
-    nv = user_range_table(trace)
+    nv = program_ranges(trace)
     if nv.empty:
         return "none"
     code, names = name_codes(nv["name"])
@@ -175,7 +169,7 @@ def _folded_match(code: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
     return np.isin(code, wanted)
 
 
-def windows_of(trace: Trace, instances: Table | pd.DataFrame) -> tl.Intervals:
+def windows_of(trace: Trace, instances: Table) -> tl.Intervals:
     """The union of the windows of *instances* (rows of the NVTX table, or select's)."""
     return tl.union(np.asarray(instances["start"], dtype=np.int64),
                     _projected_ends(trace, instances))
@@ -233,7 +227,7 @@ class TableRow:
     NVTX frame)."""
     key: RangeKey
     path: tuple[str, ...]
-    instances: pd.DataFrame
+    instances: Table
 
     @property
     def depth(self) -> int:
@@ -247,7 +241,7 @@ class RangeTable:
 
 
 def reported_ranges(trace: Trace, *, all_domains: bool = False,
-                    within: Table | pd.DataFrame | None = None,
+                    within: Table | None = None,
                     max_depth: int = TABLE_MAX_DEPTH,
                     max_rows: int = TABLE_MAX_ROWS) -> RangeTable:
     """The range table: the user's ranges (every range with *all_domains*) grouped by
@@ -260,13 +254,9 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
 
     Vectorised: a few passes over the ranges per nesting level, whatever the number of
     distinct names; Python loops only over the rows listed."""
-    # bridge: gpugap.program.nvtx.user_ranges is still a DataFrame (and the analysis
-    # reads the instances as one)
-    frame = user_ranges(trace, all_domains=all_domains)
-    if frame.empty:
+    nv = program_ranges(trace, all_domains=all_domains)
+    if nv.empty:
         return RangeTable([], 0)
-    frame = frame.reset_index(drop=True)
-    nv = Table.from_pandas(frame)
     parent = parents(nv, max_depth)
     depth = nv["depth"].astype(np.int64, copy=False)
     start = nv["start"].astype(np.int64, copy=False)
@@ -360,7 +350,7 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
         # path without instances here (outside *within*) sorts as its nested ones do.
         sort_key = tuple((int(first[j]), j) for j in chain)
         rows = np.sort(rows_mine[by_slot[slot_bounds[s_]:slot_bounds[s_ + 1]]])
-        out.append((sort_key, TableRow(key=key, path=path, instances=frame.iloc[rows])))
+        out.append((sort_key, TableRow(key=key, path=path, instances=nv.rows(rows))))
     out.sort(key=lambda item: item[0])
     return RangeTable([row for _, row in out], omitted)
 
@@ -369,7 +359,7 @@ def shallow_names(trace: Trace, max_depth: int = 1) -> list[str]:
     """Distinct names of the user's ranges at nesting depth <= *max_depth*, in order of
     first appearance (of any instance of the name): the ranges ``check`` and ``diff``
     measure one by one."""
-    nv = user_range_table(trace)
+    nv = program_ranges(trace)
     if nv.empty:
         return []
     code, names = name_codes(nv["name"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,11 +23,9 @@ from gpugap.program.iterations import Iterations
 from gpugap.program.nvtx import library_domains
 from gpugap.program.ops import DeviceOps, device_ops, device_window, group_sums
 from gpugap.program.threads import ProcessRole
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace
 from gpugap.units import fmt_ns
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # The frameworks a fix speaks the API of (Program.framework), the first of them the
 # program uses winning (a JAX program that also runs a few ATen kernels is told JAX's).
@@ -90,10 +87,9 @@ class Program(Record):
     compile_spans: CompileSpans
     # The launching threads' OS waits on other threads (start, end, gtid, name; None:
     # no OS-runtime trace): the accounting tells waiting for work apart with them.
-    # DataFrames for gpugap.accounting and gpugap.rules, which read them so for now.
-    waits: pd.DataFrame | None = field(default=None, repr=False)
+    waits: Table | None = field(default=None, repr=False)
     # The GPU processes' waits, child runs and file writes (gpugap.program.oscalls).
-    os_calls: pd.DataFrame | None = field(default=None, repr=False)
+    os_calls: Table | None = field(default=None, repr=False)
 
     _extra_keys = ("frameworks", "libraries", "framework")
 
@@ -213,8 +209,5 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
         components = frameworks.detect(trace)
         os_calls = reading.result()
     processes, waits = threads.roles(trace, names, os_calls)
-    # DataFrames for the accounting and the rules (Program.waits, Program.os_calls).
     return Program(components, processes, devices, _links(trace), library_domains(trace),
-                   compilation.spans(trace, names, os_calls),
-                   None if waits is None else waits.to_pandas(),
-                   None if os_calls is None else os_calls.to_pandas())
+                   compilation.spans(trace, names, os_calls), waits, os_calls)

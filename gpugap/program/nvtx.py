@@ -14,7 +14,7 @@ from gpugap.report.table import Labels, Table
 from gpugap.report.trace import Derived, Trace
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 # Instances of one loop: a name ending in a number ("step 12", "iter_3").
 _NUMBERED = re.compile(r"^(.*?\S)([\s_:#=/-]*)\d+$")
@@ -69,20 +69,12 @@ def library_mask(nv: Table) -> np.ndarray:
     return nv["library"].astype(bool) | is_lib[domains.codes]
 
 
-def user_ranges(trace: Trace, all_domains: bool = False) -> pd.DataFrame:
-    """NVTX ranges of the program: not the ones nsys makes for traced libraries, nor those
-    libraries emit themselves (see library_mask); every range with *all_domains*. A
-    DataFrame, for gpugap.accounting (program_ranges: the same as a Table)."""
-    nv = trace.nvtx
-    if nv.empty or all_domains:
-        return nv
-    return nv[~NvtxIndex.of(trace).library_mask]
-
-
-def program_ranges(trace: Trace) -> Table:
-    """user_ranges as a Table (of ``ranges``)."""
+def program_ranges(trace: Trace, all_domains: bool = False) -> Table:
+    """NVTX ranges of the program (of ``ranges``): not the ones nsys makes for traced
+    libraries, nor those libraries emit themselves (see library_mask); every range with
+    *all_domains*."""
     nv = ranges(trace)
-    return nv if nv.empty else nv.rows(~NvtxIndex.of(trace).library_mask)
+    return nv if nv.empty or all_domains else nv.rows(~NvtxIndex.of(trace).library_mask)
 
 
 def ranges(trace: Trace) -> Table:
@@ -120,4 +112,4 @@ def library_domains(trace: Trace) -> list[str]:
 
 
 __all__ = ["LIBRARY_DOMAINS", "NvtxIndex", "base_name", "library_domains", "library_mask",
-           "name_labels", "program_ranges", "ranges", "shown_name", "user_ranges"]
+           "name_labels", "program_ranges", "ranges", "shown_name"]

@@ -6,13 +6,9 @@ processes it ran, the files it wrote. One read of the report's OS runtime trace,
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from gpugap.report.table import Table
 from gpugap.report.trace import Trace
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Every pattern below is anchored at the start (^): searching a name is matching it.
 # A thread waiting for another thread (or for time to pass).
@@ -44,10 +40,3 @@ def named(calls: Table | None, pattern: re.Pattern[str]) -> Table | None:
         return calls
     return calls.rows(calls.labels("name").matching(pattern))
 
-
-def of(calls: pd.DataFrame | None, pattern: re.Pattern[str]) -> pd.DataFrame | None:
-    """``named`` for *calls* as a DataFrame (Program.os_calls, which gpugap.rules still
-    read as one)."""
-    if calls is None or calls.empty:
-        return calls
-    return calls[Table.from_pandas(calls).labels("name").matching(pattern)]

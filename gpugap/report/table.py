@@ -59,6 +59,9 @@ class Labels:
     def take(self, rows: np.ndarray) -> Labels:
         return Labels(self.codes[rows], self.categories)
 
+    def tolist(self) -> list[str | None]:
+        return self.strings().tolist()
+
     def strings(self) -> np.ndarray:
         """Each row's string as an object array (None where missing)."""
         table = np.append(self.categories, None)

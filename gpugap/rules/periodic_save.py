@@ -86,10 +86,9 @@ def _writes(context: Context, pids: list[int], windows: tl.Intervals) -> tuple[i
     """(calls, ns) of the processes' file writes inside *windows* (the program model's
     OS calls)."""
     program = context.accounting.program
-    frame = oscalls.of(None if program is None else program.os_calls, oscalls.FILE_WRITES)
-    if frame is None or not len(frame) or not windows[0].size:
+    rows = oscalls.named(None if program is None else program.os_calls, oscalls.FILE_WRITES)
+    if rows is None or not len(rows) or not windows[0].size:
         return 0, 0
-    rows = Table.from_pandas(frame)     # bridge: program.oscalls.of is still a DataFrame
     pid = np.asarray(rows["gtid"], dtype=np.int64) >> 24 & 0xFFFFFF
     start = np.asarray(rows["start"], dtype=np.int64)
     inside = np.isin(pid, pids) & tl.within(start, windows)
