@@ -32,15 +32,16 @@ import re
 from collections.abc import Callable, Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap import intervals as tl
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.memory import give_back
+from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules._common import SYNC, name_mask
+from gpugap.rules._common import SYNC
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
+from gpugap.rules.groups import factorize_ints, first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -144,7 +145,7 @@ def _count_between(events: dict[int, np.ndarray], gtid: np.ndarray, lo: np.ndarr
     out = np.zeros(lo.size, dtype=np.int64)
     if not events or lo.size == 0:
         return out
-    for g in pd.unique(gtid).tolist():
+    for g in np.unique(gtid).tolist():           # each key's queries: any order
         t = events.get(int(g))
         if t is None or not t.size:
             continue
@@ -159,11 +160,11 @@ def _count_between(events: dict[int, np.ndarray], gtid: np.ndarray, lo: np.ndarr
 class _Kernels:
     """One device's kernels in (start, end) order, as arrays; full rows on demand."""
 
-    def __init__(self, kernels: pd.DataFrame, positions: np.ndarray | None) -> None:
-        self.frame, self.positions = kernels, positions
+    def __init__(self, kernels: Table, positions: np.ndarray | None) -> None:
+        self.table, self.positions = kernels, positions
 
         def col(name: str, dtype=None) -> np.ndarray:
-            a = kernels[name].to_numpy(dtype=dtype)
+            a = kernels[name] if dtype is None else kernels[name].astype(dtype, copy=False)
             return a if positions is None else a[positions]
 
         self.start = col("start", np.int64)
@@ -175,8 +176,13 @@ class _Kernels:
         self.blocks = col("blocks")
         self.size = self.start.size
 
-    def row(self, i: int) -> pd.Series:
-        return self.frame.iloc[int(i) if self.positions is None else int(self.positions[i])]
+    def position(self, i: int) -> int:
+        """Kernel i's row in the kernels table."""
+        return int(i) if self.positions is None else int(self.positions[i])
+
+    def record(self, i: int) -> dict:
+        """Kernel i's row, as Python values."""
+        return next(self.table.rows(np.array([self.position(i)])).records())
 
     def at(self, i: np.ndarray) -> np.ndarray:
         """When kernels i were launched (their start when no launch call is known)."""
@@ -198,26 +204,27 @@ class _Between:
     the legacy default stream of its process."""
 
     def __init__(self, trace: Trace) -> None:
-        api = trace.api
-        sync_rows = np.flatnonzero(name_mask(api["name"], SYNC) | name_mask(api["name"],
-                                                                              _WAIT))
-        self.syncs = _by_key(api["gtid"].to_numpy(dtype=np.int64)[sync_rows],
-                             api["start"].to_numpy(dtype=np.int64)[sync_rows])
+        api = trace.table("api")
+        # No calls, no syncs (and an empty column of names is no Labels).
+        sync_rows = (np.flatnonzero(api.labels("name").matching(SYNC)
+                                    | api.labels("name").matching(_WAIT))
+                     if len(api) else np.zeros(0, dtype=np.intp))
+        self.syncs = _by_key(api["gtid"].astype(np.int64, copy=False)[sync_rows],
+                             api["start"].astype(np.int64, copy=False)[sync_rows])
         # The legacy default stream: which kernels ran on it, and when work was launched
         # onto it (per process). Streams are keyed pid << 32 | stream id.
-        streams = trace.streams
-        stream_keys = _keys(streams["pid"].to_numpy(), streams["stream"].to_numpy())
-        self.legacy_keys = stream_keys[streams["legacy_default"].to_numpy(dtype=bool)]
-        self.nonblocking_keys = stream_keys[(streams["flag"] == "Non-blocking stream"
-                                             ).to_numpy()]
+        streams = trace.table("streams")
+        stream_keys = _keys(streams["pid"], streams["stream"])
+        self.legacy_keys = stream_keys[streams["legacy_default"].astype(bool)]
+        self.nonblocking_keys = stream_keys[streams["flag"] == "Non-blocking stream"]
         legacy_pid, legacy_launch = [], []
-        for f in (trace.kernels, trace.memcpys, trace.memsets):
+        for f in (trace.table(name) for name in ("kernels", "memcpys", "memsets")):
             if not len(f) or not self.legacy_keys.size:
                 continue
-            launch = f["api_start"].to_numpy()
-            on = np.flatnonzero(_on_streams(f["pid"].to_numpy(), f["stream"].to_numpy(),
-                                            self.legacy_keys) & (launch != NO_CALL))
-            legacy_pid.append(f["pid"].to_numpy()[on].astype(np.int64))
+            launch = f["api_start"]
+            on = np.flatnonzero(_on_streams(f["pid"], f["stream"], self.legacy_keys)
+                                & (launch != NO_CALL))
+            legacy_pid.append(f["pid"][on].astype(np.int64))
             legacy_launch.append(launch[on].astype(np.int64))
         self.legacy = _by_key(
             np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
@@ -356,7 +363,7 @@ class _Capacity:
     def __init__(self, trace: Trace, positions: np.ndarray | None = None,
                  known: dict[tuple, int] | None = None) -> None:
         self.trace, self.positions = trace, positions
-        self.values = [trace.kernels[c].to_numpy() for c in self.COLUMNS]
+        self.values = [trace.table("kernels")[c] for c in self.COLUMNS]
         self.known = {} if known is None else known     # configuration -> capacity
 
     def at(self, positions: np.ndarray | None) -> _Capacity:
@@ -365,16 +372,14 @@ class _Capacity:
 
     def __getitem__(self, i) -> np.ndarray:
         rows = np.atleast_1d(np.asarray(i) if self.positions is None else self.positions[i])
-        # Each row's configuration as a code (dense after every column: no overflow).
-        code = np.zeros(rows.size, dtype=np.int64)
-        for v in self.values:
-            part, seen = pd.factorize(v[rows])
-            code, _ = pd.factorize(code * (len(seen) + 1) + part)
-        first = np.zeros(int(code.max(initial=-1)) + 1, dtype=np.int64)
-        first[code[::-1]] = np.arange(code.size)[::-1]       # a row of each configuration
+        # Each row's configuration as a code, and a row of each configuration.
+        code, first = first_seen_codes(*(v[rows] for v in self.values))
         found = list(zip(*(v[rows[first]].tolist() for v in self.values), strict=True))
         new = [c for c in found if c not in self.known]
         if new:
+            # pandas: occupancy (the accounting's) still reads frames.
+            import pandas as pd
+
             configs = pd.DataFrame(new, columns=list(self.COLUMNS))
             cap = (sm_counts(configs, self.trace.devices)
                    * resident_blocks_per_sm(configs, self.trace.devices))
@@ -384,18 +389,18 @@ class _Capacity:
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    kernels = trace.kernels
+    kernels = trace.table("kernels")
     if len(kernels) < 3:
         return []
     cap_all = _Capacity(trace)
     between = _Between(trace)
     findings: list[Finding] = []
-    device_of = kernels["device"].to_numpy()
-    devices = pd.unique(device_of)
+    device_of = kernels["device"]
+    devices = factorize_ints(device_of)[1]
     for device in sorted(devices.tolist()):
         rows = None if len(devices) == 1 else np.flatnonzero(device_of == device)
-        start = kernels["start"].to_numpy(dtype=np.int64)
-        end = kernels["end"].to_numpy(dtype=np.int64)
+        start = kernels["start"].astype(np.int64, copy=False)
+        end = kernels["end"].astype(np.int64, copy=False)
         if rows is not None:
             start, end = start[rows], end[rows]
         if start.size < 2:              # one kernel on this device: nothing to serialize
@@ -505,9 +510,9 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     return keeps[:kept], firsts[:runs], causes[:runs]
 
 
-def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | None:
+def _claim(device: int, k: _Kernels, cause: str, g: Table) -> Claim | None:
     """What a group of runs explains (see the module doc)."""
-    first, last = g["first"].to_numpy(np.int64), g["last"].to_numpy(np.int64)
+    first, last = g["first"].astype(np.int64, copy=False), g["last"].astype(np.int64, copy=False)
     if cause == "resource-saturation":
         return None
     if cause == "host-launch-bound":
@@ -516,7 +521,7 @@ def _claim(device: int, k: _Kernels, cause: str, g: pd.DataFrame) -> Claim | Non
     lengths = last - first + 1
     member = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths - first,
                                                        lengths)
-    off = k.stream[member] != np.repeat(g["busiest_stream"].to_numpy(), lengths)
+    off = k.stream[member] != np.repeat(g["busiest_stream"], lengths)
     return Claim(device, tl.union(k.start[member[off]], k.end[member[off]]), ("compute",))
 
 
@@ -544,49 +549,56 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
     del carried
     ends = np.r_[bounds[1:], keep.size]
     members = _member_sums(k, stats["first"], stats["last"])
-    cause_names = np.array(CAUSES, dtype=object)[stats["cause"]]
-    cost = np.where(cause_names == "host-launch-bound", stats["idle"],
-                    np.where(cause_names == "resource-saturation", 0,
+    cause_code = stats["cause"]
+    cost = np.where(cause_code == _CODE["host-launch-bound"], stats["idle"],
+                    np.where(cause_code == _CODE["resource-saturation"], 0,
                              members["kernel_ns"] - members["busiest"]))
-    runs = pd.DataFrame({
-        "run": stats["run"], "cause": cause_names, "transitions": stats["transitions"],
+    runs = Table({
+        "run": stats["run"], "cause": cause_code, "transitions": stats["transitions"],
         "first": stats["first"], "last": stats["last"], "cost": cost.astype(np.int64),
         "streams": members["streams"], "kernel_ns": members["kernel_ns"],
-        "busiest_stream": members["busiest_stream"], "idle": stats["idle"]})
-    runs["at"] = k.at(stats["first_b"])
-    runs["phase"] = context.phase_of(device, k.start[stats["first_b"]])
-    runs = runs[context.in_scope(device, runs["at"].to_numpy())]
+        "busiest_stream": members["busiest_stream"], "idle": stats["idle"],
+        "at": k.at(stats["first_b"]), "phase": context.phase_code(device,
+                                                                  k.start[stats["first_b"]])})
+    runs = runs.rows(context.in_scope(device, runs["at"]))
     findings = []
-    for (cause, phase), g in runs.groupby(["cause", "phase"], sort=False):
-        cost = int(g["cost"].sum())
-        worst = g.sort_values(["cost", "transitions"], ascending=False).iloc[0]
-        members_w = np.arange(worst["first"], worst["last"] + 1)
-        in_worst = keep[bounds[worst["run"]]:ends[worst["run"]]]
-        in_worst = pd.Series(in_worst[t["code"][in_worst] != _SAME]).head(
-            int(config["max_examples"])).to_numpy()            # those with a cause
-        a, b = t["a"][in_worst], in_worst.astype(np.int64) + 1
+    # Findings per (cause, phase), in order of first appearance.
+    group, first = first_seen_codes(runs["cause"], runs["phase"])
+    for at_first, in_group in zip(first.tolist(), rows_of_codes(group, first.size),
+                                  strict=True):
+        g = runs.rows(in_group)
+        cause = CAUSES[int(runs["cause"][at_first])]
+        phase = FINDING_PHASES[int(runs["phase"][at_first])]
+        # The run of most cost, then of most transitions (ties: the first).
+        worst = int(np.lexsort((-g["transitions"], -g["cost"]))[0])
+        members_w = np.arange(g["first"][worst], g["last"][worst] + 1)
+        run = int(g["run"][worst])
+        in_worst = keep[bounds[run]:ends[run]]
+        in_worst = in_worst[t["code"][in_worst] != _SAME][:int(config["max_examples"])]
+        a, b = t["a"][in_worst], in_worst.astype(np.int64) + 1     # those with a cause
         syncs, legacy_between, _, _ = between.counts(k, a, b)
-        shown = pd.DataFrame(
+        shown = Table(
             {"a": a, "b": b, "cause": np.array(CAUSES, dtype=object)[t["code"][in_worst]],
              "idle": _idle(k, t["a"], in_worst), "syncs": syncs,
              "legacy_between": legacy_between})
         examples = _examples(trace, k, cap, shown)
         streams = sorted({s for ss in g["streams"] for s in ss})
         n_kernels = int((g["last"] - g["first"] + 1).sum())
-        text = message(str(cause), kernels=n_kernels, streams=streams, runs=len(g),
-                       switches=int(g["transitions"].sum()), cost_ns=int(g["cost"].sum()),
+        cost_ns = int(g["cost"].sum())
+        text = message(cause, kernels=n_kernels, streams=streams, runs=len(g),
+                       switches=int(g["transitions"].sum()), cost_ns=cost_ns,
                        idle_ns=int(g["idle"].sum()),
-                       **_cause_numbers(str(cause), k, cap, members_w, examples))
+                       **_cause_numbers(cause, k, cap, members_w, examples))
         findings.append(Finding(
-            rule=RULE.id, cause=str(cause), severity=Severity.INFO,
+            rule=RULE.id, cause=cause, severity=Severity.INFO,
             start_ns=int(k.start[int(g["first"].min())]),
-            end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost,
+            end_ns=int(k.end[int(g["last"].max())]), cost_ns=cost_ns,
             at_ns=int(g["at"].min()), message=text,
-            fix=RULE.causes[str(cause)].fix_for(context.framework),
+            fix=RULE.causes[cause].fix_for(context.framework),
             marks=_marks(k, shown, examples),
             streams=streams, device=device, count=int(g["transitions"].sum()),
-            ranges=ranges_of(trace, g["at"].to_numpy()), phase=str(phase),
-            claim=_claim(device, k, str(cause), g),
+            ranges=ranges_of(trace, g["at"]), phase=phase,
+            claim=_claim(device, k, cause, g),
             evidence={"runs": len(g), "kernels": n_kernels,
                       "serialized_transitions": int(g["transitions"].sum()),
                       "kernel_ns": int(g["kernel_ns"].sum()), "idle_ns": int(g["idle"].sum()),
@@ -596,14 +608,14 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
 
 def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
-    time and id, and the streams present (sorted lists). Runs are taken in batches of about
-    _CHUNK member kernels."""
-    ids = np.sort(pd.unique(k.stream)) if k.size else np.zeros(0, np.int64)
+    time and id, and the streams present (sorted lists, in an object array). Runs are
+    taken in batches of about _CHUNK member kernels."""
+    ids = np.sort(factorize_ints(k.stream)[1]) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
     busiest = np.zeros(first.size, dtype=np.int64)
     busiest_stream = np.zeros(first.size, dtype=np.int64)
-    streams: list[list[int]] = []
+    streams = np.empty(first.size, dtype=object)
     id_list = [int(x) for x in ids.tolist()]
     lengths = last - first + 1
     cum = np.cumsum(lengths)
@@ -624,16 +636,17 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
         kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
         busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
         busiest_stream[a:b] = ids[sums.argmax(axis=1)] if len(ids) else 0
-        streams += [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in present]
+        for run, row in enumerate(present, start=a):
+            streams[run] = [id_list[j] for j in np.flatnonzero(row).tolist()]
         a = b
     return {"kernel_ns": kernel_ns, "busiest": busiest, "busiest_stream": busiest_stream,
             "streams": streams}
 
 
-def _op_ref(k: _Kernels, i: int) -> dict:
-    r = k.row(i)
-    position = int(i) if k.positions is None else int(k.positions[i])
-    return {"name": str(r["name"]), "demangled": demangled_name(k.frame, position),
+def _op_ref(trace: Trace, k: _Kernels, i: int) -> dict:
+    r = k.record(i)
+    # bridge: report.trace.demangled_name still reads the kernels' frame
+    return {"name": str(r["name"]), "demangled": demangled_name(trace.kernels, k.position(i)),
             "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
             "start_ns": int(r["start"]), "end_ns": int(r["end"]),
             "launched_ns": None if r["api_start"] == NO_CALL else int(r["api_start"]),
@@ -641,26 +654,26 @@ def _op_ref(k: _Kernels, i: int) -> dict:
             "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])]}
 
 
-def _examples(trace: Trace, k: _Kernels, cap: _Capacity, t: pd.DataFrame) -> list[dict]:
+def _examples(trace: Trace, k: _Kernels, cap: _Capacity, shown: Table) -> list[dict]:
     out = []
-    for r in t.itertuples():
-        a, b = int(r.a), int(r.b)
-        item = {"cause": r.cause, "first": _op_ref(k, a), "then": _op_ref(k, b),
-                "idle_ns": int(r.idle)}
-        if r.cause == "resource-saturation":
+    for r in shown.records():
+        a, b, cause = r["a"], r["b"], r["cause"]
+        item = {"cause": cause, "first": _op_ref(trace, k, a), "then": _op_ref(trace, k, b),
+                "idle_ns": r["idle"]}
+        if cause == "resource-saturation":
             item["first_blocks"] = int(k.blocks[a])
             item["device_capacity_blocks"] = int(cap[a])
-        if r.cause == "legacy-default-stream":
+        if cause == "legacy-default-stream":
             legacy = trace.legacy_streams()
             item["legacy_stream"] = sorted({s for p, s in legacy if p == int(k.pid[b])})
-            item["legacy_ops_launched_between"] = int(r.legacy_between)
-        if r.cause == "explicit-sync":
-            item["sync_calls_between"] = int(r.syncs)
+            item["legacy_ops_launched_between"] = r["legacy_between"]
+        if cause == "explicit-sync":
+            item["sync_calls_between"] = r["syncs"]
         out.append(item)
     return out
 
 
-def _marks(k: _Kernels, shown: pd.DataFrame, examples: list[dict]) -> list[Mark]:
+def _marks(k: _Kernels, shown: Table, examples: list[dict]) -> list[Mark]:
     """Each transition shown: both kernels outlined, an arrow from the end of the first
     to the start of the next."""
     marks: list[Mark] = []
