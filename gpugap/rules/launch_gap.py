@@ -47,15 +47,15 @@ import re
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting.buckets import BY_ID
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
+from gpugap.report.table import Table
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.evidence import dependency_calls, host_calls
+from gpugap.rules.evidence import dependency_calls, host_calls, name_labels
 from gpugap.rules.model import Band, Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -275,17 +275,25 @@ OPTIMIZER_RANGE = re.compile(r"optim|adam|sgd|lamb|lion|adagrad|rmsprop|param.*u
 PER_PARAMETER_UPDATE = re.compile(r"addcdiv|lerp_kernel|addcmul")
 
 
+def _full_name(kernels: Table) -> str:
+    """The column of the kernels' full (demangled) names: their short names where the
+    report has none."""
+    return "demangled" if "demangled" in kernels else "name"
+
+
 def _per_parameter_optimizer(trace: Trace, where: list[str]) -> bool:
     """Does the launch-bound time sit in an optimizer step made of per-parameter kernels:
     an NVTX range named like an optimizer step, or (without one) Adam's element-wise
     update kernels with no multi-tensor kernel (multi_tensor_apply) in the report?"""
     if any(OPTIMIZER_RANGE.search(name) for name in where):
         return True
-    kernels = trace.kernels
+    kernels = trace.table("kernels")
     if not len(kernels) or where:
         return False
-    names = kernels["demangled" if "demangled" in kernels else "name"].astype(str)
-    distinct = pd.unique(names)
+    names = name_labels(kernels[_full_name(kernels)])
+    # The names some kernel has (counted per code: no string per kernel).
+    distinct = names.categories[np.bincount(names.codes + 1,
+                                            minlength=names.categories.size + 1)[1:] > 0]
     update = sum(bool(PER_PARAMETER_UPDATE.search(n)) for n in distinct)
     multi = any("multi_tensor_apply" in n for n in distinct)
     return update >= 2 and not multi
@@ -374,12 +382,16 @@ def _recurring_share(dev, bucket: str) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
     of tenths of the steady state (a one-time load sits in one)."""
     if len(dev.phases.steady_iterations) >= 3:
-        return float((dev.steady_iteration_totals()[bucket].to_numpy() > 0).mean())
+        # bridge: the accounting's steady_iteration_totals is still a DataFrame
+        totals = Table.from_pandas(dev.steady_iteration_totals())
+        return float((totals[bucket] > 0).mean())
     a, b = dev.phases.spans["steady"]
     if b <= a:
         return 0.0
     edges = np.linspace(a, b, 11).astype(np.int64)
-    return float((dev.totals(edges[:-1], edges[1:])[bucket].to_numpy() > 0).mean())
+    # bridge: the accounting's totals is still a DataFrame
+    totals = Table.from_pandas(dev.totals(edges[:-1], edges[1:]))
+    return float((totals[bucket] > 0).mean())
 
 
 def _awaited(context: Context, device: int) -> list[int]:
@@ -468,19 +480,19 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
                 launched = work.gather("api_start", [nxt])[0]
                 op = work.take([nxt])
                 source, row = int(op.source[0]), int(op.row[0])
-                frame = work.tables[source]
+                stream, corr, pid = (int(work.gather(c, [nxt])[0])
+                                     for c in ("stream", "corr", "pid"))
+                kernels = trace.table("kernels")
                 item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
-                                "demangled": (demangled_name(frame, row) if source == 0
-                                              else None),
+                                "demangled": (demangled_name(kernels, row)
+                                              if source == 0 else None),
                                 "kind": SOURCES[source],
-                                "stream": int(frame["stream"][row]),
-                                "correlation_id": int(frame["corr"][row]),
+                                "stream": stream, "correlation_id": corr,
                                 "launched_ns": None if np.isnan(launched) else int(launched)}
             if f.cause == "queued-wait" and known:
                 item["stream_dependencies"] = next(deps)
             examples.append(item)
-            marks += _marks(f, item, None if nxt < 0 else (int(frame["pid"][row]),
-                                                           int(op.start[0])))
+            marks += _marks(f, item, None if nxt < 0 else (pid, int(op.start[0])))
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
         f.marks = marks
         f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,
