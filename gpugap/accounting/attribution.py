@@ -100,15 +100,19 @@ class DeviceAccount:
 
     def totals(self, lo, hi) -> pd.DataFrame:
         """Bucket time (ns) inside each window [lo[i], hi[i]): one row per window, one
-        column per bucket (rows add up to the window's overlap with the device's)."""
-        return _bucket_frame(self.partition.totals(lo, hi))
+        column per bucket (rows add up to the window's overlap with the device's). A
+        DataFrame, for users (the analysis reads ``bucket_sums``)."""
+        return _bucket_frame(self.bucket_sums(lo, hi))
 
     def steady_iteration_totals(self) -> pd.DataFrame:
-        """totals() of each steady iteration (the sums computed once: summaries and
-        rules ask)."""
-        return _bucket_frame(self._steady_iteration_sums())
+        """totals() of each steady iteration, for users (``steady_iteration_sums``)."""
+        return _bucket_frame(self.steady_iteration_sums())
 
-    def _steady_iteration_sums(self) -> np.ndarray:
+    def bucket_sums(self, lo, hi) -> np.ndarray:
+        """totals() as an array: a row per window, a column per bucket (IDS)."""
+        return self.partition.totals(lo, hi)
+
+    def steady_iteration_sums(self) -> np.ndarray:
         """partition.totals of each steady iteration: a row per iteration, a column per
         bucket (IDS)."""
         if self._steady_totals is None:
@@ -158,7 +162,7 @@ class DeviceAccount:
         its = ph.steady_iterations
         if len(its):
             ilo, ihi = ph.iteration_windows(its)
-            table = self._steady_iteration_sums()
+            table = self.steady_iteration_sums()
             for b, item in steady["buckets"].items():
                 column = table[:, IDS.index(b)]
                 item["per_iteration_median_ns"] = int(np.median(column))
@@ -338,7 +342,7 @@ def _count_in_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _bucket_frame(sums: np.ndarray) -> pd.DataFrame:
     """Sums per window and bucket as a DataFrame, a column per bucket: what totals()
-    returns to the rules and frames that still read pandas (imported here, for them)."""
+    returns to users (pandas is imported here, for them)."""
     import pandas as pd
 
     return pd.DataFrame(sums, columns=list(IDS))

@@ -31,8 +31,6 @@ from gpugap.report.table import Labels, Table
 from gpugap.report.trace import Trace
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from gpugap.program import Program
 
 CATEGORIES = ("module-load", "synchronization", "allocation", "blocking-copy", "launch")
@@ -52,12 +50,6 @@ ALLOCATE = re.compile(
     r"MallocManaged|MallocArray|FreeArray|Malloc3D|MallocPitch|ArrayCreate|ArrayDestroy)")
 MEMCPY = re.compile(r"Memcpy")
 ASYNC = re.compile(r"Async")
-
-
-def name_mask(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Boolean per row of a Series of names: does its name match? For the rules that
-    still read pandas frames; the accounting reads ``matching`` of a Table's column."""
-    return matching(Table.from_pandas(names.to_frame("name"))["name"], pattern)
 
 
 def matching(names: Labels | np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gpugap.accounting.host import MODULE_LOAD, name_mask  # noqa: F401 (used by rules)
+from gpugap.accounting.host import MODULE_LOAD  # noqa: F401 (used by rules)
 
 # Calls that block the host until the GPU (or part of it) is done.
 SYNC = re.compile(r"Synchronize$")

@@ -48,7 +48,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpugap.accounting.buckets import BY_ID
+from gpugap.accounting.buckets import BY_ID, IDS
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
@@ -382,16 +382,12 @@ def _recurring_share(dev, bucket: str) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
     of tenths of the steady state (a one-time load sits in one)."""
     if len(dev.phases.steady_iterations) >= 3:
-        # bridge: the accounting's steady_iteration_totals is still a DataFrame
-        totals = Table.from_pandas(dev.steady_iteration_totals())
-        return float((totals[bucket] > 0).mean())
+        return float((dev.steady_iteration_sums()[:, IDS.index(bucket)] > 0).mean())
     a, b = dev.phases.spans["steady"]
     if b <= a:
         return 0.0
     edges = np.linspace(a, b, 11).astype(np.int64)
-    # bridge: the accounting's totals is still a DataFrame
-    totals = Table.from_pandas(dev.totals(edges[:-1], edges[1:]))
-    return float((totals[bucket] > 0).mean())
+    return float((dev.bucket_sums(edges[:-1], edges[1:])[:, IDS.index(bucket)] > 0).mean())
 
 
 def _awaited(context: Context, device: int) -> list[int]:

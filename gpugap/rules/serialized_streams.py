@@ -377,12 +377,10 @@ class _Capacity:
         found = list(zip(*(v[rows[first]].tolist() for v in self.values), strict=True))
         new = [c for c in found if c not in self.known]
         if new:
-            # pandas: occupancy (the accounting's) still reads frames.
-            import pandas as pd
-
-            configs = pd.DataFrame(new, columns=list(self.COLUMNS))
-            cap = (sm_counts(configs, self.trace.devices)
-                   * resident_blocks_per_sm(configs, self.trace.devices))
+            configs = Table({c: np.array(v, dtype=np.int64) for c, v in
+                             zip(self.COLUMNS, zip(*new, strict=True), strict=True)})
+            devices = self.trace.table("devices")
+            cap = sm_counts(configs, devices) * resident_blocks_per_sm(configs, devices)
             self.known.update(zip(new, cap.tolist(), strict=True))
         out = np.array([self.known[c] for c in found], dtype=np.int64)[code]
         return out if np.ndim(i) else out[0]
@@ -645,8 +643,8 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
 
 def _op_ref(trace: Trace, k: _Kernels, i: int) -> dict:
     r = k.record(i)
-    # bridge: report.trace.demangled_name still reads the kernels' frame
-    return {"name": str(r["name"]), "demangled": demangled_name(trace.kernels, k.position(i)),
+    return {"name": str(r["name"]),
+            "demangled": demangled_name(trace.table("kernels"), k.position(i)),
             "stream": int(r["stream"]), "correlation_id": int(r["corr"]),
             "start_ns": int(r["start"]), "end_ns": int(r["end"]),
             "launched_ns": None if r["api_start"] == NO_CALL else int(r["api_start"]),

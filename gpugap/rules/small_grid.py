@@ -63,11 +63,8 @@ class _SmCounts:
     an array of every kernel's)."""
 
     def __init__(self, trace: Trace) -> None:
-        # pandas: occupancy.sm_counts (the accounting's) still reads frames.
-        import pandas as pd
-
         self.ids = np.sort(factorize_ints(trace.table("kernels")["device"])[1])
-        self.counts = sm_counts(pd.DataFrame({"device": self.ids}), trace.devices)
+        self.counts = sm_counts(Table({"device": self.ids}), trace.table("devices"))
 
     def __call__(self, device: np.ndarray) -> np.ndarray:
         return self.counts[np.searchsorted(self.ids, device)]
@@ -279,8 +276,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                        threads=int(top["threads"]), sms=n_sm, count=int(top["count"]),
                        idle_sm_pct=idle_pct, idle_sm_ns=cost)
         kernels = _joined_union(spans.pop(g))
-        # bridge: report.trace.demangled_name still reads the kernels' frame
-        demangled = demangled_name(trace.kernels, int(top["row"]))
+        demangled = demangled_name(trace.table("kernels"), int(top["row"]))
         library = LIBRARY_KERNEL.search(demangled)
         fix = (FIX_LIBRARY.format(library=LIBRARY_NAMES.get(library.group(0).lower(),
                                                             "cuBLAS")) if library
@@ -299,7 +295,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                       "small_kernel_ns": small_ns,
                       "kernel_ns": kernel_ns,
                       "kernels": [{"name": name_text[r["name"]],
-                                   "demangled": demangled_name(trace.kernels, r["row"]),
+                                   "demangled": demangled_name(trace.table("kernels"), r["row"]),
                                    "blocks": r["blocks"], "threads_per_block": r["threads"],
                                    "sms_used": min(r["blocks"], r["sms"]),
                                    "count": r["count"], "time_ns": r["time_ns"],
