@@ -16,10 +16,9 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.analysis import Analysis
@@ -32,6 +31,11 @@ from gpugap.rules import registry
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Band, EventRef, Link, Mark, Outline, Severity, Span
 from gpugap.units import fmt_bytes, fmt_ns
+
+# The timeline reads the users' DataFrames: pandas is imported where it draws one, so
+# that importing the renderers (an analysis does) costs none.
+if TYPE_CHECKING:
+    import pandas as pd
 
 # --- categories and colours (shared with the SVG export) ----------------------------
 
@@ -216,6 +220,8 @@ class Timeline:
 
 def _api_category(names: pd.Series) -> np.ndarray:
     """API call name -> category id, by what the call does (computed per distinct name)."""
+    import pandas as pd
+
     codes, uniques = pd.factorize(names.astype(str))
     s = pd.Series(uniques, dtype=object)
     cat = np.full(len(s), CATEGORY_INDEX["api-other"], dtype=np.int16)
@@ -233,6 +239,8 @@ def _api_category(names: pd.Series) -> np.ndarray:
 def _per_distinct(frame: pd.DataFrame, columns: list[str], fmt) -> pd.Series:
     """fmt(distinct rows of *columns*) mapped back onto every row: string building per
     distinct launch configuration instead of per event."""
+    import pandas as pd
+
     keys = frame[columns]
     distinct = keys.drop_duplicates()
     text = fmt(distinct).astype(object)
@@ -302,12 +310,16 @@ def _kernel_info(k: pd.DataFrame) -> pd.Series:
 
 
 def _launch_info(frame: pd.DataFrame) -> pd.Series:
+    import pandas as pd
+
     codes, uniques = pd.factorize(frame["api_name"].astype(object), use_na_sentinel=True)
     text = np.array([" · launched by " + str(u) for u in uniques] + [""], dtype=object)
     return pd.Series(text[codes], index=frame.index)     # code -1 (no call) -> ""
 
 
 def _bytes_labels(values: pd.Series) -> pd.Series:
+    import pandas as pd
+
     uniq = pd.unique(values)
     labels = {v: fmt_bytes(v) for v in uniq.tolist()}
     return values.map(labels)
@@ -355,6 +367,8 @@ class _Parts:
 
 
 def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int]]:
+    import pandas as pd
+
     lanes: list[Lane] = []
     index: dict[tuple[int, int, int], int] = {}
     cols = ["device", "pid", "stream"]
@@ -386,6 +400,8 @@ def _gpu_lanes(trace: Trace) -> tuple[list[Lane], dict[tuple[int, int, int], int
 def _threads(frame: pd.DataFrame, rows: int = 1 << 20) -> pd.DataFrame:
     """Per thread (gtid) of *frame*: its first start and its pid (the last row's), a
     slice of *rows* rows at a time: 24M API calls need no column-sized temporaries."""
+    import pandas as pd
+
     parts = [frame.iloc[lo:lo + rows].groupby("gtid", sort=False)
              .agg(first=("start", "min"), pid=("pid", "last"))
              for lo in range(0, len(frame), rows)]
@@ -441,6 +457,8 @@ def _frames(trace: Trace) -> list[tuple[str, pd.DataFrame]]:
 
 def _lane_finder(gpu_index, nvtx_lane, api_lane):
     """kind, frame -> the lane of each row (vectorised: a hash lookup per row)."""
+    import pandas as pd
+
     gpu_keys = (pd.MultiIndex.from_tuples(list(gpu_index)) if gpu_index else None)
     gpu_lut = np.array(list(gpu_index.values()) + [-1], dtype=np.int32)
     host = {"api": api_lane, "nvtx": nvtx_lane}
@@ -558,6 +576,8 @@ def _collect(parts_in, lanes_of, trace: Trace, parts: _Parts) -> None:
 def _launched_info(trace: Trace, corr: np.ndarray) -> dict[int, str]:
     """corr -> ' · launched memcpy Host-to-Device on stream 13' for API calls (of *corr*)
     with GPU work (only one process's ids when several collide: hover text only)."""
+    import pandas as pd
+
     found = []
     for kind, f in (("kernel", trace.kernels), ("memcpy", trace.memcpys),
                     ("memset", trace.memsets), ("graph", trace.graphs)):
@@ -658,6 +678,8 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     ``Timeline.decimation``), the findings' evidence and, where they fit, the initial
     view's events kept as they are.
     """
+    import pandas as pd
+
     range_name = range_name if range_name is not None else analysis.scope
     gpu_lanes, gpu_index = _gpu_lanes(trace)
     host_lanes, nvtx_lane, api_lane = _host_lanes(trace, len(gpu_lanes))
