@@ -364,6 +364,8 @@ def _thread_devices(trace: Trace) -> dict[int, int]:
         g, d = gtid[i0:i0 + _CHUNK], device[i0:i0 + _CHUNK]
         known = g != NO_CALL
         g, d = g[known], d[known]
+        if not g.size:
+            continue
         # A thread launches runs of kernels onto one device: the pairs are found among
         # the runs (a few), each counted by its length.
         runs = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (d[1:] != d[:-1])])
