@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpugap.report.table import Table
-from gpugap.rules.evidence import group_ids, name_labels, rows_by_group
+from gpugap.report.table import Table, as_labels
+from gpugap.rules.evidence import group_ids, rows_by_group
 
 
 def _frames(seed: int, count: int):
@@ -39,12 +39,12 @@ def test_rows_by_group_are_pandas_groups_in_order():
         assert [r.tolist() for r in rows_by_group(group_ids([table[k] for k in keys]))] == want
 
 
-def test_name_labels_of_plain_strings_and_of_labels():
-    plain = name_labels(np.array(["x", None, "y", "x"], dtype=object))
+def test_as_labels_of_plain_strings_and_of_labels():
+    plain = as_labels(np.array(["x", None, "y", "x"], dtype=object))
     assert plain.codes.tolist() == [0, -1, 1, 0] and plain.categories.tolist() == ["x", "y"]
     assert list(plain) == ["x", None, "y", "x"]
     labels = Table.from_pandas(pd.DataFrame({"n": pd.Categorical(["p", None])})).labels("n")
-    assert name_labels(labels) is labels
+    assert as_labels(labels) is labels
 
 
 def test_warmup_orders_items_by_cost_as_pandas():

@@ -34,7 +34,7 @@ import numpy as np
 
 from gpugap.jsonout import Record
 from gpugap.memory import isin
-from gpugap.program.nvtx import name_labels, ranges
+from gpugap.program.nvtx import ranges
 from gpugap.program.ops import group_sums
 from gpugap.report.trace import Trace
 
@@ -77,7 +77,7 @@ def _kernel_hits(trace: Trace, pattern: re.Pattern[str], column: str = "name") -
     kernels = trace.table("kernels")
     if not len(kernels) or column not in kernels:
         return 0
-    return int(name_labels(kernels, column).matching(pattern).sum())
+    return int(kernels.labels(column).matching(pattern).sum())
 
 
 def _domain_ranges(trace: Trace, domains: frozenset[str]) -> int:
@@ -102,7 +102,7 @@ def process_names(trace: Trace) -> dict[int, str]:
         return {}
     # str(): a missing name reads 'None', as the frame's strings did.
     return dict(zip(procs["pid"].astype(np.int64).tolist(),
-                    map(str, name_labels(procs, "name").strings().tolist()), strict=True))
+                    map(str, procs.labels("name").strings().tolist()), strict=True))
 
 
 DRIVER_LAUNCH = re.compile(r"^cuLaunch")
@@ -117,11 +117,11 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     k = trace.table("kernels")
     if not len(k) or "api_name" not in k:
         return 0
-    driver = (name_labels(k, "api_name").matching(DRIVER_LAUNCH)
+    driver = (k.labels("api_name").matching(DRIVER_LAUNCH)
               & isin(k["pid"], pids))
     if not driver.any():
         return 0
-    names = name_labels(k, "demangled" if "demangled" in k else "name")
+    names = k.labels("demangled" if "demangled" in k else "name")
     # A kernel without a name is not counted as the program's own.
     own = ~(names.matching(LIBRARY_KERNEL) | names.matching(PYTORCH_KERNEL)) & (names.codes >= 0)
     return int((driver & own).sum())
@@ -147,7 +147,7 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
     api = trace.table("api")
     if not len(api) or not pids:
         return 0
-    names = name_labels(api, "name")
+    names = api.labels("name")
     per_name = dict(zip(map(str, names.categories.tolist()),
                         np.bincount(names.codes[isin(api["pid"], pids)],
                                     minlength=names.categories.size).tolist(),

@@ -36,7 +36,7 @@ import numpy as np
 
 from gpugap.errors import UsageError, option
 from gpugap.jsonout import Record
-from gpugap.program.nvtx import base_name, name_labels, program_ranges, shown_name
+from gpugap.program.nvtx import base_name, program_ranges, shown_name
 from gpugap.program.ops import DeviceOps, group_sums
 from gpugap.report.table import Labels, Table, factorize
 from gpugap.report.trace import Trace
@@ -209,9 +209,9 @@ def _op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray
     """A code per op naming what it is (the kernel, by its full demangled name: template
     instances apart; copy kind; memset; CUDA graph)."""
     kernels = trace.table("kernels")
-    kernel = name_labels(kernels, "demangled" if "demangled" in kernels else "name")
+    kernel = kernels.labels("demangled" if "demangled" in kernels else "name")
     width = kernel.categories.size + 1
-    m_codes = name_labels(trace.table("memcpys"), "kind").codes.astype(np.int64)
+    m_codes = trace.table("memcpys").labels("kind").codes.astype(np.int64)
     rows = ops.take(positions)
     src, row = rows.source, rows.row
     out = np.full(positions.size, -1, dtype=np.int64)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpugap.report.table import Labels, Table
+from gpugap.report.table import Table
 from gpugap.report.trace import Derived, Trace
 
 if TYPE_CHECKING:
@@ -32,13 +32,6 @@ def base_name(name: str) -> str:
 
 def shown_name(base: str, numbered: bool) -> str:
     return f"{base} N" if numbered else base
-
-
-def name_labels(table: Table, column: str) -> Labels:
-    """The strings of *column* as Labels, whether the table holds them so (kernel and
-    API names) or as plain strings (NVTX names and domains, for now)."""
-    values = table[column]
-    return values if isinstance(values, Labels) else Labels.of(values)
 
 
 # NVTX domains that libraries register for their own ranges (CUB/Thrust/libcu++ as
@@ -63,7 +56,7 @@ def library_mask(nv: Table) -> np.ndarray:
     Decided once per distinct domain."""
     if nv.empty:
         return np.zeros(0, dtype=bool)
-    domains = name_labels(nv, "domain")
+    domains = nv.labels("domain")
     is_lib = np.array([str(d).casefold() in _LIBRARY_FOLDED
                        for d in domains.categories.tolist() + [None]], dtype=bool)
     return nv["library"].astype(bool) | is_lib[domains.codes]
@@ -91,7 +84,7 @@ class NvtxIndex(Derived):
         """The trace's NVTX table, names and domains as Labels (the table holds them as
         plain strings), so that they are told apart once."""
         nv = self.trace.table("nvtx")
-        return nv.with_columns(name=name_labels(nv, "name"), domain=name_labels(nv, "domain"))
+        return nv.with_columns(name=nv.labels("name"), domain=nv.labels("domain"))
 
     @cached_property
     def library_mask(self) -> np.ndarray:
@@ -112,4 +105,4 @@ def library_domains(trace: Trace) -> list[str]:
 
 
 __all__ = ["LIBRARY_DOMAINS", "NvtxIndex", "base_name", "library_domains", "library_mask",
-           "name_labels", "program_ranges", "ranges", "shown_name"]
+           "program_ranges", "ranges", "shown_name"]

@@ -15,7 +15,6 @@ import numpy as np
 
 from gpugap.jsonout import Record
 from gpugap.program import ops, oscalls
-from gpugap.program.nvtx import name_labels
 from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
 
@@ -103,7 +102,7 @@ def roles(trace: Trace, process_names: dict[int, str], os_calls: Table | None
         return [], None
     threads = trace.table("threads")
     names = dict(zip(threads["gtid"].astype(np.int64).tolist(),
-                     name_labels(threads, "name").strings().tolist(), strict=True))
+                     threads.labels("name").strings().tolist(), strict=True))
     # Per thread, by process (then thread): each process's threads one slice.
     (thread_pid, thread_gtid), thread_launches = ops.group_sums(
         [counts["pid"], counts["gtid"]], counts["launches"])

@@ -22,10 +22,10 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import COPY_IDS
 from gpugap.accounting.labels import ranges_of
-from gpugap.report.table import Table
+from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.groups import factorize_ints, first_seen_codes, rows_of_codes
+from gpugap.rules.groups import first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_bytes, fmt_ns
 
@@ -70,7 +70,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     blocked = (((copies["api_end"] - api_start) >= config["blocked_us"] * 1e3)
                & (api_start != NO_CALL))
     qualifies = ((copies["end"] - copies["start"]) >= config["min_copy_us"] * 1e3) & ~blocked
-    copy_device, devices = factorize_ints(copies["device"])
+    copy_device, devices = factorize(copies["device"])
     for i, device in enumerate(devices.tolist()):       # in order of first appearance
         c = copies.rows(qualifies & (copy_device == i))
         if c.empty:

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from gpugap.accounting.index import AccountingIndex
-from gpugap.report.table import Labels, factorize
+from gpugap.report.table import Labels, as_labels, factorize
 from gpugap.report.trace import Trace
 
 # Calls that put a non-GPU dependency into a stream: what a queued operation can wait on
@@ -32,20 +32,6 @@ def _top_coded(codes: np.ndarray, texts, ns: np.ndarray, n: int
     return items[:n]
 
 
-def name_labels(column: Labels | np.ndarray) -> Labels:
-    """A Table's name column as Labels: as they are, or plain strings (an object array,
-    as NVTX names still come; None or NaN, a DataFrame's missing string: missing) coded
-    here, in order of first appearance."""
-    if isinstance(column, Labels):
-        return column
-    # A dict hashes each string once: np.unique (Labels.of) sorts them, comparing Python
-    # strings, three times slower on a report's NVTX ranges.
-    index: dict[str, int] = {}
-    codes = np.fromiter((-1 if v is None or v != v else index.setdefault(v, len(index))
-                         for v in column.tolist()), dtype=np.int32, count=len(column))
-    return Labels(codes, list(index))
-
-
 def group_ids(columns: list[np.ndarray | Labels]) -> np.ndarray:
     """Per row, the number of its group (rows equal in every one of *columns*), groups
     numbered in order of first appearance as ``groupby(sort=False).ngroup()``; -1 for a
@@ -54,7 +40,7 @@ def group_ids(columns: list[np.ndarray | Labels]) -> np.ndarray:
     keys = []
     for column in columns:
         if isinstance(column, Labels) or column.dtype == object:
-            column = name_labels(column).codes
+            column = as_labels(column).codes
             missing |= column < 0
         keys.append(column)
     present = np.flatnonzero(~missing)
@@ -91,11 +77,11 @@ def host_calls(trace: Trace, windows: list[tuple[int, int, int]],
         o_gtid = np.asarray(osrt["gtid"], dtype=np.int64)
         o_start = np.asarray(osrt["start"], dtype=np.int64)
         o_end = np.asarray(osrt["end"], dtype=np.int64)
-        o_names = name_labels(osrt["name"])
+        o_names = as_labels(osrt["name"])
         o_code, o_text = o_names.codes, o_names.categories
     api = trace.table("api")
     if not api.empty:
-        api_names = name_labels(api["name"])
+        api_names = as_labels(api["name"])
         api_code, api_text = api_names.codes, api_names.categories
         calls = AccountingIndex.of(trace).calls
     out = []

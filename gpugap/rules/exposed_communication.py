@@ -32,10 +32,9 @@ from gpugap import intervals as tl
 from gpugap.accounting.buckets import CODE
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.work import SOURCES
-from gpugap.report.table import factorize
+from gpugap.report.table import as_labels, factorize
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.evidence import name_labels
 from gpugap.rules.model import Band, Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -112,7 +111,7 @@ def _collectives(trace: Trace, work, ops: np.ndarray) -> dict[str, int]:
     launched = work.gather("api_start", ops)
     pid = work.gather("pid", ops).astype(np.int64)
     if len(nv) and ops.size:
-        names = name_labels(nv["name"])
+        names = as_labels(nv["name"])
         ranges = np.flatnonzero(names.matching(NCCL_COLLECTIVE))
         range_pid = nv["pid"][ranges]
         label = np.full(ops.size, None, dtype=object)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpugap.accounting.labels import folded_label_codes
-from gpugap.report.table import factorize
+from gpugap.report.table import DENSE_RANGE, factorize
 from gpugap.report.trace import Trace
 from gpugap.rules.base import FINDING_PHASES, Context
 
@@ -30,43 +30,9 @@ GroupKey = tuple[int, str, str]          # device, phase, NVTX label ('' for non
 # Events grouped at a time: the working arrays of a part (labels, phases, keys) are a few
 # megabytes, not tens of them for a batch of a million.
 _PART = 1 << 18
-# factorize_ints numbers integers through an array over their range where it is no
-# longer than their count, or than this (a few devices, phases or ranges: no sort either).
-_DENSE_RANGE = 1 << 16
-# ... and looks for each value's first row in this many rows first, then in twice as
-# many, until it has found them all: values recur early (a million kernels in a few
-# groups), so the search seldom reads far, and never more than twice the rows there are.
-_FIRST_ROWS = 1 << 12
-
-
-def factorize_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """table.factorize of integers: each value's code, numbered in order of first
-    appearance, and the distinct values in that order. Where their range is no wider
-    than their count (ids, devices, keys of a few columns) in O(n), through an array
-    over the range: table.factorize sorts, ten times the time of pandas' hashing on the
-    million kernels of a big report. Wider ranges are left to table.factorize."""
-    values = np.asarray(values)
-    if not values.size:
-        return factorize(values)
-    lo, hi = int(values.min()), int(values.max())
-    span = hi - lo + 1
-    if span > max(values.size, _DENSE_RANGE):
-        return factorize(values)
-    offset = np.subtract(values, lo, dtype=np.int64)
-    n_distinct = int(np.count_nonzero(np.bincount(offset, minlength=span)))
-    first = np.full(span, values.size, dtype=np.intp)     # each value's first row
-    searched = 0
-    while searched < values.size:
-        stop = min(values.size, max(2 * searched, _FIRST_ROWS))
-        np.minimum.at(first, offset[searched:stop], np.arange(searched, stop))
-        searched = stop
-        if np.count_nonzero(first < values.size) == n_distinct:
-            break
-    present = np.flatnonzero(first < values.size)
-    in_order = present[np.argsort(first[present])]        # first rows differ: no ties
-    code_of = np.empty(span, dtype=np.intp)
-    code_of[in_order] = np.arange(in_order.size)
-    return code_of[offset], (in_order + lo).astype(values.dtype)
+# first_seen_codes keeps its combined codes within a range table.factorize numbers
+# through an array (table.DENSE_RANGE), without a sort.
+_DENSE_RANGE = DENSE_RANGE
 
 
 def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +48,7 @@ def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         top = int(key.max()) - lo + 1
         if width * top > max(size, _DENSE_RANGE):
             # Dense again (at most one code per row), so that the codes stay in a
-            # range factorize_ints numbers without a sort, and far from overflowing:
+            # range factorize numbers without a sort, and far from overflowing:
             # renumbered in the order of their values (any order does here), through
             # an array over their range where it is short.
             if width <= max(size, _DENSE_RANGE):
@@ -90,10 +56,10 @@ def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 code = (np.cumsum(present) - 1)[code]
                 width = int(np.count_nonzero(present))
             else:
-                code, seen = factorize_ints(code)
+                code, seen = factorize(code)
                 width = seen.size
         if width * top >= 2**62:             # a key too wide to widen by: its own codes
-            key, distinct = factorize_ints(key)
+            key, distinct = factorize(key)
             lo, top = 0, distinct.size
         # In place: one temporary (the key widened), not three.
         code *= top
@@ -102,7 +68,7 @@ def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         code += wide
         del wide
         width *= top
-    code, _ = factorize_ints(code)
+    code, _ = factorize(code)
     # In first-appearance order, a row is its code's first when its code exceeds every
     # code before it.
     seen = np.maximum.accumulate(code)
@@ -137,14 +103,14 @@ class Groups:
         for i in range(0, device.size, _PART):
             part = slice(i, i + _PART)
             ids[part] = self._ids_of(device[part], start[part], launched[part])
-        local, to_id = factorize_ints(ids)
+        local, to_id = factorize(ids)
         return local, to_id
 
     def _ids_of(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray
                 ) -> np.ndarray:
         """Each event's group id (new groups numbered in order of first appearance)."""
         range_code, range_names = folded_label_codes(self.trace, launched)
-        device_code, device_ids = factorize_ints(device)
+        device_code, device_ids = factorize(device)
         n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
         # The key (device, phase, range) built in place: one array, not one per step.
         code = device_code.astype(np.int64)
@@ -154,7 +120,7 @@ class Groups:
         code *= n_ranges
         code += range_code
         del range_code
-        local, keys = factorize_ints(code)
+        local, keys = factorize(code)
         to_id = np.empty(len(keys), dtype=np.int64)
         for g, key in enumerate(keys.tolist()):            # one step per group, not event
             dev, rest = divmod(int(key), n_phases * n_ranges)

@@ -52,10 +52,10 @@ from gpugap.accounting.buckets import BY_ID, IDS
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
-from gpugap.report.table import Table
+from gpugap.report.table import Table, as_labels
 from gpugap.report.trace import Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.evidence import dependency_calls, host_calls, name_labels
+from gpugap.rules.evidence import dependency_calls, host_calls
 from gpugap.rules.model import Band, Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -290,7 +290,7 @@ def _per_parameter_optimizer(trace: Trace, where: list[str]) -> bool:
     kernels = trace.table("kernels")
     if not len(kernels) or where:
         return False
-    names = name_labels(kernels[_full_name(kernels)])
+    names = as_labels(kernels[_full_name(kernels)])
     # The names some kernel has (counted per code: no string per kernel).
     distinct = names.categories[np.bincount(names.codes + 1,
                                             minlength=names.categories.size + 1)[1:] > 0]

@@ -37,11 +37,11 @@ from gpugap import intervals as tl
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.memory import give_back
-from gpugap.report.table import Table
+from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import SYNC
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.groups import factorize_ints, first_seen_codes, rows_of_codes
+from gpugap.rules.groups import first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -394,7 +394,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
     between = _Between(trace)
     findings: list[Finding] = []
     device_of = kernels["device"]
-    devices = factorize_ints(device_of)[1]
+    devices = factorize(device_of)[1]
     for device in sorted(devices.tolist()):
         rows = None if len(devices) == 1 else np.flatnonzero(device_of == device)
         start = kernels["start"].astype(np.int64, copy=False)
@@ -608,7 +608,7 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
     time and id, and the streams present (sorted lists, in an object array). Runs are
     taken in batches of about _CHUNK member kernels."""
-    ids = np.sort(factorize_ints(k.stream)[1]) if k.size else np.zeros(0, np.int64)
+    ids = np.sort(factorize(k.stream)[1]) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
     busiest = np.zeros(first.size, dtype=np.int64)

@@ -28,10 +28,10 @@ from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.memory import give_back, joined
-from gpugap.report.table import Table, concat
+from gpugap.report.table import Table, concat, factorize
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.groups import Groups, factorize_ints, first_seen_codes
+from gpugap.rules.groups import Groups, first_seen_codes
 from gpugap.rules.model import Cause, EventRef, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
@@ -63,7 +63,7 @@ class _SmCounts:
     an array of every kernel's)."""
 
     def __init__(self, trace: Trace) -> None:
-        self.ids = np.sort(factorize_ints(trace.table("kernels")["device"])[1])
+        self.ids = np.sort(factorize(trace.table("kernels")["device"])[1])
         self.counts = sm_counts(Table({"device": self.ids}), trace.table("devices"))
 
     def __call__(self, device: np.ndarray) -> np.ndarray:

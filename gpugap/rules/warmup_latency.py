@@ -30,11 +30,11 @@ from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.accounting.labels import range_labels, ranges_of
 from gpugap.memory import give_back
-from gpugap.report.table import Table, factorize
+from gpugap.report.table import Table, as_labels, factorize
 from gpugap.report.trace import NO_CALL, Trace
 from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
-from gpugap.rules.evidence import group_ids, name_labels, rows_by_group
+from gpugap.rules.evidence import group_ids, rows_by_group
 from gpugap.rules.model import Cause, Mark, Severity, Span
 from gpugap.units import fmt_ns
 
@@ -120,7 +120,7 @@ def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
     out = np.zeros(starts.size, dtype=np.int64)
     if api.empty or starts.size == 0:
         return out
-    loads = np.flatnonzero(name_labels(api["name"]).matching(MODULE_LOAD))
+    loads = np.flatnonzero(as_labels(api["name"]).matching(MODULE_LOAD))
     load_gtid = api["gtid"][loads]
     for gtid in np.unique(gtids):
         sel = gtids == gtid
@@ -221,7 +221,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     api = trace.table("api")
     if api.empty:
         return []
-    names = name_labels(api["name"])
+    names = as_labels(api["name"])
     name_code, name_text = names.codes, names.categories
     skip = np.array([bool(SYNC.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
                      for t in name_text] + [False])
@@ -251,7 +251,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     launch = k["api_start"]
     known = launch != NO_CALL
     if known.any():
-        kernel_names = name_labels(k["name"])
+        kernel_names = as_labels(k["name"])
         kernel_code, kernel_text = kernel_names.codes, kernel_names.categories
         width = len(kernel_text) + 1
         pid = k["pid"]
@@ -291,14 +291,14 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     api = trace.table("api")
     if api.empty:
         return []
-    loads = api.rows(name_labels(api["name"]).matching(MODULE_LOAD))
+    loads = api.rows(as_labels(api["name"]).matching(MODULE_LOAD))
     items = []
     for rows in rows_by_group(group_ids([loads["gtid"]])):
         # sort_values("start"): a quicksort, whose order of ties is pandas' too.
         g = loads.rows(rows[np.argsort(loads["start"][rows], kind="quicksort")])
         s, e = g["start"], g["end"]
         label = range_labels(trace, s)
-        load_names = name_labels(g["name"]).strings()
+        load_names = as_labels(g["name"]).strings()
         # A burst: loads less than cluster_gap apart (a library loads its kernels in a
         # row), within one NVTX range.
         new = np.r_[True, (s[1:] - e[:-1] > config["cluster_gap_ms"] * 1e6)
@@ -324,7 +324,7 @@ def _items_library_init(trace: Trace, config: Mapping[str, float]) -> list[dict]
     if nv.empty:
         return []
     lib = nv.rows(nv["library"])
-    lib = lib.rows(name_labels(lib["name"]).matching(LIBRARY_SETUP)
+    lib = lib.rows(as_labels(lib["name"]).matching(LIBRARY_SETUP)
                    & ((lib["end"] - lib["start"]) >= config["min_excess_us"] * 1e3))
     return [{"cause": "library-init", "what": f"{r['domain']} {r['name']}",
              "start": r["start"], "end": r["end"], "gtid": r["gtid"],
