@@ -323,11 +323,12 @@ def test_launches_captured_into_graphs_are_not_lost_data():
     from gpugap.report.loader import launches_without_kernels
 
     trace = load(DATA / "captures" / "small-graph.sqlite")
-    launched = np.zeros(len(trace.api), dtype=bool)
+    api = trace.table("api")
+    launched = np.zeros(len(api), dtype=bool)
     from gpugap.report.loader import attach_launches
 
-    attach_launches(trace.kernels.copy(), trace.api, launched)
-    assert launches_without_kernels(trace.api, launched) == (464, 0)
+    attach_launches(trace.table("kernels"), api, launched)
+    assert launches_without_kernels(api, launched) == (464, 0)
 
 
 # --- gpugap check fails on a report that lost GPU data, unless told otherwise ----------

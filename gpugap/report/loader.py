@@ -372,7 +372,7 @@ class Loader:
             return frame.with_columns(nodes=np.zeros(len(frame), dtype=np.int32))
         node = kernels.column("graph_node")
         rows = (node.positions if isinstance(node, SparseInts)
-                else np.flatnonzero(node.astype(np.int64) >= 0))
+                else np.flatnonzero(kernels["graph_node"].astype(np.int64) >= 0))
         if not rows.size:
             return frame
         # One execution per (pid, corr), numbered in order of first appearance; only the

@@ -241,18 +241,17 @@ class Trace:
         self.tables[name] = events if isinstance(events, Table) else Table.from_pandas(events)
         self._frames.pop(name, None)
 
-    def replace(self, **events: Events | None) -> Trace:
-        """A copy with the events *events* (by name: ``nvtx=...``) replaced, the others
-        shared; its derived indexes are built anew. ``memcpy_calls`` is kept only while
-        the memcpys are."""
-        unknown = set(events) - set(TABLE_NAMES) - {"memcpy_calls"}
+    def replace(self, **changes: Any) -> Trace:
+        """A copy with the events of *changes* (by name: ``nvtx=...``, a Table or a
+        DataFrame) replaced, the others shared; its derived indexes are built anew.
+        ``memcpy_calls`` is kept only while the memcpys are (or given)."""
+        unknown = set(changes) - set(TABLE_NAMES) - {"memcpy_calls"}
         if unknown:
             raise TypeError(f"Trace has no events {sorted(unknown)}")
-        copy = Trace(self.info, **{n: events.get(n, self.tables.get(n)) for n in TABLE_NAMES},
-                     osrt_source=self.osrt_source,
-                     memcpy_calls=events.get("memcpy_calls",
-                                             None if "memcpys" in events else self.memcpy_calls))
-        return copy
+        calls = changes.pop("memcpy_calls",
+                            None if "memcpys" in changes else self.memcpy_calls)
+        return Trace(self.info, **{n: changes.get(n, self.tables.get(n)) for n in TABLE_NAMES},
+                     osrt_source=self.osrt_source, memcpy_calls=calls)
 
     def table(self, name: str) -> Table:
         """The events of *name* ('kernels', 'api', 'osrt'...: the frames' names) as a
