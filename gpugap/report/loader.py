@@ -32,7 +32,15 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, narrow
-from gpugap.report.table import Labels, SparseInts, Table, descending, factorize, inner_join
+from gpugap.report.table import (
+    Labels,
+    SparseInts,
+    Table,
+    code_dtype,
+    descending,
+    factorize,
+    inner_join,
+)
 from gpugap.report.trace import (
     EVENT_WAIT_COLUMNS,
     NO_CALL,
@@ -188,9 +196,9 @@ class Loader:
             values = raw if transform is None else [transform(v) for v in raw]
             # Distinct ids may map to equal strings (after transform): fold them.
             cats, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
-            remap = remap.astype(np.int32)
+            remap = remap.astype(code_dtype(cats.size))
             if dense:
-                lut = np.zeros(hi - lo + 1, dtype=np.int32)
+                lut = np.zeros(hi - lo + 1, dtype=remap.dtype)
                 lut[present - lo] = remap
                 codes = lut[shifted]
             else:
@@ -217,7 +225,7 @@ class Loader:
         present, inverse = np.unique(_ids(values), return_inverse=True)
         mapped = [labels.get(v, "Unknown" if v < 0 else f"<{v}>") for v in present.tolist()]
         cats, remap = np.unique(np.array(mapped, dtype=object), return_inverse=True)
-        return Labels(remap[inverse.reshape(-1)].astype(np.int32), cats)
+        return Labels(remap[inverse.reshape(-1)].astype(code_dtype(cats.size)), cats)
 
     @staticmethod
     def pid_of(gid: np.ndarray) -> np.ndarray:
@@ -882,8 +890,8 @@ def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
     api_start = np.full(n, NO_CALL, dtype=np.int64)
     api_end = np.full(n, NO_CALL, dtype=np.int64)
     gtid = np.full(n, NO_CALL, dtype=np.int64)
-    names = api.labels("name") if len(api) else Labels(np.zeros(0, np.int32), [])
-    codes = np.full(n, -1, dtype=np.int32)
+    names = api.labels("name") if len(api) else Labels(np.zeros(0, np.int8), [])
+    codes = np.full(n, -1, dtype=code_dtype(names.categories.size))
     if n and len(api):
         row = match_rows(ops["pid"], ops["corr"], api["pid"], api["corr"])
         start, end = api["start"], api["end"]
