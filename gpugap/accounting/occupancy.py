@@ -1,27 +1,20 @@
 """How many blocks of a kernel the GPU can hold at once, from its launch configuration
 and the device limits the report records (the CUDA occupancy calculator's arithmetic).
 
-The functions read columns by name (``kernels["device"]``...), so they take Tables and,
-for the rules not yet moved off pandas, DataFrames alike."""
+The functions read the columns they need of Tables (the kernels', or a few launch
+configurations', and the devices')."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from gpugap.report.trace import Trace
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from gpugap.report.table import Table
+from gpugap.report.table import Table
 
 REG_ALLOC_UNIT = 256          # registers are allocated per warp in units of 256
 SMEM_RESERVED_PER_BLOCK = 1024  # bytes the driver reserves per block (sm_80 and newer)
 
 
-def _device_limit(devices: Table | pd.DataFrame, column: str, ids: np.ndarray,
+def _device_limit(devices: Table, column: str, ids: np.ndarray,
                   default: int) -> np.ndarray:
     """The *column* of the device row of each id of *ids* (int64), *default* where the
     report has no such row, column or value (NaN)."""
@@ -37,8 +30,7 @@ def _device_limit(devices: Table | pd.DataFrame, column: str, ids: np.ndarray,
     return np.where(known, value, default).astype(np.int64)
 
 
-def resident_blocks_per_sm(kernels: Table | pd.DataFrame, devices: Table | pd.DataFrame
-                           ) -> np.ndarray:
+def resident_blocks_per_sm(kernels: Table, devices: Table) -> np.ndarray:
     """Per kernel: blocks one SM can hold at once (at least 1)."""
     if not len(kernels):
         return np.zeros(0, dtype=np.int64)
@@ -63,14 +55,9 @@ def resident_blocks_per_sm(kernels: Table | pd.DataFrame, devices: Table | pd.Da
     return np.maximum(np.minimum.reduce([by_threads, by_blocks, by_regs, by_smem]), 1)
 
 
-def sm_counts(kernels: Table | pd.DataFrame, devices: Table | pd.DataFrame) -> np.ndarray:
+def sm_counts(kernels: Table, devices: Table) -> np.ndarray:
     """Per kernel: the SM count of its device (132, a Hopper's, where unrecorded)."""
     if not len(kernels):
         return np.zeros(0, dtype=np.int64)
     return _device_limit(devices, "sm_count", np.asarray(kernels["device"]), 132)
 
-
-def capacity(trace: Trace) -> np.ndarray:
-    """Per kernel of trace.kernels: blocks the whole device can hold at once."""
-    kernels, devices = trace.table("kernels"), trace.table("devices")
-    return sm_counts(kernels, devices) * resident_blocks_per_sm(kernels, devices)

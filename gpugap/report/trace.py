@@ -1,11 +1,14 @@
-"""The loaded report: typed pandas frames, one per kind of event, plus what we know of
-the report itself. Rules and metrics read only this; they never touch SQL.
+"""The loaded report: one typed Table per kind of event (gpugap.report.table: numpy
+columns, names as Labels), plus what we know of the report itself. Rules and metrics
+read only this (``Trace.table``); they never touch SQL. Users read the same events as
+pandas DataFrames (``trace.kernels``...), built from the Tables when asked for.
 
 Times are int64 nanoseconds on the report's session clock. ``pid``/``tid`` are the plain
 process and thread ids decoded from nsys's serialized ``globalTid``; ``gtid`` keeps the
 serialized value (unique across hosts/VMs) for joins.
 
-Frames and their columns (all present even when the report lacks the table, then empty).
+The events and their columns (all present even when the report lacks the table, then
+empty).
 The columns read from nsys, with their nsys names, dtypes, defaults and bounds, are
 declared in gpugap.report.schema, where a new one is one line (``frame_columns`` gives
 each frame's full list); the main ones, and those the loader derives:
@@ -58,8 +61,8 @@ impossible value, never NaN. Integer columns are wide enough for arithmetic: tim
 ``gtid``, ``graph_node``, ``bytes``, ``blocks`` and ``threads_per_block`` are int64
 (products of sizes stay exact); the small ids (device, context, stream, corr, pid, tid)
 and launch dimensions, registers and shared memory are at least int32 (int64 when a
-value needs it), so that a 10-million-kernel report fits in memory; names are
-categoricals for the same reason.
+value needs it), so that a 10-million-kernel report fits in memory; names are Labels
+(categoricals in the DataFrames) for the same reason.
 """
 
 from __future__ import annotations

@@ -352,7 +352,8 @@ def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
 
 
 class _Capacity:
-    """occupancy.capacity of kernels (device, block size, registers, shared memory), on
+    """The blocks the whole device can hold at once (occupancy: sm_counts x
+    resident_blocks_per_sm) of kernels (device, block size, registers, shared memory), on
     demand for the rows asked (``capacity[rows]``, rows of the kernel table, or of
     *positions* when given): computed once per distinct launch configuration. Only the
     predecessors of serialized cross-stream pairs need it, a few of all kernels."""
