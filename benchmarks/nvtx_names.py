@@ -23,7 +23,6 @@ range per distinct name).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import io
 import json
@@ -74,9 +73,10 @@ def nvtx_frame(trace, n: int, distinct: bool) -> pd.DataFrame:
 def measure(trace, frame: pd.DataFrame) -> tuple[float, int]:
     from rich.console import Console
 
-    from gpugap.render import jsonout, terminal
+    from gpugap import jsonout
+    from gpugap.render import terminal
 
-    t = dataclasses.replace(trace, nvtx=frame)      # fresh object: no cached state
+    t = trace.replace(nvtx=frame)      # fresh object: no cached state
     gc.collect()
     t0 = time.perf_counter()
     result = analyze(t)
