@@ -48,7 +48,7 @@ each frame's full list); the main ones, and those the loader derives:
 - ``event_waits``: start, end, pid, src_device, dst_device: a stream of one device that
   waited (cudaStreamWaitEvent) for an event recorded on another
 - ``osrt``: start, end, gtid, name (OS runtime calls, when traced). Read from the export
-  on first use (there can be tens of millions); ``osrt_overlapping`` reads only the
+  on first use (there can be tens of millions); ``osrt_calls_overlapping`` reads only the
   calls inside given windows.
 
 Every value has been validated (gpugap.report.validate): times satisfy 0 < start <= end
@@ -310,16 +310,6 @@ class Trace:
         if pids is not None:
             keep &= np.isin(calls["gtid"].astype(np.int64) >> 24 & 0xFFFFFF, pids)
         return calls.rows(keep)
-
-    def osrt_overlapping(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]
-                         ) -> pd.DataFrame:
-        """``osrt_calls_overlapping`` as a DataFrame."""
-        return self.osrt_calls_overlapping(windows).to_pandas()
-
-    def osrt_named(self, pattern: re.Pattern[str], gtids: list[int] | None = None,
-                   pids: list[int] | None = None) -> pd.DataFrame:
-        """``osrt_calls_named`` as a DataFrame."""
-        return self.osrt_calls_named(pattern, gtids, pids).to_pandas()
 
     @property
     def has_gpu_activity(self) -> bool:
