@@ -208,27 +208,49 @@ class SharedIdle:
         shares = self._shares
         return shares(at) if callable(shares) else np.asarray(shares, np.float64)[at]
 
+    def _room(self, rows: int) -> None:
+        """A buffer for at least *rows* intervals from the base (doubling, so that a
+        sweep past a take grows it a few times, not once per batch)."""
+        if rows <= self._idle.size:
+            return
+        size = min(max(rows, 2 * self._idle.size), self._n - self._base)
+        for name in ("_idle", "_own"):
+            old = getattr(self, name)
+            grown = np.zeros(size)
+            grown[:old.size] = old
+            setattr(self, name, grown)
+
     def _sweep(self) -> None:
         """One batch: window [lo, hi) from its first start to the next batch's (every
         instant in exactly one window), with the intervals carried into it."""
         a, n, s = self._next, self._n, self._s
         b = min(a + self._chunk, n)
         lo, hi = int(s[a]), (int(s[b]) if b < n else self._last_end)
-        if b - self._base > self._idle.size:      # room for this batch (doubling)
-            size = min(max(b - self._base, 2 * self._idle.size), n - self._base)
-            self._idle = np.r_[self._idle, np.zeros(size - self._idle.size)]
-            self._own = np.r_[self._own, np.zeros(size - self._own.size)]
-        idx = np.concatenate([self._carry, np.arange(a, b, dtype=np.int64)])
-        start = s[idx]
-        end = np.maximum(self._e[idx], start)
+        self._room(b - self._base)
+        # The carried intervals, then the batch's (a slice of the arrays: no gather).
+        carry = self._carry
+        start = np.concatenate([s[carry], s[a:b]])
+        end = np.concatenate([self._e[carry], self._e[a:b]])
+        np.maximum(end, start, out=end)
         ps, pe = np.maximum(start, lo), np.minimum(end, hi)
         live = pe > ps
-        if live.any():
-            at = idx[live]
+        if live.all():                            # as a rule: the batch read as it is
+            at = np.concatenate([carry, np.arange(a, b, dtype=np.int64)])
+            piece_idle, piece_own = _shared_window(ps, pe, self._share(at))
+            del ps, pe, at
+            rows = slice(a - self._base, b - self._base)
+            self._idle[carry - self._base] += piece_idle[:carry.size]
+            self._idle[rows] += piece_idle[carry.size:]
+            self._own[carry - self._base] += piece_own[:carry.size]
+            self._own[rows] += piece_own[carry.size:]
+        elif live.any():
+            at = np.concatenate([carry, np.arange(a, b, dtype=np.int64)])[live]
             piece_idle, piece_own = _shared_window(ps[live], pe[live], self._share(at))
             self._idle[at - self._base] += piece_idle
             self._own[at - self._base] += piece_own
-        self._carry = idx[end > hi]
+        running = end > hi
+        self._carry = np.concatenate([carry[running[:carry.size]],
+                                      a + np.flatnonzero(running[carry.size:])])
         self._next = b
 
     def _done(self) -> int:
@@ -242,6 +264,9 @@ class SharedIdle:
         if i0 != self._base:
             raise ValueError(f"SharedIdle.take({i0}, {i1}): takes must follow one another "
                              f"(next: {self._base})")
+        # The stretch taken and the batch that may sweep past it: one buffer, not one
+        # regrown (and copied) batch after batch.
+        self._room(min(i1 - i0 + self._chunk, self._n - i0))
         while self._done() < i1:
             self._sweep()
         idle, own = self._idle[:i1 - i0], self._own[:i1 - i0]
@@ -254,22 +279,47 @@ class SharedIdle:
 
 def _shared_window(ps: np.ndarray, pe: np.ndarray, w: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(idle, own) of the pieces [ps, pe) of one window, *ps* in order. Each step of
+    the window's float arithmetic is the same (the same cumulative sums, added in the
+    same order): only where it is held changes, in place (each array a fresh megabytes,
+    and fresh memory is what such a sweep spends its time on)."""
     m = ps.size
     times = np.concatenate([ps, pe])
     order = np.argsort(times, kind="stable")
     dt = np.diff(times[order])
-    level = np.cumsum(np.concatenate([w, -w])[order])[:-1]
-    active = np.cumsum(np.concatenate([np.ones(m), -np.ones(m)])[order])[:-1]
-    # Rounding can leave a tiny level where nothing runs; such steps have no owner.
-    running = active > 0.5
-    own_rate = np.divide(1.0, active, out=np.zeros(active.size), where=running)
-    idle_rate = (1.0 - np.clip(level, 0.0, 1.0)) * own_rate
-    position = np.empty(2 * m, dtype=np.int64)
-    position[order] = np.arange(2 * m)
-    first, last = position[:m], position[m:]
+    del times
+    level = np.concatenate([w, -w])[order]
+    np.cumsum(level, out=level)
+    # Intervals running in each step: starts so far less ends so far, exact integers, at
+    # least 0 (an end sorts after its start); a step with none has no owner (own_rate 0),
+    # however much level rounding leaves.
+    is_end = order >= m
+    ends_so_far = np.cumsum(is_end[:-1])
+    active = np.arange(1, 2 * m, dtype=np.int64)
+    active -= ends_so_far
+    active -= ends_so_far
+    del ends_so_far
+    # 1 / active, looked up (a few distinct counts; the same division as each step's).
+    inverse = np.zeros(int(active.max()) + 1)
+    np.divide(1.0, np.arange(1, inverse.size), out=inverse[1:])
+    own_rate = inverse.take(active)
+    del active
+    idle_rate = np.clip(level[:-1], 0.0, 1.0, out=level[:-1])
+    np.subtract(1.0, idle_rate, out=idle_rate)
+    idle_rate *= own_rate
+    # Where each interval's start and end fall among the steps: the starts (in order, a
+    # stable sort keeps them so) in turn, the ends wherever they sorted.
+    first = np.flatnonzero(~is_end)
+    last = np.empty(m, dtype=np.intp)
+    at_end = np.flatnonzero(is_end)
+    last[order[at_end] - m] = at_end
+    del order, is_end, at_end
 
     def per_interval(rate: np.ndarray) -> np.ndarray:
-        integral = np.concatenate([[0.0], np.cumsum(rate * dt)])
+        integral = np.empty(rate.size + 1)
+        integral[0] = 0.0
+        rate *= dt
+        np.cumsum(rate, out=integral[1:])
         return integral[last] - integral[first]
 
     return per_interval(idle_rate), per_interval(own_rate)

@@ -61,12 +61,11 @@ def first_seen_codes(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if width * top >= 2**62:             # a key too wide to widen by: its own codes
             key, distinct = factorize(key)
             lo, top = 0, distinct.size
-        # In place: one temporary (the key widened), not three.
+        # In place: no temporary but a narrower key widened (int64 wraps around, so
+        # adding the key before taking lo off gives the same codes).
         code *= top
-        wide = key.astype(np.int64)
-        wide -= lo
-        code += wide
-        del wide
+        code += key.astype(np.int64, copy=False)
+        code -= lo
         width *= top
     code, _ = factorize(code)
     # In first-appearance order, a row is its code's first when its code exceeds every
@@ -99,16 +98,27 @@ class Groups:
         appearance), and each batch group's id (``to_id[local]`` is the event's id).
         Worked through _PART events at a time: ids are given in order of first
         appearance, so numbering the parts in turn numbers the batch as one."""
-        ids = np.empty(device.size, dtype=np.int64)
+        local = np.empty(device.size, dtype=np.intp)
+        batch_ids: list[int] = []                 # the batch's groups' ids, in order
+        code_of: dict[int, int] = {}              # an id's code within the batch
         for i in range(0, device.size, _PART):
             part = slice(i, i + _PART)
-            ids[part] = self._ids_of(device[part], start[part], launched[part])
-        local, to_id = factorize(ids)
-        return local, to_id
+            part_code, part_ids = self._ids_of(device[part], start[part], launched[part])
+            # The part's groups in order of first appearance, so the batch's codes are
+            # too: one step per group, not per event.
+            for g in part_ids.tolist():
+                if g not in code_of:
+                    code_of[g] = len(batch_ids)
+                    batch_ids.append(g)
+            local[part] = np.array([code_of[g] for g in part_ids.tolist()],
+                                   dtype=np.intp)[part_code]
+        return local, np.array(batch_ids, dtype=np.int64)
 
     def _ids_of(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray
-                ) -> np.ndarray:
-        """Each event's group id (new groups numbered in order of first appearance)."""
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Each event's group numbered within these events (0..k-1, in order of first
+        appearance), and each one's id (new groups numbered in order of first
+        appearance)."""
         range_code, range_names = folded_label_codes(self.trace, launched)
         device_code, device_ids = factorize(device)
         n_ranges, n_phases = len(range_names), len(FINDING_PHASES)
@@ -127,7 +137,7 @@ class Groups:
             phase, range_ = divmod(rest, n_ranges)
             to_id[g] = self._ids.setdefault((int(device_ids[dev]), FINDING_PHASES[phase],
                                              str(range_names[range_])), len(self._ids))
-        return to_id[local]
+        return local, to_id
 
     def __len__(self) -> int:
         return len(self._ids)

@@ -63,10 +63,15 @@ class _SmCounts:
     an array of every kernel's)."""
 
     def __init__(self, trace: Trace) -> None:
-        self.ids = np.sort(factorize(trace.table("kernels")["device"])[1])
+        device = trace.table("kernels")["device"]
+        lo, hi = device.min(), device.max()
+        # As a rule one device: its id without numbering a million kernels' ids.
+        self.ids = np.array([lo]) if lo == hi else np.sort(factorize(device)[1])
         self.counts = sm_counts(Table({"device": self.ids}), trace.table("devices"))
 
     def __call__(self, device: np.ndarray) -> np.ndarray:
+        if self.ids.size == 1:
+            return np.full(device.shape, self.counts[0])
         return self.counts[np.searchsorted(self.ids, device)]
 
 
@@ -83,9 +88,10 @@ class _IdleSm:
         devices = sms_of.ids
         self._sweep: tl.SharedIdle | None = None
         if devices.size <= 1 and tl.is_sorted(start):
+            sms = sms_of.counts[0]                # the one device's, for every kernel
             self._sweep = tl.SharedIdle(
                 start.astype(np.int64, copy=False), end.astype(np.int64, copy=False),
-                lambda at: np.minimum(blocks[at] / sms_of(device[at]), 1.0))
+                lambda at: np.minimum(blocks[at] / sms, 1.0))
             return
         share = np.minimum(blocks / sms_of(device), 1.0)
         if devices.size <= 1:
@@ -206,12 +212,14 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # The chunk's small kernels grouped by group id (stable: each group's kernels in
         # their order), every sum, min, max and first one reduceat over each group's run.
         local = group[rows]
-        order = np.argsort(local, kind="stable")
+        # Groups are few: as 2-byte keys numpy sorts them by radix (stable), in one pass.
+        order = np.argsort(local.astype(np.uint16) if to_global.size <= 1 << 16 else local,
+                           kind="stable")
         rows, local = rows[order], local[order]
         cuts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]])
         gids = to_global[local[cuts]]
         start, end, at = start[rows], end[rows], at[rows]
-        small_dur = dur[rows].astype(np.int64)
+        small_dur = dur[rows].astype(np.int64, copy=False)
         # The batch's arrays go as soon as they are used (megabytes each): the batch's
         # peak is its last steps, with the unions of all batches before it held.
         del order, dur, group
