@@ -490,19 +490,29 @@ class Loader:
         data = self._checked(t, {"start": start, "end": end, "row": rows}, what)
         rows = data["row"]
         gtid, pid, domain_id = gtid[rows], pid[rows], domain_id[rows]
-        domain = np.array([domains.get((p, d), "" if d == 0 else f"domain {d}")
-                           for p, d in zip(pid.tolist(), domain_id.tolist(), strict=True)],
-                          dtype=object)
+        # Domains and kinds looked up once per distinct (process, domain id) and event
+        # type, not per range. (pid < 2^24 and domain ids < 2^32: one int64 key.)
+        keys, key_of_row = np.unique((pid.astype(np.int64) << 32) | domain_id,
+                                     return_inverse=True)
+        key_of_row = key_of_row.reshape(-1)
+        key_domains = np.array(
+            [domains.get((k >> 32, k & 0xFFFFFFFF), "" if k & 0xFFFFFFFF == 0
+                         else f"domain {k & 0xFFFFFFFF}") for k in keys.tolist()],
+            dtype=object)
+        domain = key_domains[key_of_row]
+        types, type_of_row = np.unique(event[rows], return_inverse=True)
+        type_kinds = np.array([kinds.get(k) for k in types.tolist()], dtype=object)
         name = name[rows]
         name[~_present(name)] = "<unnamed>"
+        # Domains sorted by their strings: distinct keys of one name share a rank.
+        _, key_rank = np.unique(key_domains.astype(str), return_inverse=True)
         columns = {"start": data["start"], "end": data["end"], "name": name, "domain": domain,
                    "gtid": gtid, "pid": pid, "tid": gtid & _ID_MASK,
-                   "library": np.isin(domain, list(LIBRARY_DOMAINS)),
-                   "kind": np.array([kinds.get(k) for k in event[rows].tolist()],
-                                    dtype=object)}
+                   "library": np.isin(key_domains, list(LIBRARY_DOMAINS))[key_of_row],
+                   "kind": type_kinds[type_of_row.reshape(-1)]}
         # Depth within each (thread, domain) stack: ordered by thread, domain, start and
         # end (latest first); then the rows by start (stable: that order among equals).
-        _, domain_rank = np.unique(domain.astype(str), return_inverse=True)
+        domain_rank = key_rank.reshape(-1)[key_of_row]
         order = np.lexsort((-columns["end"], columns["start"], domain_rank, gtid))
         depth = np.empty(rows.size, dtype=np.int64)
         depth[order] = nesting_depth(columns["start"][order], columns["end"][order],

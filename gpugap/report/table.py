@@ -52,6 +52,14 @@ class Labels:
         values = values.tolist() if isinstance(values, np.ndarray) else list(values)
         # A dict hashes each string once, O(n) as pandas' factorize; sorting them
         # (np.unique) compares Python strings, 3-5x slower on a report's NVTX ranges.
+        distinct = dict.fromkeys(values)
+        if all(type(v) is str for v in distinct):
+            # Only strings (names, domains): the dicts built and read by C loops, not a
+            # Python step per row (twice as fast).
+            number = {v: i for i, v in enumerate(distinct)}
+            codes = np.fromiter(map(number.__getitem__, values), dtype=np.int32,
+                                count=len(values))
+            return cls(codes.astype(code_dtype(len(number))), list(number))
         index: dict[str, int] = {}
         codes = np.fromiter((-1 if v is None or v != v
                              else index.setdefault(v if isinstance(v, str) else str(v),
@@ -293,6 +301,18 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.asarray(values)
     if not values.size:
         return np.zeros(0, dtype=np.intp), values[:0]
+    # Runs of equal values (a process's kernels, a graph launch's, one after another)
+    # are numbered as their first values are: what follows sees one value per run.
+    change = values[1:] != values[:-1]
+    if np.count_nonzero(change) * 2 < values.size:
+        starts = np.flatnonzero(np.r_[True, change])
+        codes, uniques = _factorize_distinct(values[starts])
+        return np.repeat(codes, np.diff(np.r_[starts, values.size])), uniques
+    return _factorize_distinct(values)
+
+
+def _factorize_distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """factorize of values (at least one) without looking for runs."""
     if values.dtype.kind in "iu":
         lo, hi = int(values.min()), int(values.max())
         if hi - lo + 1 <= max(values.size, DENSE_RANGE):
