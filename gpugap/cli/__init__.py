@@ -8,8 +8,9 @@ be analyzed, 8 out of memory, 9 an output the system failed to write, 130/143
 interrupted (SIGINT/SIGTERM), 141 the reader closed stdout.
 
 Importing this package is light: ``main`` installs the SIGINT/SIGTERM handlers first and
-only then imports typer, rich and the commands (half a second, in which Ctrl-C used to be
-a KeyboardInterrupt traceback); ``app`` is imported on first use.
+only then imports typer and the commands (rich when something is printed through it;
+half a second, in which Ctrl-C used to be a KeyboardInterrupt traceback); ``app`` is
+imported on first use.
 """
 
 from __future__ import annotations
