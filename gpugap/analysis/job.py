@@ -91,11 +91,6 @@ if TYPE_CHECKING:
 # The others must wait at least this share of an iteration for a rank to name it the
 # straggler (the verdict's own 5%: gpugap.rules.base.WARN_PCT).
 STRAGGLER_PCT = 5.0
-# The job's gateable metrics (gpugap check; directions in gpugap.ci.gates.DIRECTIONS).
-JOB_METRICS = ("job.ranks", "job.failed_reports", "job.iteration_ms", "job.skew_pct",
-               "job.wait_ms_per_iteration", "job.wait_pct",
-               "job.worst_comm_compute_overlap_pct", "job.worst_exposed_comm_ms",
-               "job.worst_gpu_busy_pct")
 
 
 # ---------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,13 @@ from typing import Any
 import numpy as np
 
 from gpugap import __version__
+from gpugap.ci.config import (
+    DEFAULT_COST_TOLERANCE_MS,
+    DEFAULT_METRICS,
+    DEFAULT_NOISE_K,
+    DEFAULT_TOLERANCE,
+    Policy,
+)
 from gpugap.ci.gates import (
     BASELINE,
     FAIL,
@@ -82,19 +89,9 @@ from gpugap.jsonout import dumps
 from gpugap.rules.model import Severity
 
 FORMAT = 2                  # 2: findings.* count warning/error findings only
-DEFAULT_TOLERANCE = 5.0     # points for *_pct metrics, percent of the median otherwise
-DEFAULT_NOISE_K = 3.0       # a change within 3 standard deviations of the runs is noise
-DEFAULT_COST_TOLERANCE_MS = 1.0   # a findings cost may always move this much
 # Findings below this severity are never gated by a baseline: info findings describe
 # start-up and one-time costs whose number and length jitter from run to run.
 GATED_SEVERITY = Severity.WARNING
-# Compared by default: what a lost overlap, a returning blocking copy or a slower
-# iteration moves, and the cost of every warning/error finding per rule and cause.
-# The whole report's span_ns and gpu_busy_pct / gpu_idle_pct also have a direction but
-# follow the start-up; add them with Policy.metrics (config: [tool.gpugap.baseline]
-# metrics) when the runs' start-up is stable.
-DEFAULT_METRICS = ("kernel_overlap_pct", "copy_compute_overlap_pct", "concurrency",
-                   "steady.*", "findings.*.*.cost_ms", "job.*")
 
 
 @dataclass(frozen=True)
@@ -116,22 +113,6 @@ class Stats:
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
         return cls(data["median"], data["min"], data["max"], float(data["stdev"]),
                    int(data["n"]), tuple(data["runs"]))
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How a run is compared with a baseline."""
-
-    tolerance: float = DEFAULT_TOLERANCE
-    noise_k: float = DEFAULT_NOISE_K
-    metrics: tuple[str, ...] = DEFAULT_METRICS        # patterns, as in gates.matches
-    directions: Mapping[str, str] = field(default_factory=dict)   # overrides
-    cost_tolerance_ms: float = DEFAULT_COST_TOLERANCE_MS
-
-    def __post_init__(self) -> None:
-        if self.tolerance < 0 or self.noise_k < 0 or self.cost_tolerance_ms < 0:
-            raise UsageError("baseline tolerance, noise_k and cost_tolerance_ms must "
-                             "be >= 0")
 
 
 @dataclass

@@ -45,13 +45,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpugap.ci.baseline import (
-    DEFAULT_COST_TOLERANCE_MS,
-    DEFAULT_METRICS,
-    DEFAULT_NOISE_K,
-    DEFAULT_TOLERANCE,
-    Policy,
-)
 from gpugap.ci.gates import (
     HIGHER,
     LOWER,
@@ -71,6 +64,35 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("range", "allow_missing", "allow_lost_gpu_data", "min_severity", "gates",
             "ranges", "thresholds", "directions", "baseline")
 BASELINE_KEYS = ("file", "tolerance", "noise_k", "cost_tolerance_ms", "metrics")
+
+# The baseline policy's defaults. The policy is here, not with the baselines
+# (gpugap.ci.baseline), whose import `gpugap analyze` does not need (start-up).
+DEFAULT_TOLERANCE = 5.0     # points for *_pct metrics, percent of the median otherwise
+DEFAULT_NOISE_K = 3.0       # a change within 3 standard deviations of the runs is noise
+DEFAULT_COST_TOLERANCE_MS = 1.0   # a findings cost may always move this much
+# Compared by default: what a lost overlap, a returning blocking copy or a slower
+# iteration moves, and the cost of every warning/error finding per rule and cause.
+# The whole report's span_ns and gpu_busy_pct / gpu_idle_pct also have a direction but
+# follow the start-up; add them with Policy.metrics (config: [tool.gpugap.baseline]
+# metrics) when the runs' start-up is stable.
+DEFAULT_METRICS = ("kernel_overlap_pct", "copy_compute_overlap_pct", "concurrency",
+                   "steady.*", "findings.*.*.cost_ms", "job.*")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a run is compared with a baseline."""
+
+    tolerance: float = DEFAULT_TOLERANCE
+    noise_k: float = DEFAULT_NOISE_K
+    metrics: tuple[str, ...] = DEFAULT_METRICS        # patterns, as in gates.matches
+    directions: Mapping[str, str] = field(default_factory=dict)   # overrides
+    cost_tolerance_ms: float = DEFAULT_COST_TOLERANCE_MS
+
+    def __post_init__(self) -> None:
+        if self.tolerance < 0 or self.noise_k < 0 or self.cost_tolerance_ms < 0:
+            raise UsageError("baseline tolerance, noise_k and cost_tolerance_ms must "
+                             "be >= 0")
 
 
 @dataclass(frozen=True)
@@ -330,5 +352,5 @@ def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Conf
     return Config(**settings)
 
 
-__all__ = ["CONFIG_NAME", "Config", "find_config", "load_config", "parse_config",
+__all__ = ["CONFIG_NAME", "Config", "Policy", "find_config", "load_config", "parse_config",
            "rule_threshold"]

@@ -90,11 +90,16 @@ from typing import Any
 from gpugap import __version__
 from gpugap.accounting.buckets import IDS
 from gpugap.accounting.metrics import METRIC_NAMES
-from gpugap.analysis.job import JOB_METRICS
 from gpugap.errors import UsageError
 from gpugap.rules import registry
 
 MIN, MAX, BASELINE = "min", "max", "baseline"
+# The job's gateable metrics (gpugap.ci.measure.job_measurements; directions in
+# DIRECTIONS).
+JOB_METRICS = ("job.ranks", "job.failed_reports", "job.iteration_ms", "job.skew_pct",
+               "job.wait_ms_per_iteration", "job.wait_pct",
+               "job.worst_comm_compute_overlap_pct", "job.worst_exposed_comm_ms",
+               "job.worst_gpu_busy_pct")
 DATA = "data"           # the report itself: complete enough to be judged (lost GPU data)
 LOST_GPU_DATA = "gpu_data_lost"
 PASS, FAIL, SKIP = "pass", "fail", "skip"

@@ -8,8 +8,9 @@ be analyzed, 8 out of memory, 9 an output the system failed to write, 130/143
 interrupted (SIGINT/SIGTERM), 141 the reader closed stdout.
 
 Importing this package is light: ``main`` installs the SIGINT/SIGTERM handlers first and
-only then imports typer, rich and the commands (half a second, in which Ctrl-C used to be
-a KeyboardInterrupt traceback); ``app`` is imported on first use.
+only then imports typer and the commands (rich when something is printed through it;
+half a second, in which Ctrl-C used to be a KeyboardInterrupt traceback); ``app`` is
+imported on first use.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     """The gpugap command (the console script and ``python -m gpugap``)."""
     with interruptible():
         try:
-            _read_ahead(sys.argv[1:] if argv is None else argv)
-            from gpugap.cli import check, run  # noqa: F401  (each registers its commands)
+            args = sys.argv[1:] if argv is None else argv
+            _read_ahead(args)
+            _import_commands(args)
             from gpugap.cli.root import main as run_command
 
             return run_command(argv)
@@ -56,6 +58,21 @@ def entry() -> NoReturn:
         raise SystemExit(code)
     atexit._run_exitfuncs()
     os._exit(code)
+
+
+# The commands of gpugap.cli.root; gpugap.cli.check (check, baseline, diff) and
+# gpugap.cli.run (scenarios, run, profile) register the others as they are imported.
+_ROOT_COMMANDS = ("analyze", "rules")
+
+
+def _import_commands(args: list[str]) -> None:
+    """Register the commands the command line may need: for ``gpugap analyze ...`` and
+    ``gpugap rules ...`` cli.root's own, else all of them (the group's help lists them,
+    a name is looked up among them). typer builds the options of every registered
+    command on each run (their signatures and annotations: a tenth of a small report's
+    run, with the modules' imports), for the one command that runs."""
+    if not args or args[0] not in _ROOT_COMMANDS:
+        from gpugap.cli import check, run  # noqa: F401  (each registers its commands)
 
 
 def _read_ahead(args: list[str]) -> None:

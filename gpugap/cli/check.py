@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
 from gpugap.cli.root import (
@@ -36,6 +35,8 @@ from gpugap.render.outputs import CHECK, DIFF, View
 from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
+    from rich.text import Text
+
     from gpugap.ci.config import Config
     from gpugap.ci.diff import Diff, FindingChange
     from gpugap.ci.gates import Check
@@ -215,6 +216,8 @@ def check(
 
 def check_result_line(result: Check) -> Text:
     """'gpugap check passed: 29 of 29 gates held in 1 report(s)' (or failed)."""
+    from rich.text import Text
+
     counts = result.counts()
     if result.passed:
         return Text.assemble(("gpugap check passed", "green"),
@@ -231,6 +234,8 @@ def render_check(result: Check) -> None:
     Then a table per report, fitted to the terminal (80 columns in a CI log): result,
     metric, value, baseline median, limit; the range only when a gate looks at another
     one than the report's. The result again last, for a log read from its end."""
+    from rich.text import Text
+
     from gpugap.ci.gates import BASELINE, DATA, FAIL, fmt_value
     from gpugap.render.fit import fitted_table, print_labelled
     from gpugap.render.markdown import limit_text
@@ -395,6 +400,8 @@ def render_diff(result: Diff, everything: bool = False) -> None:
     table fitted to the terminal (80 columns in a CI log): names wrap at their dots and
     dashes; where a table would still be too wide, 'before -> after' cells take two
     lines."""
+    from rich.text import Text
+
     from gpugap.ci.gates import fmt_value
     from gpugap.render.fit import fitted_table, leaves_room, print_labelled
     from gpugap.render.markdown import fmt_delta

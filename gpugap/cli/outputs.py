@@ -23,10 +23,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from gpugap.errors import UsageError
 from gpugap.render.outputs import (
@@ -40,6 +39,9 @@ from gpugap.render.outputs import (
     resolve,
 )
 from gpugap.text import MESSAGE_LIMIT, safe_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORCE_HELP = "overwrite existing {flags} files"     # the default: the files it covers
 
@@ -192,14 +194,19 @@ class _WithOutputs:
         self._signature = inspect.signature(command, eval_str=True)
         if "outputs" not in self._signature.parameters:
             raise TypeError(f"{command.__name__} has no outputs parameter")
+        self._built: tuple[list[Format], inspect.Signature] | None = None
 
     def _formats(self) -> list[Format]:
         return [f for f in formats(self._subjects) if f.flag is not None]
 
     @property
     def __signature__(self) -> inspect.Signature:
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        # typer reads it several times as it builds the command line: made again only
+        # when the formats offered have changed.
         offered = self._formats()
+        if self._built is not None and self._built[0] == offered:
+            return self._built[1]
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         files = "/".join(f.flag or "" for f in offered if f.target == FILE)
         force = Annotated[bool, typer.Option(
             "--force", help=self._force_help.format(flags=files))]
@@ -210,7 +217,9 @@ class _WithOutputs:
         params: list[inspect.Parameter] = []
         for p in self._signature.parameters.values():
             params.extend(made if p.name == "outputs" else [p])
-        return self._signature.replace(parameters=params)
+        signature = self._signature.replace(parameters=params)
+        self._built = (offered, signature)
+        return signature
 
     @property
     def __annotations__(self) -> dict[str, Any]:      # type: ignore[override]

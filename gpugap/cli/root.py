@@ -13,10 +13,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 
 from gpugap.cli.coercion import defer_coercion
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
@@ -25,6 +24,8 @@ from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError
 from gpugap.render.outputs import ANALYSIS, FORMATS, JOB, View
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
+    from rich.console import Console
+
     from gpugap.analysis.job import Progress, RankSummary
     from gpugap.report.trace import Trace
     from gpugap.rules.model import Severity
@@ -39,8 +40,54 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Find the holes in a GPU timeline (Nsight Systems reports), say why "
                        "they are there and how to fix them.")
 
-stdout = Console(highlight=False)
-stderr = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich Console made on first use, standing in for it. Most runs print nothing
+    through rich (``analyze --json`` writes its document straight to standard output;
+    the spinner shows on a terminal only), and importing rich.console is a tenth of
+    a small report's start-up. Whether the stream is a terminal is answered without
+    rich where rich's answer is certainly no."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def _made(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    def __enter__(self) -> Console:        # rich's Live and FileProxy take it as one
+        return self._made().__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._made().__exit__(*exc_info)
+
+    @property
+    def is_terminal(self) -> bool:
+        # Console.is_terminal says yes only for TTY_COMPATIBLE=1, FORCE_COLOR set or a
+        # stream whose isatty() does.
+        if self._console is None and os.environ.get("TTY_COMPATIBLE") != "1" \
+                and os.environ.get("FORCE_COLOR") is None:
+            stream = sys.stderr if self._options.get("stderr") else sys.stdout
+            stream = getattr(stream, "rich_proxied_file", stream)     # as Console.file
+            isatty = getattr(stream, "isatty", None)
+            try:
+                if isatty is None or not isatty():
+                    return False
+            except ValueError:             # closed: rich says no too
+                return False
+        return self._made().is_terminal
+
+
+# Typed as the Console each stands for, whose every attribute it gives.
+stdout = cast("Console", _LazyConsole(highlight=False))
+stderr = cast("Console", _LazyConsole(stderr=True, highlight=False))
 
 # Options shared by several commands.
 NsysOpt = Annotated[str | None, typer.Option("--nsys", help="nsys executable to use "
@@ -283,7 +330,6 @@ def analyze(
     from gpugap.analysis import analyze as run_analysis
     from gpugap.ci.config import load_config
     from gpugap.errors import NoCudaActivity
-    from gpugap.render.terminal import render
 
     if config is not None and no_config:
         raise UsageError("--config and --no-config contradict each other; give one")
@@ -297,11 +343,17 @@ def analyze(
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
                               require_gpu=False, iteration=iteration,
                               all_domains=all_domains)
+
+    def terminal() -> None:
+        # Imported here: a document (--json) in its place needs no rich tables.
+        from gpugap.render.terminal import render
+
+        render(result, stdout, max_findings=max_findings, min_severity=severity)
+
     outputs.write(ANALYSIS, result, View(trace=trace, range_name=range_,
                                          min_severity=severity, max_events=max_events),
                   inputs=[report, cfg.path], console=stdout, errors=stderr,
-                  terminal=lambda: render(result, stdout, max_findings=max_findings,
-                                          min_severity=severity),
+                  terminal=terminal,
                   files_last=True, drawing=status("Drawing the timeline"))
     if result.status == "no-cuda-activity":
         raise NoCudaActivity(result.error or "no CUDA activity")
