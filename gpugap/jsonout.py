@@ -27,100 +27,22 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _clean(value: Any) -> Any:
+    """NaN is not JSON: turn it into null, recursively."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        # Long lists are of integers (iterations' durations): nothing in them to clean.
+        if all(type(v) is int for v in value):
+            return value
+        return [_clean(v) for v in value]
+    return value
+
+
 def dumps(document: Any) -> str:
-    """*document* as ``json.dumps(document, indent=2, allow_nan=False)`` writes it, with
-    NaN as null (NaN is not JSON) and numpy values as JSON values (``_default``)."""
-    out: list[str] = []
-    _write(document, "\n", True, out)
-    return "".join(out)
-
-
-# The JSON of values of these exact types, written in the loops below without a call of
-# _write: most of a document.
-_SCALARS: dict[type, Callable[[Any], str]] = {
-    str: json.encoder.encode_basestring_ascii, int: int.__repr__,
-    bool: lambda b: "true" if b else "false", type(None): lambda _: "null"}
-
-
-def _write(value: Any, newline: str, clean: bool, out: list[str]) -> None:
-    """Append *value*'s JSON to *out* as json.dumps(indent=2) writes it: *newline* starts
-    a line at its depth. *clean*: a NaN is null; not in what ``_default`` returns, which
-    json.dumps refuses, as it does infinities. Type for type in json.dumps's order."""
-    if isinstance(value, str):
-        out.append(json.encoder.encode_basestring_ascii(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    elif isinstance(value, float):
-        out.append(_float(value, clean))
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            out.append("[]")
-            return
-        inner = newline + "  "
-        if all(type(item) is int for item in value):     # durations, counts: at once
-            out.append("[" + inner + ("," + inner).join(map(int.__repr__, value))
-                       + newline + "]")
-            return
-        out.append("[")
-        separator = inner
-        for item in value:
-            scalar = _SCALARS.get(type(item))
-            if scalar is not None:
-                out.append(separator + scalar(item))
-            else:
-                out.append(separator)
-                _write(item, inner, clean, out)
-            separator = "," + inner
-        out.append(newline + "]")
-    elif isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        inner = newline + "  "
-        out.append("{")
-        separator = inner
-        for key, item in value.items():
-            out.append(separator + json.encoder.encode_basestring_ascii(_key(key)) + ": ")
-            scalar = _SCALARS.get(type(item))
-            if scalar is not None:
-                out.append(scalar(item))
-            else:
-                _write(item, inner, clean, out)
-            separator = "," + inner
-        out.append(newline + "}")
-    else:
-        _write(_default(value), newline, False, out)
-
-
-def _float(value: float, clean: bool) -> str:
-    if value != value and clean:
-        return "null"
-    if value != value or value in (math.inf, -math.inf):
-        raise ValueError("Out of range float values are not JSON compliant: " + repr(value))
-    return float.__repr__(value)
-
-
-def _key(key: Any) -> str:
-    """A key of a JSON object as json.dumps writes it."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, float):
-        return _float(key, False)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return int.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
+    return json.dumps(_clean(document), indent=2, default=_default, allow_nan=False)
 
 
 class Shown:
