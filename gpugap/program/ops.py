@@ -244,9 +244,14 @@ class OpRows(NamedTuple):
 
 def device_pids(tables: tuple[Table, ...], device: int) -> np.ndarray:
     """The processes that launched the ops of *device* (distinct, int64)."""
-    return np.unique(np.concatenate(
-        [t["pid"][t["device"] == device] for t in tables if len(t)]
-        or [np.zeros(0, np.int64)]).astype(np.int64))
+    # Ops come in long runs of one process: the first pid of each run is sorted (a few),
+    # not every op's.
+    firsts = []
+    for t in tables:
+        pid = t["pid"][t["device"] == device] if len(t) else None
+        if pid is not None and pid.size:
+            firsts.append(pid[np.r_[True, pid[1:] != pid[:-1]]])
+    return np.unique(np.concatenate(firsts or [np.zeros(0, np.int64)]).astype(np.int64))
 
 
 def device_ops(trace: Trace, device: int) -> DeviceOps:
