@@ -267,11 +267,14 @@ def device_window(trace: Trace, ops: DeviceOps) -> tuple[int, int]:
     lo, hi = ops.bounds()
     api = trace.table("api")
     if len(api):
-        mine = isin(api["pid"], pids)
-        if mine.any():
+        # One process (most reports): compared to it, not looked up.
+        mine = api["pid"] == pids[0] if pids.size == 1 else isin(api["pid"], pids)
+        start, end = api["start"], api["end"]
+        if mine.all():                  # every call: plain reductions, faster than masked
+            lo, hi = min(lo, int(start.min())), max(hi, int(end.max()))
+        elif mine.any():
             # Reduced where mine, not over copies of the calls' times (190 MB each at
             # 24M calls).
-            start, end = api["start"], api["end"]
             lo = min(lo, int(np.min(start, where=mine, initial=np.iinfo(start.dtype).max)))
             hi = max(hi, int(np.max(end, where=mine, initial=np.iinfo(end.dtype).min)))
     nv = trace.table("nvtx")
