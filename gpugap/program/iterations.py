@@ -455,8 +455,10 @@ def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
                window: tuple[int, int]) -> np.ndarray:
     """GPU-side boundaries of iterations that began on the host at cpu_start."""
     lo, hi = window
-    b = np.maximum(cpu_start, ops.ends_launched_before(cpu_start))
-    last = max(cpu_end_last, int(ops.ends_launched_before([cpu_end_last])[0]))
+    # The starts and the last end asked in one walk over the ops (each walks them all).
+    reach = ops.ends_launched_before(np.r_[cpu_start, cpu_end_last])
+    b = np.maximum(cpu_start, reach[:-1])
+    last = max(cpu_end_last, int(reach[-1]))
     bounds = np.clip(np.r_[b, last], lo, hi).astype(np.int64)
     return np.maximum.accumulate(bounds)
 

@@ -129,12 +129,16 @@ _CODE = {c: i for i, c in enumerate(CAUSES)}
 
 def _by_key(keys: np.ndarray, times: np.ndarray) -> dict[int, np.ndarray]:
     """The times of each key, sorted (grouped once, searched per batch of queries)."""
-    order = np.lexsort((times, keys))
-    keys, times = keys[order], times[order]
+    if keys.size and keys.min() == keys.max():       # one thread or process: no grouping
+        return {int(keys[0]): np.sort(times, kind="stable")}
+    # Grouped by a stable sort of the keys, then each group's times sorted (both come in
+    # long sorted runs, which a stable sort merges): the sort of (key, time) pairs.
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else keys
     bounds = np.r_[first, keys.size]
-    return {int(keys[i]): times[i:j] for i, j in zip(bounds[:-1].tolist(),
-                                                      bounds[1:].tolist(), strict=True)}
+    return {int(keys[i]): np.sort(times[order[i:j]], kind="stable")
+            for i, j in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)}
 
 
 def _count_between(events: dict[int, np.ndarray], gtid: np.ndarray, lo: np.ndarray,
@@ -225,7 +229,7 @@ class _Between:
             on = np.flatnonzero(_on_streams(f["pid"], f["stream"], self.legacy_keys)
                                 & (launch != NO_CALL))
             legacy_pid.append(f["pid"][on].astype(np.int64))
-            legacy_launch.append(launch[on].astype(np.int64))
+            legacy_launch.append(launch[on].astype(np.int64, copy=False))
         self.legacy = _by_key(
             np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
             np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64))
@@ -315,6 +319,15 @@ def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
     return _run_sums(lambda p0, p1: _idle(k, a, keep[p0:p1]), keep.size, bounds)
 
 
+def _batch_runs(bounds: np.ndarray, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
+    """The runs that kept transitions p0..p1 belong to (runs begin at *bounds*: strictly
+    increasing from 0, as _runs gives them): the first, the one after the last, and
+    where each begins in the batch."""
+    j0 = int(np.searchsorted(bounds, p0, side="right")) - 1
+    j1 = int(np.searchsorted(bounds, p1, side="left"))
+    return j0, j1, np.r_[0, bounds[j0 + 1:j1] - p0]
+
+
 def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
               ) -> np.ndarray:
     """np.add.reduceat(values(0, size), bounds) in int64 (runs begin at *bounds*), from
@@ -322,8 +335,8 @@ def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.nd
     out = np.zeros(bounds.size, dtype=np.int64)
     for p0 in range(0, size, _CHUNK):
         p1 = min(p0 + _CHUNK, size)
-        run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
-        np.add.at(out, run, values(p0, p1))
+        j0, j1, cuts = _batch_runs(bounds, p0, p1)
+        out[j0:j1] += np.add.reduceat(values(p0, p1), cuts, dtype=np.int64)
     return out
 
 
@@ -334,9 +347,8 @@ def _run_mins(values: Callable[[int, int], np.ndarray], size: int, bounds: np.nd
     out = np.full(bounds.size, np.iinfo(np.int64).max, dtype=np.int64)
     for p0 in range(0, size, _CHUNK):
         p1 = min(p0 + _CHUNK, size)
-        run = np.searchsorted(bounds, np.arange(p0, p1), side="right") - 1
-        cuts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-        np.minimum.at(out, run[cuts], np.minimum.reduceat(values(p0, p1), cuts))
+        j0, j1, cuts = _batch_runs(bounds, p0, p1)
+        out[j0:j1] = np.minimum(out[j0:j1], np.minimum.reduceat(values(p0, p1), cuts))
     return out
 
 
@@ -635,8 +647,11 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
         kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
         busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
         busiest_stream[a:b] = ids[sums.argmax(axis=1)] if len(ids) else 0
-        for run, row in enumerate(present, start=a):
-            streams[run] = [id_list[j] for j in np.flatnonzero(row).tolist()]
+        # Runs alternate between a few sets of streams: each set listed once.
+        sets, which = np.unique(present, axis=0, return_inverse=True)
+        listed = [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in sets]
+        for run, at in enumerate(which.reshape(-1).tolist(), start=a):
+            streams[run] = list(listed[at])
         a = b
     return {"kernel_ns": kernel_ns, "busiest": busiest, "busiest_stream": busiest_stream,
             "streams": streams}

@@ -101,10 +101,10 @@ def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
     return out
 
 
-def _first_vs_typical(rows: Table, keys: list[str], config: Mapping[str, float]) -> Table:
-    """The rows (one per key) whose first occurrence (by start) exceeds the median of the
-    later ones by the thresholds, with columns first_ns, typical_ns, excess_ns, n added."""
-    key = group_ids([rows[k] for k in keys])
+def _first_vs_typical(rows: Table, key: np.ndarray, config: Mapping[str, float]) -> Table:
+    """The rows (one per group of *key*, group_ids' numbers) whose first occurrence (by
+    start) exceeds the median of the later ones by the thresholds, with columns first_ns,
+    typical_ns, excess_ns, n added."""
     hits = _first_vs_typical_idx(rows["start"], rows["end"], key, config)
     first = rows.rows(np.array([i for i, _, _ in hits], dtype=np.intp))
     first_ns = (first["end"] - first["start"]).astype(np.int64)
@@ -188,7 +188,9 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
             continue
         # Rows grouped by candidate (stable), each group's run taken once.
         group = which[rows]
-        order = np.argsort(group, kind="stable")
+        # Few candidates: their numbers in 2 bytes, which numpy sorts stably by radix.
+        order = np.argsort(group.astype(np.int16) if candidates.size < 32767 else group,
+                           kind="stable")
         rows, group = rows[order], group[order]
         cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         for c, lo, hi in zip(group[cuts].tolist(), cuts.tolist(),
@@ -269,7 +271,8 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
 
         def launches(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
             rows = slice(i0, i1) if order is None else order[i0:i1]
-            dur = api_end[rows].astype(np.int64) - launch[rows].astype(np.int64)
+            dur = (api_end[rows].astype(np.int64, copy=False)
+                   - launch[rows].astype(np.int64, copy=False))
             key = (np.searchsorted(pids, pid[rows]).astype(np.int64) * width
                    + kernel_code[rows] + 1)
             return dur, key
@@ -336,7 +339,12 @@ def _items_first_iteration(trace: Trace, config: Mapping[str, float]) -> list[di
     nv = trace.table("nvtx")
     if nv.empty:
         return []
-    firsts = _first_vs_typical(nv.rows(~nv["library"]), ["gtid", "domain", "name", "depth"],
+    program = np.flatnonzero(~nv["library"])
+    # Names and domains as the table's Labels (labelled once per trace), not labelled
+    # again string by string for these rows.
+    key = group_ids([nv["gtid"][program], nv.labels("domain").take(program),
+                     nv.labels("name").take(program), nv["depth"][program]])
+    firsts = _first_vs_typical(nv.rows(program), key,
                                config | {"min_calls": max(config["min_calls"], 3)})
     if firsts.empty:
         return []
