@@ -23,7 +23,6 @@ import glob
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -183,6 +182,8 @@ def probe_writable(path: Path, parent: Path | None = None) -> None:
     the nearest existing directory above an output directory): one is, and removed
     (permissions, a read-only filesystem, /proc: only trying tells them all apart)."""
     parent = path.parent if parent is None else parent
+    import tempfile  # here: a document to stdout writes no file (start-up)
+
     try:
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name or 'gpugap'}.",
                                    suffix=".probe")
@@ -202,6 +203,8 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if not force and os.path.lexists(path):
         raise UsageError(f"{path} exists; pass {option('force')} to overwrite")
+    import tempfile  # here: a document to stdout writes no file (start-up)
+
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.",
                                    suffix=".tmp")

@@ -3,11 +3,9 @@ filed under its content; a .sqlite export is read where it is."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 from gpugap.errors import ReportError
@@ -28,6 +26,8 @@ def content_key(report: Path) -> str:
     """What a cached export is filed under: a BLAKE2b hash of the report's bytes and its
     size, so that a report replaced by another capture (whatever its mtime) or a copy of
     it elsewhere (same bytes) maps to the right export."""
+    import hashlib  # here: only .nsys-rep reports need it (start-up)
+
     digest = hashlib.blake2b(digest_size=20)
     size = 0
     with os.fdopen(open_regular(report, "report"), "rb") as fh:
@@ -98,6 +98,8 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
     tool = find_nsys(nsys)
     private_cache(directory)            # created only now that there is work for it
     try:
+        import tempfile  # here: only exports need it (start-up)
+
         work = Path(tempfile.mkdtemp(prefix=".export-", dir=directory))
     except OSError as exc:
         raise ReportError(f"cannot write to the export cache {directory} ({exc.strerror}); "

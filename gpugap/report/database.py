@@ -12,7 +12,6 @@ import os
 import sqlite3
 import stat
 import struct
-import tempfile
 import threading
 from functools import cached_property
 from pathlib import Path
@@ -193,6 +192,8 @@ class Database:
         full = os.path.realpath(path)
         if len(os.fsencode(full)) < SQLITE_MAX_PATH:
             return full
+        import tempfile  # here: only for paths too long for SQLite (start-up)
+
         link_dir = tempfile.mkdtemp(prefix="gpugap-report-")
         link = os.path.join(link_dir, "report.sqlite")
         try:
