@@ -300,12 +300,19 @@ def pieces_in(starts, ends, u: Intervals
     first = np.searchsorted(ue, s, side="right")      # first piece of u ending after s
     last = np.searchsorted(us, e, side="left")        # pieces of u starting before e
     counts = np.maximum(last - first, 0)
-    idx = np.repeat(np.arange(s.size), counts)
-    offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    k = np.repeat(first, counts) + offset
+    n_pieces = int(counts.sum())
+    if n_pieces == np.count_nonzero(counts):         # none in more than one piece of u
+        idx = np.flatnonzero(counts)
+        k = first[idx]
+    else:
+        idx = np.repeat(np.arange(s.size), counts)
+        # piece j of interval i: first[i] + (j - the position of i's first piece)
+        k = np.arange(n_pieces) + np.repeat(first - (np.cumsum(counts) - counts), counts)
     ps = np.maximum(s[idx], us[k])
     pe = np.minimum(e[idx], ue[k])
     keep = pe > ps
+    if bool(keep.all()):                              # intervals of no length leave none
+        return ps, pe, idx, k
     return ps[keep], pe[keep], idx[keep], k[keep]
 
 
