@@ -126,9 +126,11 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
     order = list(order)
     starts, ends, codes = np.asarray(starts), np.asarray(ends), np.asarray(codes)
     keep = ends > starts
+    # (Codes ranked nowhere are dropped: looked for only when some may occur.)
     lo, hi = (int(codes.min()), int(codes.max())) if codes.size else (0, -1)
-    if not (hi - lo < len(order) and set(range(lo, hi + 1)) <= set(order)):
-        keep &= np.isin(codes, np.asarray(order, dtype=codes.dtype))   # some unranked
+    unranked = set(range(lo, hi + 1)) - set(order) if hi - lo <= 64 else None
+    if unranked is None or any(bool((codes == u).any()) for u in unranked):
+        keep &= np.isin(codes, np.asarray(order, dtype=codes.dtype))
     if not bool(keep.all()):
         starts, ends, codes = starts[keep], ends[keep], codes[keep]
     s = starts.astype(np.int64, copy=False)

@@ -61,7 +61,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting import host
 from gpugap.accounting.buckets import BUCKETS, CODE
-from gpugap.accounting.work import DeviceWork
+from gpugap.accounting.work import DeviceWork, Ops
 from gpugap.report.trace import Trace
 
 # Gaps shorter than this (us), spent launching and between launches, are launch-bound;
@@ -409,16 +409,22 @@ def batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarr
     return starts[run_bytes >= min_bytes]
 
 
-def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int) -> np.ndarray:
+def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int,
+                  near: tuple[Ops, int] | None = None) -> np.ndarray:
     """Per gap: did it begin as a batch's results came back (5c), the op that ended just
     before it a device-to-host copy of at least *min_bytes* (a scalar read back by
-    .item() is a synchronisation, not results to work on)?"""
-    before = work.searchsorted(gap_start, side="left") - 1
+    .item() is a synchronisation, not results to work on)? *near*: (ops, o0), the ops
+    from position o0 on, every op that starts from the first gap's start up to the last
+    one's among them (a slice of the device's ops): looked in, not the device's order."""
+    if near is None:
+        before = work.searchsorted(gap_start, side="left") - 1
+    else:
+        before = near[1] + np.searchsorted(near[0].start, gap_start, side="left") - 1
     out = np.zeros(gap_start.size, dtype=bool)
     known = before >= 0
     if not known.any():
         return out
-    ops = work.take(before[known])
+    ops = work.take(before[known], near)
     d2h = np.isin(ops.bucket, D2H) & (ops.end >= gap_start[known] - 1_000)
     if d2h.any():
         rows = np.flatnonzero(known)[d2h]
