@@ -92,16 +92,23 @@ def covered_before(u: Intervals, t: np.ndarray) -> np.ndarray:
     if s.size == 0:
         return np.zeros(t.shape, dtype=np.int64)
     lengths = np.r_[0, np.cumsum(e - s)]
-    k = np.searchsorted(s, t, side="right")  # pieces starting at or before t
-    inside = np.where(k > 0, np.minimum(t, e[np.maximum(k - 1, 0)]) - s[np.maximum(k - 1, 0)], 0)
-    return lengths[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(inside, 0)
+    # The last piece starting at or before t (piece 0 before the first: t lies before
+    # it, so nothing of it counts, and nothing lies before it).
+    k = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
+    return lengths[k] + np.maximum(np.minimum(t, e[k]) - s[k], 0)
+
+
+def _covered_between(u: Intervals, lo, hi) -> np.ndarray:
+    """Per window [lo[i], hi[i]): how much of union u lies inside (covered_before of both
+    ends in one pass over u)."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    both = covered_before(u, np.concatenate([lo.ravel(), hi.ravel()]))
+    return np.maximum(both[lo.size:].reshape(hi.shape) - both[:lo.size].reshape(lo.shape), 0)
 
 
 def overlap_each(starts, ends, u: Intervals) -> np.ndarray:
     """Per interval [starts[i], ends[i]): length of its overlap with union u."""
-    a = covered_before(u, np.asarray(starts, dtype=np.int64))
-    b = covered_before(u, np.asarray(ends, dtype=np.int64))
-    return np.maximum(b - a, 0)
+    return _covered_between(u, starts, ends)
 
 
 def intersect_total(a: Intervals, b: Intervals) -> int:
@@ -351,12 +358,22 @@ def pieces_in(starts, ends, u: Intervals
     first = np.searchsorted(ue, s, side="right")      # first piece of u ending after s
     last = np.searchsorted(us, e, side="left")        # pieces of u starting before e
     counts = np.maximum(last - first, 0)
-    idx = np.repeat(np.arange(s.size), counts)
-    offset = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    k = np.repeat(first, counts) + offset
-    ps = np.maximum(s[idx], us[k])
-    pe = np.minimum(e[idx], ue[k])
+    n_pieces = int(counts.sum())
+    if n_pieces != np.count_nonzero(counts):              # some in several pieces of u
+        idx = np.repeat(np.arange(s.size), counts)
+        # piece j of interval i: first[i] + (j - the position of i's first piece)
+        k = np.arange(n_pieces) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+        s, e = s[idx], e[idx]
+    elif n_pieces == s.size:                              # each in one
+        idx, k = np.arange(s.size), first
+    else:                                                 # each in one or none
+        idx = np.flatnonzero(counts)
+        k = first[idx]
+        s, e = s[idx], e[idx]
+    ps, pe = np.maximum(s, us[k]), np.minimum(e, ue[k])
     keep = pe > ps
+    if bool(keep.all()):                              # intervals of no length leave none
+        return ps, pe, idx, k
     return ps[keep], pe[keep], idx[keep], k[keep]
 
 
@@ -382,4 +399,4 @@ def merge(a: Intervals, b: Intervals) -> Intervals:
 
 def total_between(u: Intervals, lo, hi) -> np.ndarray:
     """For windows [lo[i], hi[i]): how much of union u lies inside each."""
-    return np.maximum(covered_before(u, hi) - covered_before(u, lo), 0)
+    return _covered_between(u, lo, hi)

@@ -39,7 +39,7 @@ from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.partition import Partition, PartitionWriter
 from gpugap.accounting.phases import Phases
 from gpugap.accounting.policy import Settings, compile_windows
-from gpugap.accounting.work import DeviceWork
+from gpugap.accounting.work import DeviceWork, Ops
 from gpugap.memory import give_back
 from gpugap.report.table import factorize
 from gpugap.report.trace import Trace
@@ -235,9 +235,10 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
             o1 = len(work)
         ops = work.slice(o0, o1)
         bs, be, bc, _ = host.exclusive(ops.start, ops.end, ops.bucket, _BUSY)
+        # (The ops that end the slice's gaps and those before them are among its own.)
+        facts = _gap_facts(trace, work, (ops, o0), gap_start[g0:g1], gap_next[g0:g1], hi,
+                           main_gtid, uploads, iterations_from, compiling, settings)
         del ops
-        facts = _gap_facts(trace, work, gap_start[g0:g1], gap_next[g0:g1], hi, main_gtid,
-                           uploads, iterations_from, compiling, settings)
         is_, ie, ic = policy.idle_pieces(facts, settings, long_gap_ns, calls.of_thread)
         # 3. The slice's pieces, a block of the partition.
         return PartitionWriter.block(t0, np.r_[bs, is_], np.r_[be, ie],
@@ -259,13 +260,15 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                          long_gap_ns)
 
 
-def _gap_facts(trace: Trace, work: DeviceWork, gs: np.ndarray, nxt: np.ndarray, hi: int,
-               main_gtid: int, uploads: np.ndarray, iterations_from: int,
-               compiling: tl.Intervals, settings: Settings) -> policy.GapFacts:
+def _gap_facts(trace: Trace, work: DeviceWork, near: tuple[Ops, int], gs: np.ndarray,
+               nxt: np.ndarray, hi: int, main_gtid: int, uploads: np.ndarray,
+               iterations_from: int, compiling: tl.Intervals, settings: Settings
+               ) -> policy.GapFacts:
     """What the policy needs of the gaps of one slice (starting at *gs*, ended by the
-    ops *nxt*, -1 for the trailing gap, which ends at *hi* and follows *main_gtid*)."""
+    ops *nxt*, -1 for the trailing gap, which ends at *hi* and follows *main_gtid*);
+    *near*: (ops, o0), the slice's ops, from position o0 on."""
     has = np.flatnonzero(nxt >= 0)
-    following = work.take(nxt[has])
+    following = work.take(nxt[has], near)
     ge = np.full(gs.size, hi, dtype=np.int64)
     ge[has] = np.minimum(following.start, hi)
     gap_gtid = np.full(gs.size, main_gtid, dtype=np.int64)
@@ -282,7 +285,7 @@ def _gap_facts(trace: Trace, work: DeviceWork, gs: np.ndarray, nxt: np.ndarray, 
     return policy.GapFacts(
         start=gs, end=ge, has_next=nxt >= 0, api_end=api_end, gtid=gap_gtid,
         is_input=is_input, is_jit=is_jit,
-        is_results=policy.after_results(work, gs, settings.input_min_bytes),
+        is_results=policy.after_results(work, gs, settings.input_min_bytes, near),
         compile_end=policy.compiled_until(compiling, gs, ge))
 
 

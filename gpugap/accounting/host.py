@@ -124,17 +124,24 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
     by code (_ranked); then neighbours of one code that touch are joined, as the union
     of each code joins them."""
     order = list(order)
-    keep = (ends > starts) & np.isin(codes, np.asarray(order, dtype=np.asarray(codes).dtype))
-    s = np.asarray(starts)[keep].astype(np.int64)
-    e = np.asarray(ends)[keep].astype(np.int64)
-    c = np.asarray(codes)[keep].astype(np.int8)
+    starts, ends, codes = np.asarray(starts), np.asarray(ends), np.asarray(codes)
+    keep = ends > starts
+    # (Codes ranked nowhere are dropped: looked for only when some may occur.)
+    lo, hi = (int(codes.min()), int(codes.max())) if codes.size else (0, -1)
+    unranked = set(range(lo, hi + 1)) - set(order) if hi - lo <= 64 else None
+    if unranked is None or any(bool((codes == u).any()) for u in unranked):
+        keep &= np.isin(codes, np.asarray(order, dtype=codes.dtype))
+    if not bool(keep.all()):
+        starts, ends, codes = starts[keep], ends[keep], codes[keep]
+    s = starts.astype(np.int64, copy=False)
+    e = ends.astype(np.int64, copy=False)
+    c = codes.astype(np.int8, copy=False)
     if not s.size:
         z = np.zeros(0, dtype=np.int64)
         return z, z, np.zeros(0, dtype=np.int8), tl.EMPTY
     if not tl.is_sorted(s):
         o = np.argsort(s, kind="stable")
         s, e, c = s[o], e[o], c[o]
-    covered = tl.union(s, e)
     reach = np.maximum.accumulate(e)
     alone = np.ones(s.size, dtype=bool)
     alone[1:] = s[1:] >= reach[:-1]                  # nothing before reaches into it
@@ -150,7 +157,12 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
     new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
     first = np.flatnonzero(new)
     last = np.r_[first[1:] - 1, s.size - 1]
-    return s[first], e[last], c[first], covered
+    s, e, c = s[first], e[last], c[first]
+    # The union of the pieces (the intervals' own): they tile it, so it joins those that
+    # touch.
+    apart = np.flatnonzero(s[1:] != e[:-1])
+    covered = (s[np.r_[0, apart + 1]], e[np.r_[apart, s.size - 1]])
+    return s, e, c, covered
 
 
 def _ranked(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order: list
@@ -159,13 +171,13 @@ def _ranked(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order: list
     union less what the codes before it covered."""
     covered = tl.EMPTY
     parts_s, parts_e, parts_c = [], [], []
-    for code in order:
-        sel = codes == code
-        if not sel.any():
-            continue
+    present = [code for code in order if (codes == code).any()]
+    for i, code in enumerate(present):
+        sel = codes == code if len(present) > 1 else slice(None)
         u = tl.union(starts[sel], ends[sel])
         mine = tl.subtract(u, covered)
-        covered = tl.merge(covered, u)
+        if i + 1 < len(present):                      # the codes after it need it
+            covered = tl.merge(covered, u) if covered[0].size else u
         parts_s.append(mine[0])
         parts_e.append(mine[1])
         parts_c.append(np.full(mine[0].size, code, dtype=np.int8))

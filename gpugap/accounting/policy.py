@@ -61,7 +61,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting import host
 from gpugap.accounting.buckets import BUCKETS, CODE
-from gpugap.accounting.work import DeviceWork
+from gpugap.accounting.work import DeviceWork, Ops
 from gpugap.report.trace import Trace
 
 # Gaps shorter than this (us), spent launching and between launches, are launch-bound;
@@ -162,101 +162,140 @@ def idle_pieces(facts: GapFacts, settings: Settings, host_work_gap_ns: float,
             continue
         rs, re_ = rem_s[idx], rem_e[idx]
         compiled = facts.compile_end[idx] > rs
-        cs_all, ce_all, cat_all, covered = thread_time(
+        cs_all, ce_all, cat_all, _ = thread_time(
             g, int(rs[0]), int(re_[-1]),
             (rs[compiled], np.minimum(facts.compile_end[idx][compiled], re_[compiled])))
-        # 3-5: the thread's labelled calls within the gaps...
-        cs, ce, ci, cgap = tl.pieces_in(cs_all, ce_all, (rs, re_))
-        cgap = idx[cgap]
-        # ... and its time outside them.
-        outside = tl.gaps(covered, min(int(rs[0]), int(cs_all[0]) if cs_all.size else 0),
-                          max(int(re_[-1]), int(ce_all[-1]) if ce_all.size else 0))
-        os_, oe, oi = tl.pieces(rs, re_, outside)
-        ps, pe = np.r_[cs, os_], np.r_[ce, oe]
-        pc = np.r_[cat_all[ci], np.full(os_.size, host.OUTSIDE, dtype=np.int8)]
-        pg = np.r_[cgap, idx[oi]]
-        pstart = np.r_[cs_all[ci], os_]
-        order = np.argsort(ps, kind="stable")
-        labelled = label_host_pieces(
-            HostPieces(ps[order], pe[order], pc[order], pg[order], pstart[order]),
-            facts, host_work_gap_ns)
+        # 3-5: the thread's labelled calls and its time outside them, one tiling of a
+        # span holding every gap, cut by the gaps: (gap, tile) in gap order is time order.
+        ts, te, tc = _with_outside(cs_all, ce_all, cat_all,
+                                   min(int(rs[0]), int(cs_all[0]) if cs_all.size else 0),
+                                   max(int(re_[-1]), int(ce_all[-1]) if ce_all.size else 0))
+        ps, pe, pg, tile = tl.pieces_in(rs, re_, (ts, te))
+        labelled = label_host_pieces(HostPieces(ps, pe, tc[tile], idx[pg], ts[tile]),
+                                     facts, host_work_gap_ns)
         for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
             part.append(values)
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
+
+
+def _with_outside(s: np.ndarray, e: np.ndarray, c: np.ndarray, lo: int, hi: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labelled pieces (sorted, disjoint, inside [lo, hi)) with the holes among them
+    labelled host.OUTSIDE: a tiling of [lo, hi) in time order. Hole i lies before piece i
+    (the last, after the last piece): interleaved, no sort."""
+    hole_s, hole_e = np.r_[lo, e], np.r_[s, hi]
+    n = s.size
+    ts = np.empty(2 * n + 1, dtype=np.int64)
+    te = np.empty(2 * n + 1, dtype=np.int64)
+    tc = np.empty(2 * n + 1, dtype=np.int8)
+    ts[0::2], te[0::2], tc[0::2] = hole_s, hole_e, host.OUTSIDE
+    ts[1::2], te[1::2], tc[1::2] = s, e, c
+    keep = te > ts
+    return ts[keep], te[keep], tc[keep]
 
 
 def label_host_pieces(pieces: HostPieces, facts: GapFacts, host_work_gap_ns: float
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Buckets of one thread's pieces of its gaps, by steps 3 to 5 of the module doc.
     Returns (starts, ends, bucket codes); an aftermath (5e) that covers part of a piece
-    splits it in two. Per-gap figures are reductions over each gap's run of pieces
-    (reduceat), spread back with repeat."""
+    splits it in two. Per-gap figures are taken once per gap and spread over its run of
+    pieces (repeat); the steps that concern few gaps (module loads, a lead lost) look at
+    those gaps' pieces only."""
     ps, pe, pc, pg = pieces.start, pieces.end, pieces.category, pieces.gap
     if ps.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return z, z, np.zeros(0, dtype=np.int8)
-    pos = np.arange(ps.size)
     blocked_bucket = BLOCKED_BUCKET[pc]                   # -1: not a blocking call
     blocking = blocked_bucket >= 0
     first = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])     # each gap's first piece
     sizes = np.diff(np.r_[first, ps.size])
     gap = pg[first]
     gap_start = facts.start[gap]
-    long_gap = (facts.end - facts.start) >= host_work_gap_ns
+    long_gap = ((facts.end - facts.start) >= host_work_gap_ns)[gap]
     jit = facts.is_jit | (facts.compile_end > facts.start)
 
     def spread(per_gap: np.ndarray) -> np.ndarray:
         return np.repeat(per_gap, sizes)
 
-    none = np.zeros(ps.size, dtype=bool)
-    # (Each step is skipped where nothing in the slice can take it: no module load, no
-    # batch upload, no gap that began blocked; the steady state is mostly launches.)
-    # 5a. Between the first and the last module load of a gap: loading in progress.
-    loads = pc == host.MODULE
-    loading = compiling = none
-    if loads.any():
-        first_load = np.minimum.reduceat(np.where(loads, pos, ps.size), first)
-        last_load = np.maximum.reduceat(np.where(loads, pos, -1), first)
-        loading = ~blocking & (pos > spread(first_load)) & (pos < spread(last_load))
-        # 4. Compiling: up to the last module load of a gap before a JIT-compiled
-        # kernel, or of a gap in which a compiler ran (loading what it built).
-        compiling = spread(jit[gap]) & (pos <= spread(last_load))
-    compiling = compiling | (pc == host.COMPILE)
-    long = spread(long_gap[gap])
-    # 5b. Waiting on another thread while no launching thread had work: nothing to do.
-    waiting = long & (pc == host.WAIT)
+    # The default bucket, then each step over it, the one that decides last first: 5f,
+    # 5d, 5c, 5b, 5a, 3, 4. (Each step is skipped where nothing in the slice can take
+    # it: no module load, no batch upload, no gap that began blocked; the steady state is
+    # mostly launches.)
+    # 5f. Launch overhead or host work, by the gap's length.
+    bucket = spread(np.where(long_gap, np.int8(CODE["host-work"]),
+                             np.int8(CODE["launch-bound"])))
+    # 5d. Loading the next batch.
+    input_gap = facts.is_input[gap]
+    gap_input = spread(input_gap) if input_gap.any() else None
+    if gap_input is not None:
+        bucket[gap_input] = CODE["input"]
     # 5c. Working on results just read back (not loading the next batch, and not time
     # the blocked copy lost: the work needs its results, it could not have run earlier).
-    gap_results = long & spread(facts.is_results[gap]) if facts.is_results[gap].any() \
-        else none
-    # 5d. Loading the next batch.
-    gap_input = spread(facts.is_input[gap]) if facts.is_input[gap].any() else none
-    # 5f. Launch overhead or host work, by the gap's length.
-    default = np.select(
-        [loading, waiting, gap_results, gap_input],
-        [CODE["module-load"], CODE["thread-wait"], CODE["results"], CODE["input"]],
-        np.where(long, CODE["host-work"], CODE["launch-bound"]))
+    results_gap = long_gap & facts.is_results[gap]
+    gap_results = spread(results_gap) if results_gap.any() else None
+    if gap_results is not None:
+        bucket[gap_results] = CODE["results"]
+    # 5b. Waiting on another thread while no launching thread had work: nothing to do.
+    waits = pc == host.WAIT
+    if waits.any():
+        bucket[waits & spread(long_gap)] = CODE["thread-wait"]
+    # 5a. Between the first and the last module load of a gap: loading in progress.
+    loading = compiling = None
+    loads = np.flatnonzero(pc == host.MODULE)
+    if loads.size:
+        in_gap = np.searchsorted(first, loads, side="right") - 1   # the run of each load
+        new = np.r_[True, in_gap[1:] != in_gap[:-1]]
+        load_gap = in_gap[new]
+        first_load, last_load = loads[new], loads[np.r_[new[1:], True]]
+        between = _spans(first_load + 1, last_load)
+        loading = np.zeros(ps.size, dtype=bool)
+        loading[between] = ~blocking[between]
+        bucket[loading] = CODE["module-load"]
+        # 4. Compiling: up to the last module load of a gap before a JIT-compiled
+        # kernel, or of a gap in which a compiler ran (loading what it built).
+        built = jit[gap[load_gap]]
+        compiling = np.zeros(ps.size, dtype=bool)
+        compiling[_spans(first[load_gap[built]], last_load[built] + 1)] = True
+    compiled = pc == host.COMPILE
+    if compiled.any():
+        compiling = compiled if compiling is None else compiling | compiled
     # 3. Inside a blocking call: its bucket; 4. compiling overrides all.
-    bucket = np.where(blocking, blocked_bucket, default)
-    bucket = np.where(compiling, CODE["compilation"], bucket).astype(np.int8)
+    np.copyto(bucket, blocked_bucket, where=blocking)
+    if compiling is not None:
+        bucket[compiling] = CODE["compilation"]
     # 5e. Blocked when the gap began, and since when: the lead the host lost.
     held = blocking[first] & (ps[first] == gap_start)
-    if not held.any():                                    # no lead lost: no aftermath
+    lead = np.where(held, gap_start - pieces.call_start[first], 0)
+    lost = np.flatnonzero(lead > 0)
+    if not lost.size:                                     # no lead lost: no aftermath
         return ps + 0, pe, bucket
-    lead = spread(np.where(held, gap_start - pieces.call_start[first], 0))
-    last = np.maximum.accumulate(np.where(blocking, pos, -1))   # latest blocking piece
+    at = _spans(first[lost], first[lost] + sizes[lost])   # the pieces of those gaps
+    lost_sizes = sizes[lost]
     # (Waiting on another thread is no aftermath: unblocked, the host would have waited
     # all the same.)
-    eligible = np.where(~blocking & ~loading & ~compiling & ~gap_input & ~gap_results
-                        & (pc != host.WAIT) & (lead > 0), pe - ps, 0)
-    before = np.cumsum(eligible) - eligible
-    used = before - spread(before[first])                 # eligible time earlier in gap
-    aftermath = np.minimum(eligible, np.maximum(lead - used, 0))
-    split = ps + aftermath                                # [ps, split): aftermath
+    eligible = ~blocking[at] & ~waits[at]
+    for step in (loading, compiling, gap_input, gap_results):
+        if step is not None:
+            eligible &= ~step[at]
+    eligible_ns = np.where(eligible, pe[at] - ps[at], 0)
+    before = np.cumsum(eligible_ns) - eligible_ns
+    lost_first = np.r_[0, np.cumsum(lost_sizes)[:-1]]
+    used = before - np.repeat(before[lost_first], lost_sizes)   # eligible earlier in gap
+    aftermath = np.minimum(eligible_ns, np.maximum(np.repeat(lead[lost], lost_sizes) - used, 0))
+    split = ps + 0                                        # [ps, split): aftermath
+    split[at] += aftermath
     cut = aftermath > 0
-    # A cut piece's gap began blocked, so its latest blocking piece lies in that gap.
-    return (np.r_[ps[cut], split], np.r_[split[cut], pe],
-            np.r_[blocked_bucket[np.maximum(last, 0)][cut], bucket].astype(np.int8))
+    # A cut piece's gap began blocked: its latest blocking piece lies in that gap.
+    latest = np.maximum.accumulate(np.where(blocking[at], at, -1))
+    cut_at = at[cut]
+    return (np.r_[ps[cut_at], split], np.r_[split[cut_at], pe],
+            np.r_[blocked_bucket[latest[cut]], bucket])
+
+
+def _spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The positions from lo[i] up to hi[i] (excluded), span after span."""
+    n = np.maximum(hi - lo, 0)
+    return np.arange(int(n.sum())) + np.repeat(lo - (np.cumsum(n) - n), n)
 
 
 # Where a Python framework launches (PyTorch, JAX, CuPy), each operation costs tens to
@@ -370,16 +409,22 @@ def batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarr
     return starts[run_bytes >= min_bytes]
 
 
-def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int) -> np.ndarray:
+def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int,
+                  near: tuple[Ops, int] | None = None) -> np.ndarray:
     """Per gap: did it begin as a batch's results came back (5c), the op that ended just
     before it a device-to-host copy of at least *min_bytes* (a scalar read back by
-    .item() is a synchronisation, not results to work on)?"""
-    before = work.searchsorted(gap_start, side="left") - 1
+    .item() is a synchronisation, not results to work on)? *near*: (ops, o0), the ops
+    from position o0 on, every op that starts from the first gap's start up to the last
+    one's among them (a slice of the device's ops): looked in, not the device's order."""
+    if near is None:
+        before = work.searchsorted(gap_start, side="left") - 1
+    else:
+        before = near[1] + np.searchsorted(near[0].start, gap_start, side="left") - 1
     out = np.zeros(gap_start.size, dtype=bool)
     known = before >= 0
     if not known.any():
         return out
-    ops = work.take(before[known])
+    ops = work.take(before[known], near)
     d2h = np.isin(ops.bucket, D2H) & (ops.end >= gap_start[known] - 1_000)
     if d2h.any():
         rows = np.flatnonzero(known)[d2h]

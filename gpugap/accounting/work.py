@@ -87,9 +87,24 @@ class DeviceWork(DeviceOps):
         """The ops at positions [o0, o1), with their buckets."""
         return self._ops(*self.order.slice(o0, o1))
 
-    def take(self, at) -> Ops:
-        """The ops at positions *at*, with their buckets."""
-        return self._ops(*self.order.take(at))
+    def take(self, at, near: tuple[Ops, int] | None = None) -> Ops:
+        """The ops at positions *at*, with their buckets; *near*: (ops, o0), the ops from
+        position o0 on at hand (a ``slice``), read where *at* lies in them rather than
+        found in the device's order."""
+        if near is None:
+            return self._ops(*self.order.take(at))
+        ops, o0 = near
+        rel = np.asarray(at, dtype=np.int64) - o0
+        inside = (rel >= 0) & (rel < ops.start.size)
+        if bool(inside.all()):
+            return Ops._make(column[rel] for column in ops)
+        rest = self.take(np.asarray(at)[~inside])
+        columns = []
+        for column, taken in zip(ops, rest, strict=True):
+            out = np.empty(rel.size, dtype=column.dtype)
+            out[inside], out[~inside] = column[rel[inside]], taken
+            columns.append(out)
+        return Ops._make(columns)
 
     def positions(self, bucket: int) -> np.ndarray:
         """Positions of the ops of a bucket (code)."""

@@ -79,18 +79,24 @@ class _Where:
     windows: tl.Intervals | None
 
     def _part(self, lo: int, hi: int) -> tl.Intervals:
-        """The claim's pieces that overlap [lo, hi), clipped to it."""
+        """The claim's pieces that overlap [lo, hi), clipped to it (only the first can
+        start before lo, only the last end after hi: the claim is a union)."""
         s, e = self.claim
         i0 = int(np.searchsorted(e, lo, side="right"))
         i1 = int(np.searchsorted(s, hi, side="left"))
-        return tl.clip((s[i0:i1], e[i0:i1]), lo, hi)
+        ps, pe = s[i0:i1].copy(), e[i0:i1].copy()
+        if i1 > i0:
+            ps[0], pe[-1] = max(int(ps[0]), lo), min(int(pe[-1]), hi)
+        return ps, pe
 
     def clip(self, lo: int, hi: int) -> tl.Intervals:
         """The restricted claim inside [lo, hi) (intervals.clip of the whole)."""
-        part = self._part(lo, hi)
         if self.windows is None:
-            return part
-        return tl.intersect(part, tl.clip(self.windows, lo, hi))
+            return self._part(lo, hi)
+        ws, we = tl.clip(self.windows, lo, hi)
+        if ws.size == 1:                     # one window (a phase): the claim inside it
+            return self._part(int(ws[0]), int(we[0]))
+        return tl.intersect(self._part(lo, hi), (ws, we))
 
     def bounds(self) -> tuple[int, int] | None:
         """The first start and the last end of the restricted claim (None: empty)."""
@@ -172,7 +178,7 @@ def _settle_blocks(dev, claims: list[_Claiming], numbers: range) -> list[_Tally]
     tallies = [_Tally(per_iteration=None if c.per_iteration is None
                       else np.zeros_like(c.per_iteration)) for c in claims]
     for blo, bhi, s, e, code in dev.blocks(numbers=numbers):
-        of_code: dict[int, tl.Intervals] = {}
+        of_code = _CodePieces(s, e, code)
         claimed: dict[int, tl.Intervals] = {}
         taken: dict[int, list[tuple[str, tl.Intervals]]] = {}
         for c, tally in zip(claims, tallies, strict=True):
@@ -180,10 +186,7 @@ def _settle_blocks(dev, claims: list[_Claiming], numbers: range) -> list[_Tally]
             if not w[0].size:
                 continue
             for k in c.codes:
-                if k not in of_code:
-                    mine = code == k
-                    of_code[k] = (s[mine], e[mine])
-                region = tl.intersect(of_code[k], w)
+                region = _intersect(of_code[k], w)
                 if not region[0].size:
                     continue
                 before = claimed.get(k, tl.EMPTY)
@@ -207,6 +210,31 @@ def _settle_blocks(dev, claims: list[_Claiming], numbers: range) -> list[_Tally]
                     tally.per_iteration[i0:i1] += tl.total_between(fresh, ilo[i0:i1],
                                                                    ihi[i0:i1])
     return tallies
+
+
+class _CodePieces:
+    """A block's pieces of each code, in time order: sorted by code once, when first
+    asked (a block meets the claims of many codes), then a slice per code."""
+
+    def __init__(self, s: np.ndarray, e: np.ndarray, code: np.ndarray) -> None:
+        self._pieces = s, e, code
+        self._by_code: tuple[np.ndarray, np.ndarray, list[int]] | None = None
+
+    def __getitem__(self, k: int) -> tl.Intervals:
+        if self._by_code is None:
+            s, e, code = self._pieces
+            order = np.argsort(code, kind="stable")
+            first = np.r_[0, np.cumsum(np.bincount(code, minlength=len(IDS)))].tolist()
+            self._by_code = s[order], e[order], first
+        s, e, first = self._by_code
+        return s[first[k]:first[k + 1]], e[first[k]:first[k + 1]]
+
+
+def _intersect(a: tl.Intervals, b: tl.Intervals) -> tl.Intervals:
+    """intervals.intersect of two sets of disjoint intervals in time order: the same
+    pieces whichever cuts the other, so the edges of the fewer are searched among the
+    more."""
+    return tl.intersect(a, b) if a[0].size <= b[0].size else tl.intersect(b, a)
 
 
 def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
