@@ -791,15 +791,20 @@ class OsrtSource:
     the other events (with the report's time limit); what is dropped then is not
     counted in the report's warnings, which were given out already."""
 
-    def __init__(self, path: Path, limit: int | None = None) -> None:
+    def __init__(self, path: Path, limit: int | None = None,
+                 strings: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.path = path
         self.limit = limit
+        # StringIds as the loading read them (Loader.strings), if it did: each read of
+        # the calls names them from these instead of reading the table again.
+        self.strings = strings
 
     def _with_loader(self, work: Callable[[Loader], Table]) -> Table:
         db = Database(self.path)
         try:
             loader = Loader(db)
             loader._limit = self.limit
+            loader._strings = self.strings
             return work(loader)
         finally:
             db.close()
@@ -1051,7 +1056,7 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   # (one GPU: no stream can wait for another GPU's event)
                   event_waits=(loader.event_waits() if len(devices) > 1
                                else Table.empty_of(EVENT_WAIT_COLUMNS)),
-                  osrt_source=OsrtSource(db.path, loader._limit),
+                  osrt_source=OsrtSource(db.path, loader._limit, loader._strings),
                   memcpy_calls=memcpy_calls)
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
