@@ -505,8 +505,9 @@ class OpIndex:
         # Kinds before the big one come first (compared with its place among the kinds
         # present, as ever: the same as its kind unless an earlier kind has no ops).
         before = small_source < big
-        at = np.where(before, np.searchsorted(b_start, small_start, side="left"),
-                      np.searchsorted(b_start, small_start, side="right"))
+        at = np.empty(small_start.size, dtype=np.intp)      # each op searched on its side
+        at[before] = np.searchsorted(b_start, small_start[before], side="left")
+        at[~before] = np.searchsorted(b_start, small_start[~before], side="right")
         return OpOrder(self.frames, b_source, b_index, b_row, b_start, b_end,
                        _small_ops(small_start, small_end, small_source, small_row,
                                   at + np.arange(at.size)))

@@ -283,14 +283,15 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
         np.maximum.accumulate(arg, out=arg)
         reached, last = int(reach[-1]), int(arg[-1])
         a_all[lo_i:hi_i] = a = arg
-        b = np.arange(lo_i + 1, hi_i + 1)
-        tolerance = tolerance_share * np.minimum(end[a] - start[a], end[b] - start[b])
-        serial = start[b] >= reach - tolerance
+        later = slice(lo_i + 1, hi_i + 1)          # the kernels B: views, not gathers
+        tolerance = tolerance_share * np.minimum(end[a] - start[a],
+                                                 end[later] - start[later])
+        serial = start[later] >= reach - tolerance
         c = np.where(serial, np.int8(_SAME), np.int8(_NONE))
         # Only serialized pairs on two streams have a cause: the rest (most pairs, on
         # one stream or overlapping) need none of the lookups below.
-        pair = np.flatnonzero(serial & (stream[a] != stream[b]))
-        a, b = a[pair], b[pair]
+        pair = np.flatnonzero(serial & (stream[a] != stream[later]))
+        a, b = a[pair], pair + (lo_i + 1)
         late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
