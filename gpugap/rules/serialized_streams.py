@@ -116,7 +116,8 @@ CAUSE_LIST = (
           title="Streams serialized for no visible reason"),
 )
 
-_WAIT = re.compile("StreamWaitEvent")
+# A host synchronisation, or a stream waiting on an event: what _Between counts.
+_SYNC_OR_WAIT = re.compile(f"{SYNC.pattern}|StreamWaitEvent")
 
 
 # Transition causes as small integer codes: -1 not serialized (the kernels overlapped),
@@ -210,8 +211,7 @@ class _Between:
     def __init__(self, trace: Trace) -> None:
         api = trace.table("api")
         # No calls, no syncs (and an empty column of names is no Labels).
-        sync_rows = (np.flatnonzero(api.labels("name").matching(SYNC)
-                                    | api.labels("name").matching(_WAIT))
+        sync_rows = (np.flatnonzero(api.labels("name").matching(_SYNC_OR_WAIT))
                      if len(api) else np.zeros(0, dtype=np.intp))
         self.syncs = _by_key(api["gtid"].astype(np.int64, copy=False)[sync_rows],
                              api["start"].astype(np.int64, copy=False)[sync_rows])
