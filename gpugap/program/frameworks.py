@@ -72,12 +72,26 @@ class Component(Record):
         return {"name": self.name, "framework": self.framework, "evidence": self.evidence}
 
 
-def _kernel_hits(trace: Trace, pattern: re.Pattern[str], column: str = "name") -> int:
-    """How many kernels match *pattern* (per distinct name)."""
-    kernels = trace.table("kernels")
-    if not len(kernels) or column not in kernels:
-        return 0
-    return int(kernels.labels(column).matching(pattern).sum())
+class _KernelNames:
+    """The kernels' distinct names (of a name column) and how many kernels hold each:
+    a pattern is tested once per distinct name and its kernels counted from those
+    counts, the column's codes counted once for every pattern."""
+
+    def __init__(self, trace: Trace, column: str) -> None:
+        kernels = trace.table("kernels")
+        self.counts: list[tuple[str, int]] = []
+        if len(kernels) and column in kernels:
+            labels = kernels.labels(column)
+            # Shifted by one: the missing names (code -1) counted apart, in bin 0.
+            per_code = np.bincount(labels.codes.astype(np.intp) + 1,
+                                   minlength=labels.categories.size + 1)[1:]
+            self.counts = [(name, n) for name, n in zip(labels.categories.tolist(),
+                                                        per_code.tolist(), strict=True)
+                           if n]
+
+    def hits(self, pattern: re.Pattern[str]) -> int:
+        """How many kernels match *pattern*."""
+        return sum(n for name, n in self.counts if pattern.search(name))
 
 
 def _domain_ranges(trace: Trace, domains: frozenset[str]) -> int:
@@ -122,9 +136,11 @@ def _driver_launches(trace: Trace, pids: list[int]) -> int:
     if not driver.any():
         return 0
     names = k.labels("demangled" if "demangled" in k else "name")
-    # A kernel without a name is not counted as the program's own.
-    own = ~(names.matching(LIBRARY_KERNEL) | names.matching(PYTORCH_KERNEL)) & (names.codes >= 0)
-    return int((driver & own).sum())
+    # Told per distinct name; a kernel without a name (code -1, the last entry) is not
+    # counted as the program's own.
+    own = np.array([not (LIBRARY_KERNEL.search(c) or PYTORCH_KERNEL.search(c))
+                    for c in names.categories.tolist()] + [False], dtype=bool)
+    return int(own[names.codes[driver]].sum())
 
 
 # CuPy's launch (cuda.core and recent Triton launch with cuLaunchKernelEx).
@@ -164,20 +180,21 @@ def _cupy_calls(trace: Trace, pids: list[int]) -> int:
 def detect(trace: Trace) -> list[Component]:
     """The frameworks and libraries the report shows, frameworks first."""
     out: list[Component] = []
-    torch = _kernel_hits(trace, PYTORCH_KERNEL, "demangled")
+    kernels, demangled = _KernelNames(trace, "name"), _KernelNames(trace, "demangled")
+    torch = demangled.hits(PYTORCH_KERNEL)
     if torch:
         out.append(Component("PyTorch", True, f"{torch} ATen kernels (at::native::)"))
     xla_ranges = _domain_ranges(trace, XLA_DOMAINS)
-    xla_kernels = _kernel_hits(trace, XLA_KERNEL)
+    xla_kernels = kernels.hits(XLA_KERNEL)
     if xla_ranges or (xla_kernels and not torch):
         evidence = (f"{xla_ranges} XLA NVTX ranges (domain TSL)" if xla_ranges
                     else f"{xla_kernels} XLA fusion kernels")
         out.append(Component("JAX", True, evidence))
         out.append(Component("XLA", True, evidence))
-    cupy = _kernel_hits(trace, CUPY_KERNEL)
+    cupy = kernels.hits(CUPY_KERNEL)
     if cupy:
         out.append(Component("CuPy", True, f"{cupy} CuPy kernels (cupy_*)"))
-    inductor = _kernel_hits(trace, INDUCTOR_KERNEL)
+    inductor = kernels.hits(INDUCTOR_KERNEL)
     if inductor:
         out.append(Component("Inductor", True,
                              f"{inductor} kernels torch.compile generated (triton_*)"))
@@ -201,13 +218,13 @@ def detect(trace: Trace) -> list[Component]:
         else:
             shown = names.get(pids[0], f"pid {pids[0]}")
             out.append(Component("CUDA C++", True, f"GPU work launched by {shown}"))
-    cublas = _kernel_hits(trace, CUBLAS_KERNEL)
+    cublas = kernels.hits(CUBLAS_KERNEL)
     if cublas:
         out.append(Component("cuBLAS", False, f"{cublas} cuBLAS kernels"))
-    cudnn = _kernel_hits(trace, CUDNN_KERNEL)
+    cudnn = kernels.hits(CUDNN_KERNEL)
     if cudnn:
         out.append(Component("cuDNN", False, f"{cudnn} cuDNN kernels"))
-    nccl = _kernel_hits(trace, NCCL_KERNEL) or _domain_ranges(trace, NCCL_DOMAINS)
+    nccl = kernels.hits(NCCL_KERNEL) or _domain_ranges(trace, NCCL_DOMAINS)
     if nccl:
         out.append(Component("NCCL", False, f"{nccl} NCCL kernels or ranges"))
     return out

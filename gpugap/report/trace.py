@@ -505,8 +505,9 @@ class OpIndex:
         # Kinds before the big one come first (compared with its place among the kinds
         # present, as ever: the same as its kind unless an earlier kind has no ops).
         before = small_source < big
-        at = np.where(before, np.searchsorted(b_start, small_start, side="left"),
-                      np.searchsorted(b_start, small_start, side="right"))
+        at = np.empty(small_start.size, dtype=np.intp)      # each op searched on its side
+        at[before] = np.searchsorted(b_start, small_start[before], side="left")
+        at[~before] = np.searchsorted(b_start, small_start[~before], side="right")
         return OpOrder(self.frames, b_source, b_index, b_row, b_start, b_end,
                        _small_ops(small_start, small_end, small_source, small_row,
                                   at + np.arange(at.size)))
@@ -561,15 +562,25 @@ class OpOrder:
         j0, j1 = np.searchsorted(sm.position, [o0, o1], side="left").tolist()
         b0, b1 = o0 - j0, o1 - j1
         start, end = self._big_start[b0:b1], self._big_end[b0:b1]
-        source = np.full(b1 - b0, self._big, dtype=np.int8)
+        source = np.full(o1 - o0, self._big, dtype=np.int8)
         row = (np.arange(b0, b1, dtype=self._big_index) if self._big_row is None
                else self._big_row[b0:b1])
         if j1 > j0:
-            at = sm.position[j0:j1] - o0 - np.arange(j1 - j0)   # places in the big part
-            start = np.insert(start, at, sm.start[j0:j1])
-            end = np.insert(end, at, sm.end[j0:j1])
-            source = np.insert(source, at, sm.source[j0:j1])
-            row = np.insert(row, at, sm.row[j0:j1].astype(row.dtype))
+            # Each column filled from its two parts at places found once (np.insert
+            # would find them anew for each column).
+            at = sm.position[j0:j1] - o0                     # places in the slice
+            big = np.ones(o1 - o0, dtype=bool)
+            big[at] = False
+
+            def merged(big_part: np.ndarray, small_part: np.ndarray) -> np.ndarray:
+                out = np.empty(o1 - o0, dtype=big_part.dtype)
+                out[big] = big_part
+                out[at] = small_part
+                return out
+
+            start, end = merged(start, sm.start[j0:j1]), merged(end, sm.end[j0:j1])
+            source[at] = sm.source[j0:j1]
+            row = merged(row, sm.row[j0:j1])
         return start, end, source, row
 
     def take(self, at: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

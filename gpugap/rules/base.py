@@ -115,9 +115,10 @@ class Context:
         """phases_of as int8 indices into FINDING_PHASES."""
         devices = np.asarray(devices)
         times = np.asarray(times, dtype=np.int64)
+        # One device (most reports): seen in one pass, without sorting the devices.
+        if devices.size and bool((devices == devices.flat[0]).all()):
+            return self.phase_code(int(devices.flat[0]), times)
         ids = np.unique(devices)
-        if ids.size == 1:
-            return self.phase_code(int(ids[0]), times)
         out = np.full(times.shape, _STEADY, dtype=np.int8)
         for d in ids.tolist():
             on = devices == d
@@ -253,8 +254,14 @@ class Rule:
         return self.detect(trace, config, context)
 
 
+# Values asdict_plain returns as they are, by exact type (most of what findings hold).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def asdict_plain(value: Any) -> Any:
     """dataclasses.asdict for the plain values findings hold (dicts, lists, numbers)."""
+    if type(value) in _PLAIN_TYPES:
+        return value
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):

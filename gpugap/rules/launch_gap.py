@@ -464,31 +464,37 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
         f.pending = None
         gaps, work = dev.gaps, dev.work
         examples, marks = [], []
-        for g, part, gtid in zip(worst.tolist(), cause_ns.tolist(), threads[f.id].tolist(),
-                                 strict=True):
+        # The ops that ended the gaps, read for all of them at once.
+        nxt_all = np.asarray(gaps.next_ops(worst), dtype=np.int64)
+        at = nxt_all[nxt_all >= 0]
+        launched, op = work.gather("api_start", at), work.take(at)
+        stream, corr, pid = (work.gather(c, at).tolist() for c in ("stream", "corr", "pid"))
+        names = work.names(trace, at)
+        kernels = trace.table("kernels")
+        j = 0                                           # the next op's place in *at*
+        for g, part, gtid, nxt in zip(worst.tolist(), cause_ns.tolist(),
+                                      threads[f.id].tolist(), nxt_all.tolist(), strict=True):
             known = gtid >= 0
             item = {"start_ns": int(gaps.starts(g)), "end_ns": int(gaps.ends(g)),
                     "gap_ns": int(gaps.ends(g) - gaps.starts(g)), "cause_ns": int(part),
                     "thread": trace.thread_name(gtid) if known else None,
                     "host_calls": next(calls) if known else []}
-            nxt = int(gaps.next_ops(g))
+            next_op = None
             if nxt >= 0:
-                launched = work.gather("api_start", [nxt])[0]
-                op = work.take([nxt])
-                source, row = int(op.source[0]), int(op.row[0])
-                stream, corr, pid = (int(work.gather(c, [nxt])[0])
-                                     for c in ("stream", "corr", "pid"))
-                kernels = trace.table("kernels")
-                item["next"] = {"name": work.names(trace, np.array([nxt]))[0],
+                source, row = int(op.source[j]), int(op.row[j])
+                item["next"] = {"name": names[j],
                                 "demangled": (demangled_name(kernels, row)
                                               if source == 0 else None),
                                 "kind": SOURCES[source],
-                                "stream": stream, "correlation_id": corr,
-                                "launched_ns": None if np.isnan(launched) else int(launched)}
+                                "stream": int(stream[j]), "correlation_id": int(corr[j]),
+                                "launched_ns": (None if np.isnan(launched[j])
+                                                else int(launched[j]))}
+                next_op = (int(pid[j]), int(op.start[j]))
+                j += 1
             if f.cause == "queued-wait" and known:
                 item["stream_dependencies"] = next(deps)
             examples.append(item)
-            marks += _marks(f, item, None if nxt < 0 else (pid, int(op.start[0])))
+            marks += _marks(f, item, next_op)
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
         f.marks = marks
         f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,

@@ -116,7 +116,8 @@ CAUSE_LIST = (
           title="Streams serialized for no visible reason"),
 )
 
-_WAIT = re.compile("StreamWaitEvent")
+# A host synchronisation, or a stream waiting on an event: what _Between counts.
+_SYNC_OR_WAIT = re.compile(f"{SYNC.pattern}|StreamWaitEvent")
 
 
 # Transition causes as small integer codes: -1 not serialized (the kernels overlapped),
@@ -210,8 +211,7 @@ class _Between:
     def __init__(self, trace: Trace) -> None:
         api = trace.table("api")
         # No calls, no syncs (and an empty column of names is no Labels).
-        sync_rows = (np.flatnonzero(api.labels("name").matching(SYNC)
-                                    | api.labels("name").matching(_WAIT))
+        sync_rows = (np.flatnonzero(api.labels("name").matching(_SYNC_OR_WAIT))
                      if len(api) else np.zeros(0, dtype=np.intp))
         self.syncs = _by_key(api["gtid"].astype(np.int64, copy=False)[sync_rows],
                              api["start"].astype(np.int64, copy=False)[sync_rows])
@@ -283,14 +283,15 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
         np.maximum.accumulate(arg, out=arg)
         reached, last = int(reach[-1]), int(arg[-1])
         a_all[lo_i:hi_i] = a = arg
-        b = np.arange(lo_i + 1, hi_i + 1)
-        tolerance = tolerance_share * np.minimum(end[a] - start[a], end[b] - start[b])
-        serial = start[b] >= reach - tolerance
+        later = slice(lo_i + 1, hi_i + 1)          # the kernels B: views, not gathers
+        tolerance = tolerance_share * np.minimum(end[a] - start[a],
+                                                 end[later] - start[later])
+        serial = start[later] >= reach - tolerance
         c = np.where(serial, np.int8(_SAME), np.int8(_NONE))
         # Only serialized pairs on two streams have a cause: the rest (most pairs, on
         # one stream or overlapping) need none of the lookups below.
-        pair = np.flatnonzero(serial & (stream[a] != stream[b]))
-        a, b = a[pair], b[pair]
+        pair = np.flatnonzero(serial & (stream[a] != stream[later]))
+        a, b = a[pair], pair + (lo_i + 1)
         late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])

@@ -219,6 +219,16 @@ def _distinct_ids(ids: np.ndarray) -> np.ndarray:
     return (np.flatnonzero(np.bincount(ids - low)) + low).astype(ids.dtype)
 
 
+def _key_codes(pids: np.ndarray, pid: np.ndarray, code: np.ndarray, width: int
+               ) -> np.ndarray:
+    """The key (int64) of each row of (process *pid*, name *code*): the place of its
+    process among *pids* (distinct, sorted; every pid is one of them) times *width*, plus
+    its code + 1. One process (most reports): every place is 0, not searched for."""
+    if pids.size == 1:
+        return code.astype(np.int64) + 1
+    return np.searchsorted(pids, pid).astype(np.int64) * width + code + 1
+
+
 def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     api = trace.table("api")
     if api.empty:
@@ -235,7 +245,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
     def calls(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
         rows = slice(i0, i1) if order is None else order[i0:i1]
         code = name_code[rows]
-        key = np.searchsorted(pids, pid[rows]).astype(np.int64) * width + code + 1
+        key = _key_codes(pids, pid[rows], code, width)
         return end[rows] - start[rows], np.where(skip[code], -1, key)
 
     items = []
@@ -273,9 +283,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
             rows = slice(i0, i1) if order is None else order[i0:i1]
             dur = (api_end[rows].astype(np.int64, copy=False)
                    - launch[rows].astype(np.int64, copy=False))
-            key = (np.searchsorted(pids, pid[rows]).astype(np.int64) * width
-                   + kernel_code[rows] + 1)
-            return dur, key
+            return dur, _key_codes(pids, pid[rows], kernel_code[rows], width)
 
         for i, typical, n in _first_vs_typical_stream(n_rows, launches, config,
                                                       len(pids) * width):
