@@ -54,7 +54,8 @@ def search_sorted_times(a: np.ndarray, v: np.ndarray,
     # a[j] lies before v[i] (side right: a[j] <= v[i]; left: a[j] < v[i]) exactly when
     # a[j] is searched to at most i among v from the other side.
     at = np.searchsorted(v, a, side="left" if side == "right" else "right")
-    return np.cumsum(np.bincount(at, minlength=v.size + 1)[:v.size])
+    counts = np.bincount(at, minlength=v.size + 1)[:v.size]
+    return np.cumsum(counts, out=counts)             # in place: one array per time
 
 
 def union(starts, ends) -> Intervals:
