@@ -189,8 +189,13 @@ def _add_per_segment(per_segment: np.ndarray, edges: np.ndarray, s: np.ndarray,
     # Edges before each edge: counted among the edges within the pieces' time only.
     a = int(np.searchsorted(edges, t[0], side="left"))
     z = int(np.searchsorted(edges, t[-1], side="right"))
-    at = a + tl.search_sorted_times(edges[a:z], t, side="left")
-    on_edge = edges[np.minimum(at, n)] == t
+    near = edges[a:z]
+    at = a + tl.search_sorted_times(near, t, side="left")
+    # The few edges that a piece starts at, found from the edges' side (pieces have
+    # length: each time of t is another).
+    on_edge = np.zeros(t.size, dtype=bool)
+    hit = np.minimum(np.searchsorted(t, near, side="left"), t.size - 1)
+    on_edge[hit[t[hit] == near]] = True
     first = (at + on_edge)[:-1] - 1                         # segment of the first ns
     last = at[1:] - 1                                       # segment of the last ns
     k0, k1 = max(int(first[0]), 0), min(int(last[-1]), n - 1) + 1   # segments touched
