@@ -332,7 +332,7 @@ def test_window_totals_equal_the_pieces_clipped_to_each_window(monkeypatch):
     from gpugap.accounting import attribution, partition
 
     monkeypatch.setattr(attribution, "CHUNK_GAPS", 500)
-    monkeypatch.setattr(partition, "TOTALS_PIECES", 700)   # block totals a few at a time
+    monkeypatch.setattr(partition, "TOTALS_PIECES", 700)   # codes present a few at a time
     dev = account(load(CAPTURES / "decode.sqlite")).devices[0]
     lo, hi = dev.window
     rng = np.random.default_rng(3)
@@ -389,3 +389,31 @@ def test_last_calls_are_each_thread_s_latest_end(name):
     assert threads.size > 1
     assert calls.last_calls(threads) == {int(g): int(calls.end[calls.gtid == g].max())
                                          for g in threads.tolist()}
+
+
+def test_idle_runs_are_the_runs_of_idle_buckets():
+    """partition.idle_runs tells idle from busy by code (the busy buckets come first in
+    buckets.IDS): each gap is a maximal run of pieces of idle buckets, at either end of
+    the pieces too; the codes present are those that occur."""
+    from gpugap.accounting import partition
+
+    assert [CODE[b] for b in BUSY_IDS] == list(range(partition.FIRST_IDLE))
+    assert len(IDS) < 32                      # _codes_present: a bit of an int32 each
+    rng = np.random.default_rng(5)
+    c = rng.integers(0, len(IDS), 2000).astype(np.int8)
+    c[rng.random(c.size) < 0.4] = CODE[BUSY_IDS[0]]
+    s = np.cumsum(rng.integers(1, 9, c.size))
+    e = s + 1
+    idle = [IDS[k] not in BUSY_IDS for k in c.tolist()]
+    for i0, i1 in ((0, c.size), (0, 0), (3, 4), (17, 950)):
+        want = []
+        for i in range(i0, i1):
+            if idle[i] and (i == i0 or not idle[i - 1]):
+                j = i
+                while j + 1 < i1 and idle[j + 1]:
+                    j += 1
+                want.append((int(s[i]), int(e[j])))
+        gs, ge = partition.idle_runs(s[i0:i1], e[i0:i1], c[i0:i1])
+        assert list(zip(gs.tolist(), ge.tolist(), strict=True)) == want
+    assert np.array_equal(partition._codes_present(c), np.unique(c))
+    assert partition._codes_present(c[:0]).size == 0

@@ -435,8 +435,8 @@ def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
 def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypatch):
     """Gaps are found walking the ops 5 at a time and, once the accounting is built, read
     back from its pieces (blocks of 7 gaps): the holes of the ops' union in the window,
-    the op after each, the main launching thread and gap_of as computed from the whole
-    arrays."""
+    the op after each (as the walk finds it too), the main launching thread and gap_of
+    as computed from the whole arrays."""
     from gpugap.accounting import account, attribution
     from gpugap.program import ops as work_module
 
@@ -450,6 +450,9 @@ def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypat
         assert np.array_equal(gaps.starts(), gs)
         assert np.array_equal(gaps.ends(), ge)
         assert np.array_equal(gaps.next_ops(), nxt)
+        scanned_starts, scanned_next, _, _ = attribution._scan(work, dev.window)
+        assert np.array_equal(scanned_starts, gs)
+        assert np.array_equal(scanned_next, nxt)
         assert np.array_equal(gaps.ends(np.arange(3, len(gaps), 5)), ge[3::5])
         threads = pd.Series(work.gtid[work.gtid >= 0]).value_counts()
         assert gaps.main_gtid == int(threads.index[0])

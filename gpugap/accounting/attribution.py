@@ -6,8 +6,7 @@ the operation that ended the gap (gpugap.accounting.policy: its steps 1 to 5). T
 runs the walk and keeps what it gives:
 
 1. ``_scan``: one walk over the device's ops finds the gaps of their union in the window,
-   the main launching thread and the host-to-device copies; ``_with_next_ops``: the op
-   that ended each gap.
+   the op that ended each, the main launching thread and the host-to-device copies.
 2. The work goes in time slices of ``CHUNK_GAPS`` gaps, cut at gap starts (no GPU
    operation spans one), each with the CUDA calls of its own time: memory stays bounded
    however long the report. In each slice, busy pieces by host.exclusive over the
@@ -210,11 +209,9 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     iterations_from = (int(it.cpu_start[0]) if it is not None and len(it)
                        else phases.spans["steady"][0])
     # 1. The gaps, the main launching thread, the batch uploads.
-    gap_start, gap_end, main_gtid, h2d = _scan(work, window)
+    gap_start, gap_next, main_gtid, h2d = _scan(work, window)
     uploads = policy.batch_uploads(work, h2d, settings.input_min_bytes)
     del h2d
-    gap_next = _with_next_ops(work, gap_end)
-    del gap_end
     long_gap_ns = policy.host_work_gap_ns(work, main_gtid, settings, interpreted)
     if compiling[0].size:
         driving = driver() if driver is not None else -1
@@ -292,15 +289,16 @@ def _gap_facts(trace: Trace, work: DeviceWork, near: tuple[Ops, int], gs: np.nda
 def _scan(work: DeviceWork, window: tuple[int, int]
           ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """One walk over the device's ops, slice by slice: the gaps of their union inside
-    the window (starts, ends: as intervals.gaps(intervals.union(...), *window) gives
-    them), the main launching thread (the one that launched most ops; ties: the first
-    seen) and the positions of the host-to-device copies."""
+    the window (starts: as intervals.gaps(intervals.union(...), *window) gives them), the
+    op that ended each (gaps.next_ops of its end: int32, int64 for 2**31 ops or more;
+    -1: none), the main launching thread (the one that launched most ops; ties: the
+    first seen) and the positions of the host-to-device copies."""
     lo, hi = window
     reach = lo                   # the latest end so far (the window's start before any)
     # The gaps written in place, never joined from parts: at most one ends at each op,
     # and the trailing one (room left unwritten is never resident).
     starts = np.empty(len(work) + 1, dtype=np.int64)
-    ends = np.empty(len(work) + 1, dtype=np.int64)
+    nexts = np.empty(len(work) + 1, dtype=np.int32 if len(work) < 2**31 - 1 else np.int64)
     n_gaps = 0
     h2d = []
     threads: dict[int, int] = {}
@@ -314,20 +312,27 @@ def _scan(work: DeviceWork, window: tuple[int, int]
         h2d.append(o0 + np.flatnonzero(np.isin(ops.bucket, policy.H2D)))
         lasting = ops.end > ops.start               # ops of no length leave no mark
         s, e = ops.start[lasting], ops.end[lasting]
-        del ops, lasting
         if not s.size:
             continue
         after = np.maximum.accumulate(e)           # the reach after each op
         np.maximum(after, reach, out=after)
         before = np.r_[reach, after[:-1]]
         new = s > before                           # a gap ends at this op's start
-        n_gaps = _add_gaps(starts, ends, n_gaps, before[new], s[new], hi)
+        # The first op to start at a gap's end is the op itself, unless ops of no length
+        # start with it (an op that lasts would have covered the time): those few (and
+        # a slice's first op, whose tie may lie in the slice before) are searched for.
+        at = np.flatnonzero(lasting)[new]
+        ended_by = o0 + at
+        tied = np.flatnonzero((at == 0) | (ops.start[at - 1] == ops.start[at]))
+        ended_by[tied] = work.searchsorted(ops.start[at[tied]], side="left")
+        del ops, lasting
+        n_gaps = _add_gaps(work, starts, nexts, n_gaps, before[new], s[new], ended_by, hi)
         reach = int(after[-1])
     if hi > reach:                                 # the trailing gap
-        n_gaps = _add_gaps(starts, ends, n_gaps, np.array([reach]), np.array([hi]),
-                           hi)
+        n_gaps = _add_gaps(work, starts, nexts, n_gaps, np.array([reach]), np.array([hi]),
+                           next_ops(work, [hi]), hi)
     main = max(threads, key=lambda g: threads[g]) if threads else -1   # first of the most
-    return (starts[:n_gaps], ends[:n_gaps], main,
+    return (starts[:n_gaps], nexts[:n_gaps], main,
             np.concatenate(h2d) if h2d else np.zeros(0, dtype=np.int64))
 
 
@@ -351,25 +356,20 @@ def _bucket_frame(sums: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(sums, columns=list(IDS))
 
 
-def _add_gaps(starts: np.ndarray, ends: np.ndarray, count: int, s: np.ndarray,
-              e: np.ndarray, hi: int) -> int:
-    """Gaps (in time order, each ending after it starts, none before the window) clipped
-    to the window's end *hi* (those left with no length dropped), written after the
-    *count* gaps in *starts*, *ends*; returns the count then."""
+def _add_gaps(work: DeviceWork, starts: np.ndarray, nexts: np.ndarray, count: int,
+              s: np.ndarray, e: np.ndarray, ended_by: np.ndarray, hi: int) -> int:
+    """Gaps [s, e) (in time order, each ending after it starts, none before the window),
+    ended by the ops *ended_by*, clipped to the window's end *hi* (those left with no
+    length dropped; one cut short is ended by the first op at or after *hi*), written
+    after the *count* gaps in *starts*, *nexts*; returns the count then."""
     if s.size and int(e[-1]) > hi:             # ops beyond the window
-        s, e = tl.clip((s, e), int(s[0]), hi)
+        keep = s < hi
+        s, ended_by = s[keep], ended_by[keep]
+        if s.size and int(e[keep][-1]) > hi:
+            ended_by[-1] = next_ops(work, [hi])[0]
     starts[count:count + s.size] = s
-    ends[count:count + e.size] = e
+    nexts[count:count + s.size] = ended_by
     return count + s.size
-
-
-def _with_next_ops(work: DeviceWork, ge: np.ndarray) -> np.ndarray:
-    """The op that ended each gap (ending at *ge*): the first to start at or after its
-    end (gaps.next_ops), found a slice of gaps at a time."""
-    nxt = np.empty(ge.size, dtype=np.int32 if len(work) < 2**31 - 1 else np.int64)
-    for g0 in range(0, ge.size, CHUNK_GAPS):
-        nxt[g0:g0 + CHUNK_GAPS] = next_ops(work, ge[g0:g0 + CHUNK_GAPS])
-    return nxt
 
 
 class _ThreadTime:

@@ -68,8 +68,8 @@ class GapIndex:
     def thread(self, g) -> np.ndarray:
         """The thread held responsible for gaps *g* (-1: unknown)."""
         nxt = self.next_ops(np.asarray(g))
-        found = self.work.gather("gtid", np.maximum(nxt, 0))
-        found = np.where(np.isnan(found), -1, np.nan_to_num(found)).astype(np.int64)
+        ops = self.work.order.take(np.maximum(nxt, 0))
+        found = self.work.threads_of(ops[2], ops[3])
         return np.where(nxt >= 0, found, self.main_gtid)
 
     def containing(self, t) -> np.ndarray:

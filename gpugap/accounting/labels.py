@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpugap import intervals as tl
 from gpugap.program.nvtx import base_name, program_ranges, shown_name
 from gpugap.report.table import Labels, factorize, unique_in_order
 from gpugap.report.trace import Derived, Trace
@@ -122,7 +123,7 @@ def _range_label_codes(trace: Trace, times: np.ndarray, max_depth: int
     parts = []
     attached = np.ones(times.shape, dtype=bool)   # a child only under a named parent
     for depth, (s, e, c) in enumerate(levels):
-        k = np.searchsorted(s, times, side="right") - 1
+        k = tl.search_sorted_times(s, times, side="right") - 1
         kk = np.maximum(k, 0)
         ok = attached & (k >= 0) & (times < e[kk])
         part = np.where(ok, c[kk] + 1, 0)

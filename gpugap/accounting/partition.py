@@ -25,8 +25,10 @@ from gpugap.memory import joined
 Pieces = tuple[np.ndarray, np.ndarray, np.ndarray]      # (starts, ends, bucket codes)
 
 _LONGEST = np.iinfo(np.uint32).max
-TOTALS_PIECES = 1 << 20       # pieces summed at a time into per-block totals
-IDLE = np.array([b not in BUSY_IDS for b in IDS])      # per bucket code: an idle bucket?
+TOTALS_PIECES = 1 << 20       # pieces whose codes are read at a time (_codes_present)
+# The busy buckets come first (buckets.BUCKETS): a code is idle from this one on (a
+# comparison per piece, not a look-up).
+FIRST_IDLE = len(BUSY_IDS)
 
 
 @dataclass
@@ -132,19 +134,12 @@ class Partition:
         if self._block_totals is None:
             width = len(IDS)
             totals = np.zeros((self.block_count, width), dtype=np.float64)
-            first = self.block_first
-            b0 = 0
-            while b0 < self.block_count:
-                # Blocks of about TOTALS_PIECES pieces at a time: no array of a block
-                # number per piece of the whole device (tens of millions at 10M kernels).
-                b1 = int(np.searchsorted(first, first[b0] + TOTALS_PIECES, side="right")) - 1
-                b1 = min(max(b1, b0 + 1), self.block_count)
-                i0, i1 = int(first[b0]), int(first[b1])
-                block = np.repeat(np.arange(b1 - b0), np.diff(first[b0:b1 + 1]))
-                totals[b0:b1] = np.bincount(
-                    block * width + self.code[i0:i1], weights=self.length[i0:i1],
-                    minlength=(b1 - b0) * width).reshape(-1, width)
-                b0 = b1
+            first = self.block_first.tolist()
+            # A block at a time: no array of a block number per piece (tens of millions
+            # at 10M kernels), and its codes counted as they are.
+            for k, (i0, i1) in enumerate(zip(first[:-1], first[1:], strict=True)):
+                totals[k] = np.bincount(self.code[i0:i1], weights=self.length[i0:i1],
+                                        minlength=width)
             self._block_totals = totals
         return self._block_totals
 
@@ -170,12 +165,14 @@ class Partition:
 
 
 def _codes_present(code: np.ndarray) -> np.ndarray:
-    """The bucket codes that occur in *code*, in order: counted TOTALS_PIECES at a time
-    (bincount widens each int8 code to 8 bytes: 160 MB for a 10M-kernel device)."""
-    seen = np.zeros(len(IDS), dtype=bool)
+    """The bucket codes that occur in *code*, in order: a bit per code (fewer than 32),
+    or-ed over TOTALS_PIECES at a time (no array of every piece's code widened: 160 MB
+    of int64 for a 10M-kernel device; a bincount's is 4x slower)."""
+    bits = 0
     for i in range(0, code.size, TOTALS_PIECES):
-        seen |= np.bincount(code[i:i + TOTALS_PIECES], minlength=len(IDS)) > 0
-    return np.flatnonzero(seen)
+        bits |= int(np.bitwise_or.reduce(np.left_shift(np.int32(1), code[i:i + TOTALS_PIECES]),
+                                         initial=0))
+    return np.flatnonzero((bits >> np.arange(len(IDS))) & 1)
 
 
 def _add_per_segment(per_segment: np.ndarray, edges: np.ndarray, s: np.ndarray,
@@ -189,8 +186,16 @@ def _add_per_segment(per_segment: np.ndarray, edges: np.ndarray, s: np.ndarray,
     # The pieces tile their block (each ends where the next starts): one search of
     # their edges gives both the segment of each piece's first ns and of its last.
     t = np.r_[s, e[-1:]]
-    at = np.searchsorted(edges, t, side="left")             # edges before each edge
-    on_edge = edges[np.minimum(at, n)] == t
+    # Edges before each edge: counted among the edges within the pieces' time only.
+    a = int(np.searchsorted(edges, t[0], side="left"))
+    z = int(np.searchsorted(edges, t[-1], side="right"))
+    near = edges[a:z]
+    at = a + tl.search_sorted_times(near, t, side="left")
+    # The few edges that a piece starts at, found from the edges' side (pieces have
+    # length: each time of t is another).
+    on_edge = np.zeros(t.size, dtype=bool)
+    hit = np.minimum(np.searchsorted(t, near, side="left"), t.size - 1)
+    on_edge[hit[t[hit] == near]] = True
     first = (at + on_edge)[:-1] - 1                         # segment of the first ns
     last = at[1:] - 1                                       # segment of the last ns
     k0, k1 = max(int(first[0]), 0), min(int(last[-1]), n - 1) + 1   # segments touched
@@ -211,10 +216,12 @@ def _add_per_segment(per_segment: np.ndarray, edges: np.ndarray, s: np.ndarray,
 def idle_runs(s: np.ndarray, e: np.ndarray, c: np.ndarray) -> tl.Intervals:
     """The gaps among pieces (in time order, one after another): runs of idle pieces
     (busy time always lies between two gaps)."""
-    idle = IDLE[c]
-    before = np.r_[False, idle[:-1]]
-    after = np.r_[idle[1:], False]
-    return s[idle & ~before], e[idle & ~after]
+    # Padded with busy at both ends: the changes alternate, a run's first piece then
+    # the piece after its last.
+    idle = np.zeros(c.size + 2, dtype=bool)
+    np.greater_equal(c, FIRST_IDLE, out=idle[1:-1])
+    change = np.flatnonzero(idle[1:] != idle[:-1])
+    return s[change[0::2]], e[change[1::2] - 1]
 
 
 class PartitionWriter:

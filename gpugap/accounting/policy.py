@@ -341,7 +341,7 @@ def thread_launches(work: DeviceWork, gtid: int,
     for o0, o1 in ([between] if between is not None else work.slices()):
         ops = work.order.slice(o0, o1)
         t = work.gather_rows("api_start", ops[2], ops[3])
-        g = work.gather_rows("gtid", ops[2], ops[3])
+        g = work.threads_of(ops[2], ops[3])
         parts.append(t[(g == gtid) & ~np.isnan(t)])
     return np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
 

@@ -74,12 +74,27 @@ class DeviceOps:
         lacks it, when the column is float anywhere. A launch column (api_start, api_end,
         gtid: -1 in the frames where no call matched) comes as float64 with NaN there,
         so that the arithmetic on launches carries the unknown along."""
-        parts = [t[name] if name in t else None for t in self.tables]
-        dtype = np.result_type(*[p for p in parts if p is not None])
         launch = name in LAUNCH_COLUMNS
-        out = np.zeros(source.size, dtype=np.float64 if dtype.kind == "f" or launch
-                       else dtype)
-        if dtype.kind == "f":
+        out = self._column_rows(name, source, row, np.float64 if launch else None)
+        if launch:
+            out[out == NO_CALL] = np.nan
+        return out
+
+    def threads_of(self, source: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """The launching thread (int64) of the ops given by (source, row), -1 when
+        unknown (NO_CALL is -1: the column as it is, no float round trip)."""
+        return self._column_rows("gtid", source, row, np.int64)
+
+    def _column_rows(self, name: str, source: np.ndarray, row: np.ndarray,
+                     dtype: type | None) -> np.ndarray:
+        """Column *name* of the ops given by (source, row), as *dtype* (None: the
+        columns' common type); float64 with NaN where a kind lacks a float column, 0
+        where it lacks another."""
+        parts = [t[name] if name in t else None for t in self.tables]
+        common = np.result_type(*[p for p in parts if p is not None])
+        out = np.zeros(source.size, dtype=np.float64 if common.kind == "f"
+                       else dtype or common)
+        if common.kind == "f":
             out[:] = np.nan
         only = int(source[0]) if source.size else -1
         if source.size and parts[only] is not None and not (source != only).any():
@@ -89,15 +104,7 @@ class DeviceOps:
                 sel = source == k
                 if part is not None and sel.any():
                     out[sel] = part[row[sel]]
-        if launch:
-            out[out == NO_CALL] = np.nan
         return out
-
-    def threads_of(self, source: np.ndarray, row: np.ndarray) -> np.ndarray:
-        """The launching thread (int64) of the ops given by (source, row), -1 when
-        unknown."""
-        g = self.gather_rows("gtid", source, row)
-        return np.where(np.isnan(g), -1, np.nan_to_num(g)).astype(np.int64)
 
     # Every op at once: for small reports and tests.
     @property
