@@ -170,8 +170,9 @@ def _codes_present(code: np.ndarray) -> np.ndarray:
     of int64 for a 10M-kernel device; a bincount's is 4x slower)."""
     bits = 0
     for i in range(0, code.size, TOTALS_PIECES):
-        bits |= int(np.bitwise_or.reduce(np.left_shift(np.int32(1), code[i:i + TOTALS_PIECES]),
-                                         initial=0))
+        # The shifts in int32 whatever the numpy: 1.x would shift in int8, the codes' type.
+        shifts = code[i:i + TOTALS_PIECES].astype(np.int32)
+        bits |= int(np.bitwise_or.reduce(np.left_shift(1, shifts, dtype=np.int32), initial=0))
     return np.flatnonzero((bits >> np.arange(len(IDS))) & 1)
 
 
