@@ -95,12 +95,16 @@ def _read_ahead(args: list[str]) -> None:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         from gpugap.report.prefetch import start
+
+        start(exports[0])
+        # Imported once the reads have started (gpugap.lazy): their threads step through
+        # the first rows meanwhile.
+        import numpy  # noqa: F401
     finally:
         if given is None:
             del os.environ["OPENBLAS_NUM_THREADS"]
         else:
             os.environ["OPENBLAS_NUM_THREADS"] = given
-    start(exports[0])
 
 
 def __getattr__(name: str) -> Any:

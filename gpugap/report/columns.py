@@ -230,5 +230,7 @@ def enum_id(db: Database, table: str, name: str) -> int:
 
 
 def big_reads(db: Database) -> list[Read]:
-    """The reads worth starting early: the tables with one row per kernel or API call."""
-    return [r for r in [kernel_read(db), *api_reads(db)] if r is not None]
+    """The reads worth starting early: the tables with one row per GPU operation or API
+    call (the read-ahead starts those holding enough rows)."""
+    return [r for r in [kernel_read(db), *api_reads(db), memcpy_read(db), memset_read(db),
+                        graph_read(db), sync_read(db)] if r is not None]

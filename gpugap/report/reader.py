@@ -29,9 +29,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+from gpugap.lazy import LazyNumpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyNumpy(globals())
 
 
 class Source(Protocol):
@@ -51,7 +56,7 @@ class Source(Protocol):
 FAST_MIN_ROWS = 50_000
 BATCH_ROWS = 65_536
 
-_WIDER = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.int64))
+_WIDER = ("int8", "int16", "int32", "int64")
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,8 @@ def _typed(values: tuple) -> np.ndarray:
 
 
 def read_columns(db: Source, table: str, columns: list[Col], where: str = "",
-                 capacity: int | None = None) -> dict[str, np.ndarray]:
+                 capacity: int | None = None, fast_from: int | None = None
+                 ) -> dict[str, np.ndarray]:
     """``SELECT <columns> FROM table <where>`` as numpy arrays, one per column.
 
     Every value comes out as its column says, whatever the file holds: an integer
@@ -106,11 +112,13 @@ def read_columns(db: Source, table: str, columns: list[Col], where: str = "",
     become ``Col.fill``, a float column's become NaN. The fast path sees only integer
     and NULL batches (anything else makes it give up); the fallback asks SQLite to type
     each value (``typed_sql``). *capacity*: at most this many rows match *where* (a
-    rowid range says so), else the table's row bound."""
+    rowid range says so), else the table's row bound. *fast_from*: the fewest rows read
+    by the fast path (default FAST_MIN_ROWS; lower where its driver is imported
+    anyway: gpugap.report.prefetch)."""
     source = f"FROM {_quote(table)}" + (f" WHERE {where}" if where else "")
     if capacity is None:
         capacity = row_bound(db, table)
-    if capacity >= FAST_MIN_ROWS:
+    if capacity >= (FAST_MIN_ROWS if fast_from is None else fast_from):
         sql = f"SELECT {', '.join(c.sql for c in columns)} {source}"
         fast = _read_adbc(db, sql, columns, capacity)
         if fast is not None:
@@ -186,7 +194,8 @@ def narrow(values: np.ndarray, floor: np.dtype) -> np.ndarray:
 
 
 def _fitting(lo: int, hi: int, floor: np.dtype) -> np.dtype:
-    for dt in _WIDER:
+    for name in _WIDER:
+        dt = np.dtype(name)
         if dt.itemsize < floor.itemsize:
             continue
         info = np.iinfo(dt)
@@ -327,8 +336,7 @@ def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
         formats = [schema.children[i].contents.format.decode() for i in range(len(columns))]
     finally:
         schema.release(ctypes.byref(schema))
-    out = [np.empty(capacity, dtype=np.float64 if c.kind == "float" else np.dtype(c.dtype))
-           for c in columns]
+    out: list[np.ndarray] = []
     n = 0
     batch = _ArrowArray()
     while True:
@@ -337,6 +345,10 @@ def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
         if not batch.release:                                    # end of stream
             break
         try:
+            if not out:
+                # numpy's first use here: the read-ahead gets its first rows while the
+                # main thread imports numpy (gpugap.lazy).
+                out = _allocate(columns, capacity)
             length = batch.length
             if n + length > capacity:          # rows appeared since count(*): never for a file
                 raise _Unsupported("more rows than counted")
@@ -356,6 +368,8 @@ def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
             n += length
         finally:
             batch.release(ctypes.byref(batch))
+    if not out:
+        out = _allocate(columns, 0)
     result = {}
     for col, arr in zip(columns, out, strict=True):
         arr = arr[:n]
@@ -363,6 +377,11 @@ def _fill(stream: _ArrowArrayStream, columns: list[Col], capacity: int
             arr = arr.copy()
         result[col.name] = arr
     return result
+
+
+def _allocate(columns: list[Col], capacity: int) -> list[np.ndarray]:
+    return [np.empty(capacity, dtype=np.float64 if c.kind == "float" else np.dtype(c.dtype))
+            for c in columns]
 
 
 def _last_error(stream: _ArrowArrayStream) -> str:

@@ -39,7 +39,14 @@ and lost all of them).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+from gpugap.lazy import LazyNumpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyNumpy(globals())
 
 MAX_TIME_NS = 2**62         # no valid time reaches this
 UNTRUSTED_SPAN_NS = 2**50   # without a capture window: events within ~13 days of most
