@@ -229,6 +229,25 @@ def enum_id(db: Database, table: str, name: str) -> int:
     return S.enum_fallback(table, name) if found is None else found
 
 
+def nvtx_kinds(db: Database) -> tuple[dict[int, str], int]:
+    """The NVTX event types read, by id in this report: the ranges and marks (id ->
+    kind label) and the row that names a domain."""
+    ev = "ENUM_NSYS_EVENT_TYPE"
+    kinds = {enum_id(db, ev, name): label for name, label in S.NVTX_KINDS.items()}
+    return kinds, enum_id(db, ev, S.NVTX_DOMAIN_CREATE)
+
+
+def nvtx_select(db: Database) -> tuple[str, list[str]] | None:
+    """The SELECT of the NVTX ranges, marks and domain names (sqlite3: they carry text)
+    and its result columns; None without a usable NVTX table."""
+    if not usable(db, S.NVTX.name):
+        return None
+    kinds, domain_create = nvtx_kinds(db)
+    event_type = quote_id(S.NVTX.column("type").nsys)
+    return select_sql(db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
+                                        f"{domain_create})")
+
+
 def big_reads(db: Database) -> list[Read]:
     """The reads worth starting early: the tables with one row per GPU operation or API
     call (the read-ahead starts those holding enough rows)."""

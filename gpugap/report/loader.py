@@ -445,17 +445,13 @@ class Loader:
 
     def nvtx(self, end_of_time: int) -> Table:
         t = S.NVTX.name
-        if not reads.usable(self.db, t):
+        select = reads.nvtx_select(self.db)
+        if select is None:
             return Table.empty_of(NVTX_COLUMNS)
-        ev = "ENUM_NSYS_EVENT_TYPE"
-        kinds = {reads.enum_id(self.db, ev, name): label
-                 for name, label in S.NVTX_KINDS.items()}
-        domain_create = reads.enum_id(self.db, ev, S.NVTX_DOMAIN_CREATE)
-        event_type = quote_id(S.NVTX.column("type").nsys)
-        sql, names = reads.select_sql(
-            self.db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
-                                   f"{domain_create})")
-        raw = self.db.frame(sql, names)
+        kinds, domain_create = reads.nvtx_kinds(self.db)
+        raw = prefetch.take_rows(self.db.path, select[0])
+        if raw is None:
+            raw = self.db.frame(*select)
         if not raw["start"].size:
             return Table.empty_of(NVTX_COLUMNS)
         what = S.NVTX.what

@@ -3,9 +3,10 @@ before loading it.
 
 A command like ``gpugap analyze`` spends its first few hundred milliseconds importing
 pandas, the rules and the renderers. SQLite and the fast reader (gpugap.report.reader)
-release the GIL while they work, so on a machine with two or more cores the kernels and
-the API calls can be read meanwhile, each table in its own thread; the loader then takes
-the arrays instead of reading them again (``take``). Only .sqlite exports are prefetched,
+release the GIL while they work, so on a machine with two or more cores the GPU activity,
+the API calls and the NVTX ranges can be read meanwhile, each table in its own threads;
+the loader then takes the arrays instead of reading them again (``take``,
+``take_rows``). Only .sqlite exports are prefetched,
 and any problem is left for the loader to find and report: prefetching never changes
 what a command does, only when the reading happens.
 """
@@ -15,10 +16,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from gpugap.report import reader
-from gpugap.report.columns import Read, big_reads
+from gpugap.report import schema as S
+from gpugap.report.columns import Read, big_reads, nvtx_select
 from gpugap.report.database import Database, read_parts, row_parts, sniff
 
 _lock = threading.Lock()
@@ -62,27 +66,35 @@ def _start(path: Path) -> None:
         if (not any(rows >= reader.FAST_MIN_ROWS for _, rows in big)
                 or not reader.adbc_available()):
             return
-        jobs = []
-        for read, rows in big:
-            key = _key(path, _sql(read))
-            job = _Job()
-            with _lock:
-                if key in _pending:
-                    continue
-                _pending[key] = job
-            jobs.append((read, job, row_parts(db, read.table, rows)))
+        work = [(_sql(read), partial(read_parts, path, read.table, list(read.cols),
+                                     read.where, row_parts(db, read.table, rows),
+                                     fast_from=min_rows()))
+                for read, rows in big]
+        # The NVTX ranges carry text, read through sqlite3 (whose steps let the other
+        # threads run): a range per iteration or per kernel is tens of thousands.
+        nvtx = nvtx_select(db)
+        if nvtx is not None and reader.row_bound(db, S.NVTX.name) >= min_rows():
+            work.append((nvtx[0], partial(_read_rows, path, *nvtx)))
     finally:
         db.close()
+    jobs = []
+    for sql, read in work:
+        key = _key(path, sql)
+        job = _Job()
+        with _lock:
+            if key in _pending:
+                continue
+            _pending[key] = job
+        jobs.append((job, read))
     if not jobs:
         return
     previous = sys.getswitchinterval()
     sys.setswitchinterval(min(previous, _SWITCH_INTERVAL))
     remaining = [len(jobs)]
 
-    def work(read, job: _Job, parts: list[tuple[str, int | None]]) -> None:
+    def run(job: _Job, read: Callable[[], dict]) -> None:
         try:
-            job.result = read_parts(path, read.table, list(read.cols), read.where, parts,
-                                    fast_from=min_rows())
+            job.result = read()
         except Exception:   # noqa: BLE001 - the loader reads again and reports
             job.result = None
         finally:
@@ -92,9 +104,17 @@ def _start(path: Path) -> None:
                 if remaining[0] == 0:
                     sys.setswitchinterval(previous)
 
-    for read, job, parts in jobs:
-        threading.Thread(target=work, args=(read, job, parts), daemon=True,
-                         name=f"gpugap-prefetch-{read.table}").start()
+    for i, (job, read) in enumerate(jobs):
+        threading.Thread(target=run, args=(job, read), daemon=True,
+                         name=f"gpugap-prefetch-{i}").start()
+
+
+def _read_rows(path: Path, sql: str, names: list[str]) -> dict:
+    own = Database(path)                      # one connection per thread
+    try:
+        return reader.read_rows(own, sql, names)
+    finally:
+        own.close()
 
 
 def min_rows() -> int:
@@ -108,10 +128,20 @@ def _sql(read) -> str:
 
 def take(path: Path, read: Read) -> dict | None:
     """The prefetched result of this exact read of this file, or None."""
+    return _take(path, _sql(read))
+
+
+def take_rows(path: Path, sql: str) -> dict | None:
+    """The prefetched result of ``read_rows`` of this exact query of this file, or
+    None."""
+    return _take(path, sql)
+
+
+def _take(path: Path, sql: str) -> dict | None:
     if not _pending:
         return None
     try:
-        key = _key(path, _sql(read))
+        key = _key(path, sql)
     except OSError:
         return None
     with _lock:
