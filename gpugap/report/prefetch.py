@@ -27,6 +27,7 @@ from gpugap.report.database import Database, read_parts, row_parts, sniff
 
 _lock = threading.Lock()
 _pending: dict[tuple, _Job] = {}
+_started: set[tuple] = set()        # the files whose reads began (_file_key)
 # While readers run beside a thread that holds the GIL (imports), a short switch interval
 # lets them take their batches promptly.
 _SWITCH_INTERVAL = 0.0005
@@ -42,9 +43,13 @@ class _Job:
         self.result: dict | None = None
 
 
-def _key(path: Path, sql: str) -> tuple:
+def _file_key(path: Path) -> tuple:
     st = path.stat()
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns, sql)
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _key(path: Path, sql: str) -> tuple:
+    return (*_file_key(path), sql)
 
 
 def start(path: str | os.PathLike[str]) -> None:
@@ -56,7 +61,15 @@ def start(path: str | os.PathLike[str]) -> None:
 
 
 def _start(path: Path) -> None:
-    if not path.is_file() or sniff(path) != "sqlite":
+    if not path.is_file():
+        return
+    # Once per file: the command line starts it before its imports and again where it
+    # knows the report (the same file: nothing to plan again).
+    with _lock:
+        if _file_key(path) in _started:
+            return
+        _started.add(_file_key(path))
+    if sniff(path) != "sqlite":
         return
     db = Database(path)
     try:
