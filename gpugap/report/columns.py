@@ -237,15 +237,26 @@ def nvtx_kinds(db: Database) -> tuple[dict[int, str], int]:
     return kinds, enum_id(db, ev, S.NVTX_DOMAIN_CREATE)
 
 
-def nvtx_select(db: Database) -> tuple[str, list[str]] | None:
-    """The SELECT of the NVTX ranges, marks and domain names (sqlite3: they carry text)
-    and its result columns; None without a usable NVTX table."""
+NVTX_INTS = ("start", "end", "type", "text_id", "domain_id", "gtid")
+
+
+def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None:
+    """The NVTX ranges, marks and domain names, in two reads of the same rows: their
+    integer columns and rowid (a Read: the fast reader's, for many), and their text with
+    its flags and rowid (a SELECT for sqlite3, which reads text, and its result columns),
+    in rowid order. A table without rowids (WITHOUT ROWID) is read in one SELECT of
+    every column (the Read: None). None without a usable NVTX table."""
     if not usable(db, S.NVTX.name):
         return None
     kinds, domain_create = nvtx_kinds(db)
     event_type = quote_id(S.NVTX.column("type").nsys)
-    return select_sql(db, S.NVTX, where=f'{event_type} IN ({", ".join(str(k) for k in kinds)}, '
-                                        f"{domain_create})")
+    where = f'{event_type} IN ({", ".join(str(k) for k in kinds)}, {domain_create})'
+    if not db.has_rowid(S.NVTX.name):
+        return None, select_sql(db, S.NVTX, where=where)
+    ints = table_read(db, S.NVTX, NVTX_INTS, where)
+    sql, names = select_sql(db, S.NVTX, ("text",), where=where)
+    return (Read(ints.table, (*ints.cols, Col("rowid", "rowid")), where),
+            (sql.replace("SELECT ", "SELECT rowid, ", 1) + " ORDER BY rowid", ["rowid", *names]))
 
 
 def big_reads(db: Database) -> list[Read]:

@@ -251,6 +251,14 @@ class Database:
         have = self.columns(table)
         return all(c in have for c in columns)
 
+    def has_rowid(self, table: str) -> bool:
+        """Whether *table* has rowids (not a WITHOUT ROWID table, nor a view)."""
+        try:
+            self.conn.execute(f"SELECT rowid FROM {quote_id(table)} LIMIT 0")
+        except sqlite3.Error:
+            return False
+        return True
+
     def columns(self, table: str) -> tuple[str, ...]:
         if table not in self._columns:
             if table not in self.tables:

@@ -443,15 +443,29 @@ class Loader:
             frame = frame.with_columns(event=np.where(event == _NO_EVENT, -1, event))
         return frame
 
+    def _nvtx_rows(self, ints: reads.Read | None, text: tuple[str, list[str]]
+                   ) -> dict[str, np.ndarray]:
+        """The NVTX rows' integer columns and their text, row for row (both by rowid;
+        columns.nvtx_reads)."""
+        texts = prefetch.take_rows(self.db.path, text[0])
+        if texts is None:
+            texts = self.db.frame(*text)
+        if ints is None:
+            return texts
+        data = self.run(ints)
+        rowid = data.pop("rowid")
+        if rowid.size > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
+            order = np.argsort(rowid, kind="stable")
+            data = {name: values[order] for name, values in data.items()}
+        return data | {name: texts[name] for name in text[1] if name != "rowid"}
+
     def nvtx(self, end_of_time: int) -> Table:
         t = S.NVTX.name
-        select = reads.nvtx_select(self.db)
-        if select is None:
+        found = reads.nvtx_reads(self.db)
+        if found is None:
             return Table.empty_of(NVTX_COLUMNS)
         kinds, domain_create = reads.nvtx_kinds(self.db)
-        raw = prefetch.take_rows(self.db.path, select[0])
-        if raw is None:
-            raw = self.db.frame(*select)
+        raw = self._nvtx_rows(*found)
         if not raw["start"].size:
             return Table.empty_of(NVTX_COLUMNS)
         what = S.NVTX.what

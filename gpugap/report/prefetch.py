@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpugap.report import reader
 from gpugap.report import schema as S
-from gpugap.report.columns import Read, big_reads, nvtx_select
+from gpugap.report.columns import Read, big_reads, nvtx_reads
 from gpugap.report.database import Database, read_parts, row_parts, sniff
 
 _lock = threading.Lock()
@@ -83,11 +83,17 @@ def _start(path: Path) -> None:
                                      read.where, row_parts(db, read.table, rows),
                                      fast_from=min_rows()))
                 for read, rows in big]
-        # The NVTX ranges carry text, read through sqlite3 (whose steps let the other
-        # threads run): a range per iteration or per kernel is tens of thousands.
-        nvtx = nvtx_select(db)
+        # The NVTX ranges (a range per iteration or per kernel: tens of thousands): their
+        # integers by the fast reader, their text through sqlite3 (whose steps let the
+        # other threads run).
+        nvtx = nvtx_reads(db)
         if nvtx is not None and reader.row_bound(db, S.NVTX.name) >= min_rows():
-            work.append((nvtx[0], partial(_read_rows, path, *nvtx)))
+            ints, (sql, names) = nvtx
+            work.append((sql, partial(_read_rows, path, sql, names)))
+            if ints is not None:
+                work.append((_sql(ints), partial(read_parts, path, ints.table,
+                                                 list(ints.cols), ints.where, [("", None)],
+                                                 fast_from=min_rows())))
     finally:
         db.close()
     jobs = []
