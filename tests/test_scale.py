@@ -285,6 +285,15 @@ def test_join_on_correlation_ids_equals_the_sort_join(batch, monkeypatch):
         got = match_rows(op_pid, op_corr, np.full(500, pids[0]), api_corr)
         want = np.where((op_pid == pids[0]) & (op_corr >= 1), op_corr - 1, -1)
         assert np.array_equal(got, want)
+        # Ops in runs of one launch (a graph's kernels): each run searched once.
+        size = rng.integers(1, 6, op_pid.size)
+        got = match_rows(np.repeat(op_pid, size), np.repeat(op_corr, size),
+                         np.full(500, pids[0]), api_corr)
+        assert np.array_equal(got, np.repeat(want, size))
+        # Ops' ids of the keys' own type (int32, as exports have them).
+        got = match_rows(op_pid, op_corr.astype(np.int32), np.full(500, pids[0]),
+                         api_corr.astype(np.int32))
+        assert np.array_equal(got, want)
 
 
 def test_launch_columns_in_batches_equal_one_batch(monkeypatch):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpugap.report.table import Labels, Table, concat, factorize, unique_in_order
+from gpugap.report.table import Labels, Table, concat, distinct, factorize, unique_in_order
 from gpugap.report.trace import TABLE_NAMES
 from tests.conftest import load_report
 
@@ -87,3 +87,12 @@ def test_factorize_is_pandas_order_of_appearance(name: str) -> None:
         assert unique_in_order(values).tolist() == pd.unique(values).tolist()
     names = api["name"].astype(str).to_numpy(dtype=object)
     assert factorize(names)[1].tolist() == pd.factorize(names)[1].tolist()
+
+
+def test_distinct_is_numpy_unique() -> None:
+    rng = np.random.default_rng(5)
+    for values in (np.zeros(0, np.int32), np.full(9, 3, np.int32),
+                   rng.integers(-4, 9, 50).astype(np.int32), rng.integers(0, 2**40, 50),
+                   np.array([2.5, 1.0, 2.5])):
+        got, want = distinct(values), np.unique(values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()

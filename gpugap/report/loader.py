@@ -21,7 +21,7 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.errors import ReportError
-from gpugap.memory import give_back, isin
+from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
 from gpugap.report import schema as S
@@ -31,13 +31,14 @@ from gpugap.report.columns import ID_FILL, int_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.database import Database, quote_id
-from gpugap.report.reader import Col, narrow
+from gpugap.report.reader import Col
 from gpugap.report.table import (
     Labels,
     SparseInts,
     Table,
     code_dtype,
     descending,
+    distinct,
     factorize,
     inner_join,
 )
@@ -305,7 +306,7 @@ class Loader:
 
     def kernels(self) -> Table:
         frame = self.gpu_frame(reads.kernel_read(self.db), S.KERNEL)
-        graph = frame["graph_node"].astype(np.int64)      # -1: not from a graph
+        graph = frame["graph_node"].astype(np.int64, copy=False)    # -1: not from a graph
         if graph.size and int(np.count_nonzero(graph >= 0)) * 10 < graph.size:
             # Few kernels come from CUDA graphs: store only those (a sparse column).
             graph_node: Any = SparseInts.of(graph, NO_GRAPH_NODE)
@@ -313,17 +314,17 @@ class Loader:
             graph_node = graph
         del graph
 
-        def product(floor: str, *cols: str) -> np.ndarray:
+        def product(*cols: str) -> np.ndarray:
             # In int64: the factors are clamped to CUDA's limits, so it never overflows.
             out = frame[cols[0]].astype(np.int64)
             for c in cols[1:]:
-                out = out * frame[c].astype(np.int64)
-            return narrow(out, np.dtype(floor))
+                np.multiply(out, frame[c], out=out)
+            return out
 
         return frame.with_columns(
             graph_node=graph_node,
-            blocks=product("int64", "grid_x", "grid_y", "grid_z"),
-            threads_per_block=product("int64", "block_x", "block_y", "block_z"))
+            blocks=product("grid_x", "grid_y", "grid_z"),
+            threads_per_block=product("block_x", "block_y", "block_z"))
 
     def memcpys(self) -> Table:
         read = reads.memcpy_read(self.db)
@@ -380,23 +381,32 @@ class Loader:
             return frame.with_columns(nodes=np.zeros(len(frame), dtype=np.int32))
         node = kernels.column("graph_node")
         rows = (node.positions if isinstance(node, SparseInts)
-                else np.flatnonzero(kernels["graph_node"].astype(np.int64) >= 0))
+                else np.flatnonzero(kernels["graph_node"] >= 0))
         if not rows.size:
             return frame
-        # One execution per (pid, corr), numbered in order of first appearance; only the
-        # columns needed, of the graph's kernels (10M kernels: no copy of the table).
-        pid_code, _ = factorize(kernels["pid"][rows])
-        corr = kernels["corr"][rows].astype(np.int64)
+        # A launch's kernels mostly come one after another: runs of one (pid, corr)
+        # reduced first, then the runs of each launch (only the columns needed, of the
+        # graph's kernels: 10M kernels, no copy of the table).
+        pid, corr = kernels["pid"][rows], kernels["corr"][rows]
+        runs = np.flatnonzero(np.r_[True, (pid[1:] != pid[:-1]) | (corr[1:] != corr[:-1])])
+        run_start = np.minimum.reduceat(kernels["start"][rows], runs)
+        run_end = np.maximum.reduceat(kernels["end"][rows], runs)
+        run_size = np.diff(np.r_[runs, rows.size])
+        # One execution per (pid, corr), numbered in order of first appearance.
+        pid_code, _ = factorize(pid[runs])
+        corr = corr[runs].astype(np.int64)
         launch, _ = factorize(pid_code * (int(corr.max()) + 1) + corr)
-        del pid_code, corr
+        del pid, pid_code, corr
         seen = np.maximum.accumulate(launch)
-        first = np.flatnonzero(np.r_[True, launch[1:] > seen[:-1]])
+        first = runs[np.flatnonzero(np.r_[True, launch[1:] > seen[:-1]])]
         del seen
         n = first.size
         start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(start, launch, kernels["start"][rows])
+        np.minimum.at(start, launch, run_start)
         end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(end, launch, kernels["end"][rows])
+        np.maximum.at(end, launch, run_end)
+        nodes = np.zeros(n, dtype=np.int64)
+        np.add.at(nodes, launch, run_size)
         at = rows[first]
         # nsys's node ids hold the graph id in their upper 32 bits (2025.x exports).
         node_id = kernels["graph_node"][at].astype(np.int64)
@@ -406,7 +416,7 @@ class Loader:
                "end": end, "device": kernels["device"][at],
                "stream": kernels["stream"][at],
                "graph_id": (node_id // 2**32).astype(np.int64),
-               "nodes": np.bincount(launch, minlength=n)}
+               "nodes": nodes}
         per = {k: v[order] for k, v in per.items()}
         per["context"] = per["graph_exec_id"] = np.zeros(n, dtype=np.int64)
         return Table({c: per[c] for c in GRAPH_COLUMNS})
@@ -641,7 +651,7 @@ class Loader:
         used = set()
         for f in frames:
             if len(f):
-                used.update(np.unique(f["device"]).tolist())
+                used.update(distinct(f["device"]).tolist())
         unknown = sorted(used - set(devices["device"].tolist()))
         if not unknown:
             return devices
@@ -866,6 +876,16 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
 
     Exports list API calls in time order, and correlation ids grow with time: when the
     keys are already strictly increasing (checked), no sort is needed."""
+    # Runs of ops of one launch (a CUDA graph launch's kernels share its correlation
+    # id, one after another): each run searched once.
+    if op_pid.size > 1:
+        change = (op_pid[1:] != op_pid[:-1]) | (op_corr[1:] != op_corr[:-1])
+        if np.count_nonzero(change) * 2 < op_pid.size:
+            starts = np.flatnonzero(np.r_[True, change])
+            del change
+            found = match_rows(op_pid[starts], op_corr[starts], api_pid, api_corr)
+            return np.repeat(found, np.diff(np.r_[starts, op_pid.size]))
+        del change
     mask = 0xFFFFFFFF
     single = bool(api_pid.size) and int(api_pid.min()) == int(api_pid.max())
     by_corr = (single and int(api_corr.min(initial=1)) >= 0
@@ -886,15 +906,22 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
     out = np.full(op_pid.size, -1, dtype=np.int64)
     if keys.size == 0:
         return out
+    # The ops' ids searched as they are where they have the keys' type (int32, as
+    # exports have them): keys are >= 1 and below 2^31, so an op id that is negative
+    # (its 32 bits read as 2^31 or more) matches none either way.
+    same_type = (by_corr and op_corr.dtype == keys.dtype
+                 and keys.dtype.kind == "i" and keys.dtype.itemsize <= 4)
     # The ops a batch at a time: no key or position array of every op.
     step = OPS_BATCH
     for i in range(0, op_pid.size, step):
         pid, corr = op_pid[i:i + step], op_corr[i:i + step]
-        if by_corr:
+        if same_type:
+            op_key = np.where(pid == int(api_pid[0]), corr, -1)
+        elif by_corr:
             op_key = np.where(pid == int(api_pid[0]), corr.astype(np.int64) & mask, -1)
         else:
             op_key = (pid.astype(np.int64) << 32) | (corr.astype(np.int64) & mask)
-        if keys.dtype != np.int64:          # search in the keys' own type: no int64 copy
+        if keys.dtype != op_key.dtype:      # search in the keys' own type: no int64 copy
             info = np.iinfo(keys.dtype)
             op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
                               ).astype(keys.dtype)
@@ -919,18 +946,20 @@ def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
     codes = np.full(n, -1, dtype=code_dtype(names.categories.size))
     if n and len(api):
         row = match_rows(ops["pid"], ops["corr"], api["pid"], api["corr"])
-        start, end = api["start"], api["end"]
-        thread, code = api["gtid"], names.codes
+        columns = ((api_start, api["start"], NO_CALL), (api_end, api["end"], NO_CALL),
+                   (gtid, api["gtid"], NO_CALL),
+                   (codes, names.codes.astype(codes.dtype, copy=False), -1))
         step = OPS_BATCH                # a batch of ops at a time: no copies of every row
         for i in range(0, n, step):
-            hit = row[i:i + step] >= 0
-            rows = row[i:i + step][hit]
-            api_start[i:i + step][hit] = start[rows]
-            api_end[i:i + step][hit] = end[rows]
-            gtid[i:i + step][hit] = thread[rows]
-            codes[i:i + step][hit] = code[rows]
+            rows = row[i:i + step]
+            miss = rows < 0
+            # Each column gathered for every op (row -1 clipped to row 0), then the ops
+            # without a call given their fill: cheaper than selecting the matched ones.
+            for out, values, fill in columns:
+                np.take(values, rows, out=out[i:i + step], mode="clip")
+                out[i:i + step][miss] = fill
             if launched is not None:
-                launched[rows] = True
+                launched[rows[~miss]] = True
         if calls is not None:
             calls[:] = row
         del row
@@ -942,10 +971,9 @@ def _captured(api: Table, rows: np.ndarray) -> np.ndarray:
     """Which API *rows* their thread made while capturing a stream into a CUDA graph
     (between its cudaStreamBeginCapture and cudaStreamEndCapture): such launches run
     later, as part of a graph launch, so no kernel carries their correlation id."""
-    names = api.labels("name")
-    cats = names.categories.tolist()
-    begin = isin(names.codes, np.flatnonzero([bool(_CAPTURE_BEGIN.match(c)) for c in cats]))
-    end = isin(names.codes, np.flatnonzero([bool(_CAPTURE_END.match(c)) for c in cats]))
+    names = api.labels("name")          # (the patterns are anchored: search is match)
+    begin = names.matching(_CAPTURE_BEGIN)
+    end = names.matching(_CAPTURE_END)
     out = np.zeros(rows.size, dtype=bool)
     if not begin.any():
         return out
@@ -967,9 +995,7 @@ def launches_without_kernels(api: Table, launched: np.ndarray) -> tuple[int, int
     launches made while capturing a CUDA graph."""
     if api.empty:
         return 0, 0
-    names = api.labels("name")
-    launch_codes = np.flatnonzero([bool(_LAUNCH.match(c)) for c in names.categories.tolist()])
-    rows = np.flatnonzero(isin(names.codes, launch_codes))
+    rows = np.flatnonzero(api.labels("name").matching(_LAUNCH))
     if rows.size:
         rows = rows[~_captured(api, rows)]
     return int(rows.size), int(np.count_nonzero(~launched[rows]))

@@ -344,6 +344,21 @@ def _factorize_dense(values: np.ndarray, lo: int, span: int
     return code_of[offset], (in_order + lo).astype(values.dtype)
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (``np.unique``); integers of a small range (devices,
+    streams) counted over it instead of sorted, and one value (one device) read from
+    their min and max."""
+    values = np.asarray(values)
+    if not values.size or values.dtype.kind not in "iu":
+        return np.unique(values)
+    lo, hi = int(values.min()), int(values.max())
+    if lo == hi:
+        return values[:1].copy()
+    if hi - lo < DENSE_RANGE:
+        return (np.flatnonzero(np.bincount(values - lo)) + lo).astype(values.dtype)
+    return np.unique(values)
+
+
 def descending(values: np.ndarray) -> np.ndarray:
     """The order that sorts *values* (numbers or bools, no NaN) largest first, as pandas'
     ``sort_values(ascending=False)`` gives it, ties included (its nargsort: a quicksort
