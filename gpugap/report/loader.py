@@ -175,13 +175,16 @@ class Loader:
         if ids.size == 0:
             return [Labels(np.zeros(0, dtype=np.int8), []) for _ in transforms]
         lo, hi = int(ids.min()), int(ids.max())
-        dense = hi - lo < (1 << 24)
-        if dense:                 # StringIds ids are small: count them instead of sorting
-            shifted = ids if lo == 0 else ids - lo
+        # StringIds ids are small: counted over [base, hi] instead of sorted; from 0
+        # where that is small too (no shifted copy of the ids).
+        base = 0 if 0 <= lo and hi < (1 << 24) else lo
+        dense = hi - base < (1 << 24)
+        if dense:
+            shifted = ids if base == 0 else ids - base
             counts = np.bincount(shifted)
             present = np.flatnonzero(counts)
             counts = counts[present]
-            present = present + lo
+            present = present + base
         else:
             present, counts = np.unique(ids, return_counts=True)
         found = self.lookup(present)
@@ -199,9 +202,9 @@ class Loader:
             cats, remap = np.unique(np.array(values, dtype=object), return_inverse=True)
             remap = remap.astype(code_dtype(cats.size))
             if dense:
-                lut = np.zeros(hi - lo + 1, dtype=remap.dtype)
-                lut[present - lo] = remap
-                codes = lut[shifted]
+                lut = np.zeros(hi - base + 1, dtype=remap.dtype)
+                lut[present - base] = remap
+                codes = np.take(lut, shifted)      # (faster than lut[shifted])
             else:
                 codes = remap[np.searchsorted(present, ids)]
             out.append(Labels(codes, cats))
@@ -442,7 +445,7 @@ class Loader:
             "start": data["start"], "end": data["end"], "gtid": gtid,
             "pid": _id_field(gtid, _PID_SHIFT), "tid": _id_field(gtid, 0),
             "corr": corr, "name": name, "driver": data["driver"].astype(bool),
-            "per_thread": per_thread[raw.codes]})
+            "per_thread": np.take(per_thread, raw.codes)})
 
     def syncs(self) -> Table:
         read = reads.sync_read(self.db)
@@ -1015,7 +1018,11 @@ def _ids(values: np.ndarray, fill: int = -1) -> np.ndarray:
 
 def _present(values: np.ndarray) -> np.ndarray:
     """Boolean per value: not NULL (None, NaN)."""
-    return np.array([v is not None and v == v for v in values.tolist()], dtype=bool)
+    values = np.asarray(values)
+    if values.dtype != object:
+        return ~np.isnan(values) if values.dtype.kind == "f" else np.ones(values.shape, bool)
+    # Item by item, in C: v != None, and v == v (False for NaN only).
+    return np.not_equal(values, None) & np.equal(values, values)
 
 
 def load_database(db: Database, shown_path: str) -> Trace:

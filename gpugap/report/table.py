@@ -86,20 +86,20 @@ class Labels:
     def strings(self) -> np.ndarray:
         """Each row's string as an object array (None where missing)."""
         table = np.append(self.categories, None)
-        return table[self.codes]
+        return np.take(table, self.codes)     # (take: faster than indexing by int8 codes)
 
     def matching(self, pattern: re.Pattern[str]) -> np.ndarray:
         """Boolean per row: does its string match *pattern* (``search``)? Tested once
         per distinct string; a missing value never matches."""
         hit = np.array([bool(pattern.search(c)) for c in self.categories.tolist()]
                        + [False], dtype=bool)
-        return hit[self.codes]
+        return np.take(hit, self.codes)
 
     def isin(self, names: Iterable[str]) -> np.ndarray:
         """Boolean per row: is its string one of *names*?"""
         wanted = set(names)
         hit = np.array([c in wanted for c in self.categories.tolist()] + [False], dtype=bool)
-        return hit[self.codes]
+        return np.take(hit, self.codes)
 
     def code_of(self, name: str) -> int:
         """The code of *name*, -2 when no row holds it (never equal to a code)."""
