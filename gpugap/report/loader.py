@@ -875,72 +875,89 @@ def match_rows(op_pid: np.ndarray, op_corr: np.ndarray, api_pid: np.ndarray,
                api_corr: np.ndarray) -> np.ndarray:
     """For each GPU op: the row of the API call with the same process and correlation
     id (the first in API order when several match), -1 if none. API rows with a
-    correlation id <= 0 match nothing.
+    correlation id <= 0 match nothing."""
+    return CallKeys(api_pid, api_corr).rows(op_pid, op_corr)
+
+
+class CallKeys:
+    """The API calls' (process, correlation id) keys, sorted, to find the call of each
+    GPU op (``rows``): built once for the kernels, copies, memsets and graphs.
 
     Exports list API calls in time order, and correlation ids grow with time: when the
     keys are already strictly increasing (checked), no sort is needed."""
-    # Runs of ops of one launch (a CUDA graph launch's kernels share its correlation
-    # id, one after another): each run searched once.
-    if op_pid.size > 1:
-        change = (op_pid[1:] != op_pid[:-1]) | (op_corr[1:] != op_corr[:-1])
-        if np.count_nonzero(change) * 2 < op_pid.size:
-            starts = np.flatnonzero(np.r_[True, change])
-            del change
-            found = match_rows(op_pid[starts], op_corr[starts], api_pid, api_corr)
-            return np.repeat(found, np.diff(np.r_[starts, op_pid.size]))
-        del change
-    mask = 0xFFFFFFFF
-    single = bool(api_pid.size) and int(api_pid.min()) == int(api_pid.max())
-    by_corr = (single and int(api_corr.min(initial=1)) >= 0
-               and int(api_corr.max(initial=0)) <= mask)
-    if by_corr:
+
+    def __init__(self, api_pid: np.ndarray, api_corr: np.ndarray) -> None:
+        mask = 0xFFFFFFFF
+        single = bool(api_pid.size) and int(api_pid.min()) == int(api_pid.max())
         # One process: the correlation id alone is the key (no key array to build).
-        api_key = api_corr
-    else:
-        api_key = (api_pid.astype(np.int64) << 32) | (api_corr.astype(np.int64) & mask)
-    valid = api_corr > 0
-    rows = None if bool(valid.all()) else np.flatnonzero(valid)
-    del valid
-    keys = api_key if rows is None else api_key[rows]
-    if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        rows = order if rows is None else rows[order]
-    out = np.full(op_pid.size, -1, dtype=np.int64)
-    if keys.size == 0:
-        return out
-    # The ops' ids searched as they are where they have the keys' type (int32, as
-    # exports have them): keys are >= 1 and below 2^31, so an op id that is negative
-    # (its 32 bits read as 2^31 or more) matches none either way.
-    same_type = (by_corr and op_corr.dtype == keys.dtype
-                 and keys.dtype.kind == "i" and keys.dtype.itemsize <= 4)
-    # The ops a batch at a time: no key or position array of every op.
-    step = OPS_BATCH
-    for i in range(0, op_pid.size, step):
-        pid, corr = op_pid[i:i + step], op_corr[i:i + step]
-        if same_type:
-            op_key = np.where(pid == int(api_pid[0]), corr, -1)
-        elif by_corr:
-            op_key = np.where(pid == int(api_pid[0]), corr.astype(np.int64) & mask, -1)
+        self.pid = int(api_pid[0]) if single else None
+        self.by_corr = (single and int(api_corr.min(initial=1)) >= 0
+                        and int(api_corr.max(initial=0)) <= mask)
+        if self.by_corr:
+            api_key = api_corr
         else:
-            op_key = (pid.astype(np.int64) << 32) | (corr.astype(np.int64) & mask)
-        if keys.dtype != op_key.dtype:      # search in the keys' own type: no int64 copy
-            info = np.iinfo(keys.dtype)
-            op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
-                              ).astype(keys.dtype)
-        pos = np.minimum(np.searchsorted(keys, op_key), keys.size - 1)
-        hit = keys[pos] == op_key
-        out[i:i + step] = np.where(hit, pos if rows is None else rows[pos], -1)
-    return out
+            api_key = (api_pid.astype(np.int64) << 32) | (api_corr.astype(np.int64) & mask)
+        valid = api_corr > 0
+        rows = None if bool(valid.all()) else np.flatnonzero(valid)
+        del valid
+        keys = api_key if rows is None else api_key[rows]
+        if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            rows = order if rows is None else rows[order]
+        self.keys = keys
+        self.key_rows = rows            # the API row of each key; None: the same
+        # The ops' ids searched as they are where they have the keys' type (int32, as
+        # exports have them): keys are >= 1 and below 2^31, so an op id that is
+        # negative (its 32 bits read as 2^31 or more) matches none either way.
+        self.same_type = self.by_corr and keys.dtype.kind == "i" and keys.dtype.itemsize <= 4
+
+    def rows(self, op_pid: np.ndarray, op_corr: np.ndarray) -> np.ndarray:
+        """For each op: the row of its API call (match_rows), -1 if none."""
+        # Runs of ops of one launch (a CUDA graph launch's kernels share its
+        # correlation id, one after another): each run searched once.
+        if op_pid.size > 1:
+            change = (op_pid[1:] != op_pid[:-1]) | (op_corr[1:] != op_corr[:-1])
+            if np.count_nonzero(change) * 2 < op_pid.size:
+                starts = np.flatnonzero(np.r_[True, change])
+                del change
+                found = self.rows(op_pid[starts], op_corr[starts])
+                return np.repeat(found, np.diff(np.r_[starts, op_pid.size]))
+            del change
+        mask = 0xFFFFFFFF
+        keys, rows = self.keys, self.key_rows
+        out = np.full(op_pid.size, -1, dtype=np.int64)
+        if keys.size == 0:
+            return out
+        same_type = self.same_type and op_corr.dtype == keys.dtype
+        # The ops a batch at a time: no key or position array of every op.
+        step = OPS_BATCH
+        for i in range(0, op_pid.size, step):
+            pid, corr = op_pid[i:i + step], op_corr[i:i + step]
+            if same_type:
+                op_key = np.where(pid == self.pid, corr, -1)
+            elif self.by_corr:
+                op_key = np.where(pid == self.pid, corr.astype(np.int64) & mask, -1)
+            else:
+                op_key = (pid.astype(np.int64) << 32) | (corr.astype(np.int64) & mask)
+            if keys.dtype != op_key.dtype:  # search in the keys' own type: no int64 copy
+                info = np.iinfo(keys.dtype)
+                op_key = np.where((op_key >= info.min) & (op_key <= info.max), op_key, -1
+                                  ).astype(keys.dtype)
+            pos = np.minimum(np.searchsorted(keys, op_key), keys.size - 1)
+            hit = keys[pos] == op_key
+            out[i:i + step] = np.where(hit, pos if rows is None else rows[pos], -1)
+        return out
 
 
 def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
-                    calls: np.ndarray | None = None) -> Table:
+                    calls: np.ndarray | None = None, keys: CallKeys | None = None
+                    ) -> Table:
     """Add the launching API call's start/end/thread/name to GPU ops, joined on
     (process, correlation id): correlation ids are unique per process only. Marks the
     API rows that launched an op in *launched* (a bool array over api rows), if given;
     writes the api row of each op (-1: none) into *calls* (an int64 array over the
-    ops), if given."""
+    ops), if given. *keys*: the API calls' CallKeys, if built already."""
     n = len(ops)
     api_start = np.full(n, NO_CALL, dtype=np.int64)
     api_end = np.full(n, NO_CALL, dtype=np.int64)
@@ -948,7 +965,9 @@ def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
     names = api.labels("name") if len(api) else Labels(np.zeros(0, np.int8), [])
     codes = np.full(n, -1, dtype=code_dtype(names.categories.size))
     if n and len(api):
-        row = match_rows(ops["pid"], ops["corr"], api["pid"], api["corr"])
+        if keys is None:
+            keys = CallKeys(api["pid"], api["corr"])
+        row = keys.rows(ops["pid"], ops["corr"])
         columns = ((api_start, api["start"], NO_CALL), (api_end, api["end"], NO_CALL),
                    (gtid, api["gtid"], NO_CALL),
                    (codes, names.codes.astype(codes.dtype, copy=False), -1))
@@ -962,7 +981,7 @@ def attach_launches(ops: Table, api: Table, launched: np.ndarray | None = None,
                 np.take(values, rows, out=out[i:i + step], mode="clip")
                 out[i:i + step][miss] = fill
             if launched is not None:
-                launched[rows[~miss]] = True
+                launched[rows[~miss] if miss.any() else rows] = True
         if calls is not None:
             calls[:] = row
         del row
@@ -1039,12 +1058,13 @@ def load_database(db: Database, shown_path: str) -> Trace:
 
     api = loader.api()
     launched = np.zeros(len(api), dtype=bool)
-    kernels = attach_launches(loader.kernels(), api, launched)
+    keys = CallKeys(api["pid"], api["corr"])          # searched for each kind of op
+    kernels = attach_launches(loader.kernels(), api, launched, keys=keys)
     memcpys = loader.memcpys()
     memcpy_calls = np.full(len(memcpys), -1, dtype=np.int64)
-    memcpys = attach_launches(memcpys, api, launched, memcpy_calls)
-    memsets = attach_launches(loader.memsets(), api, launched)
-    graphs = attach_launches(loader.graphs(kernels), api, launched)
+    memcpys = attach_launches(memcpys, api, launched, memcpy_calls, keys=keys)
+    memsets = attach_launches(loader.memsets(), api, launched, keys=keys)
+    graphs = attach_launches(loader.graphs(kernels), api, launched, keys=keys)
     syncs = loader.syncs()
     if loader._limit is None:
         loader.limit(np.zeros(0, dtype=np.int64))
