@@ -1000,12 +1000,14 @@ def _captured(api: Table, rows: np.ndarray) -> np.ndarray:
     if not begin.any():
         return out
     gtid, start = api["gtid"], api["start"]
-    for thread in np.unique(gtid[begin]).tolist():
-        b = np.sort(start[begin & (gtid == thread)])
-        e = np.sort(start[end & (gtid == thread)])
+    begins, ends = np.flatnonzero(begin), np.flatnonzero(end)     # (a few calls)
+    row_gtid = gtid[rows]
+    for thread in np.unique(gtid[begins]).tolist():
+        b = np.sort(start[begins[gtid[begins] == thread]])
+        e = np.sort(start[ends[gtid[ends] == thread]])
         # Each capture ends at the first EndCapture after it began (or never).
         stop = np.append(e, np.iinfo(np.int64).max)[np.searchsorted(e, b)]
-        mine = np.flatnonzero(gtid[rows] == thread)
+        mine = np.flatnonzero(row_gtid == thread)
         t = start[rows[mine]]
         k = np.searchsorted(b, t, side="right") - 1
         out[mine] = (k >= 0) & (t <= stop[np.maximum(k, 0)])
