@@ -1043,7 +1043,7 @@ def _present(values: np.ndarray) -> np.ndarray:
     if values.dtype != object:
         return ~np.isnan(values) if values.dtype.kind == "f" else np.ones(values.shape, bool)
     # Item by item, in C: v != None, and v == v (False for NaN only).
-    return np.not_equal(values, None) & np.equal(values, values)
+    return np.not_equal(values, np.array(None)) & np.equal(values, values)
 
 
 def load_database(db: Database, shown_path: str) -> Trace:

@@ -78,7 +78,7 @@ from numpy.typing import ArrayLike
 
 from gpugap.jsonout import Record
 from gpugap.report import schema
-from gpugap.report.table import Labels, Table
+from gpugap.report.table import Labels, Table, distinct
 
 if TYPE_CHECKING:                 # pandas: only for the users' DataFrames, when asked for
     import pandas as pd
@@ -415,17 +415,10 @@ class OpIndex:
 
     @cached_property
     def devices(self) -> list[int]:
-        """Devices with ops, sorted (counted, not sorted, over the ops)."""
+        """Devices with ops, sorted (counted, not sorted, over the ops: table.distinct)."""
         found: set[int] = set()
         for f in self.frames:
-            device = f["device"]
-            if not device.size:
-                continue
-            lo, hi = int(device.min()), int(device.max())
-            if lo >= 0 and hi < (1 << 20):
-                found.update(np.flatnonzero(np.bincount(device)).tolist())
-            else:
-                found.update(np.unique(device).tolist())
+            found.update(distinct(f["device"]).tolist())
         return sorted(int(d) for d in found)
 
     def span(self, device: int | None = None) -> tuple[int, int]:
