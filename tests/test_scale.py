@@ -408,8 +408,8 @@ def plain_launched_before(work, at):
 @pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
                                   "small-graph-node"])
 def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
-    """launched_before and ends_launched_before walk the ops in slices (of 5 here) per
-    thread: what the launch order of every op at once gives."""
+    """launched_before, launched_by and ends_launched_before walk the ops in slices (of
+    5 here) per thread: what the launch order of every op at once gives."""
     from gpugap.accounting.work import device_work
     from gpugap.program import ops as work_module
 
@@ -427,7 +427,8 @@ def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
         k = np.searchsorted(times, t, side="left")
         want = np.where(k > 0, reach[np.maximum(k - 1, 0)], -1)
         assert np.array_equal(work.ends_launched_before(t), want)
-        assert np.array_equal(work.launch_times(), times)
+        count, reach = work.launched_by(t)
+        assert np.array_equal(count, k) and np.array_equal(reach, want)
 
 
 @pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
