@@ -161,11 +161,13 @@ class DeviceAccount:
         its = ph.steady_iterations
         if len(its):
             ilo, ihi = ph.iteration_windows(its)
-            table = self.steady_iteration_sums()
-            for b, item in steady["buckets"].items():
-                column = table[:, IDS.index(b)]
-                item["per_iteration_median_ns"] = int(np.median(column))
-                item["per_iteration_p90_ns"] = int(np.percentile(column, 90))
+            # The buckets' columns at once (a call per column costs more than the work).
+            table = self.steady_iteration_sums()[:, [IDS.index(b) for b in steady["buckets"]]]
+            medians, p90s = np.median(table, axis=0), np.percentile(table, 90, axis=0)
+            for item, median, p90 in zip(steady["buckets"].values(), medians.tolist(),
+                                         p90s.tolist(), strict=True):
+                item["per_iteration_median_ns"] = int(median)
+                item["per_iteration_p90_ns"] = int(p90)
             dur = ihi - ilo
             steady["iterations"] = int(its.stop - its.start)
             steady["iteration_median_ns"] = int(np.median(dur))

@@ -92,23 +92,15 @@ class DeviceOps:
         where it lacks another."""
         parts = [t[name] if name in t else None for t in self.tables]
         common = np.result_type(*[p for p in parts if p is not None])
-        dtype = np.float64 if common.kind == "f" else dtype or common
-        missing = np.nan if common.kind == "f" else 0       # a kind without the column
-        # The largest kind (the kernels, mostly) is taken for every op at once, the
-        # rows of the other kinds clipped into its range; then the few ops of the other
-        # kinds are put in their places: a mask over every op per kind, or a filled
-        # array written over, costs more.
-        big = max(range(len(parts)), key=lambda k: len(self.tables[k]))
-        if parts[big] is not None and source.size:
-            out = parts[big].take(row, mode="clip").astype(dtype, copy=False)
-        else:
-            out = np.full(source.size, missing, dtype=dtype)
-        other = np.flatnonzero(source != big)
-        for k, part in enumerate(parts):
-            at = other[source[other] == k]
-            if at.size:
-                out[at] = missing if part is None else part[row[at]]
-        return out
+        if common.kind == "f":
+            return by_kind(parts, source, row, self.largest_kind, np.float64, np.nan)
+        return by_kind(parts, source, row, self.largest_kind, dtype or common, 0)
+
+    @property
+    def largest_kind(self) -> int:
+        """The kind (index in report.trace.OP_KINDS) with the most rows: the kernels,
+        mostly."""
+        return max(range(len(self.tables)), key=lambda k: len(self.tables[k]))
 
     # Every op at once: for small reports and tests.
     @property
@@ -248,6 +240,25 @@ class DeviceOps:
         return [str(kernels["name"][r]) if s == 0 else str(memcpys["kind"][r]) if s == 1
                 else "memset" if s == 2 else graph_label(graphs["graph_id"][r])
                 for s, r in zip(ops.source.tolist(), ops.row.tolist(), strict=True)]
+
+
+def by_kind(parts: Sequence[np.ndarray | None], source: np.ndarray, row: np.ndarray,
+            big: int, dtype, missing=0) -> np.ndarray:
+    """Per op given by (source, row): parts[source][row] as *dtype*, *missing* where
+    parts[source] is None. The kind *big* (the most common) is taken for every op at
+    once, the rows of the other kinds clipped into its range; then the few ops of the
+    other kinds are put in their places: a mask over every op per kind, or a filled
+    array written over, costs more."""
+    if parts[big] is not None and source.size:
+        out = parts[big].take(row, mode="clip").astype(dtype, copy=False)
+    else:
+        out = np.full(source.size, missing, dtype=dtype)
+    other = np.flatnonzero(source != big)
+    for k, part in enumerate(parts):
+        at = other[source[other] == k]
+        if at.size:
+            out[at] = missing if part is None else part[row[at]]
+    return out
 
 
 class OpRows(NamedTuple):
