@@ -114,10 +114,10 @@ def api_categories(trace: Trace) -> np.ndarray:
 
 
 def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tl.Intervals]:
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Intervals labelled by code -> a partition of their union: each instant goes to the
     first code in *order* that covers it. Returns (starts, ends, codes) of the disjoint
-    labelled pieces in time order, and the union of everything.
+    labelled pieces in time order.
 
     Most intervals overlap no other (a thread's calls one after another, serial
     kernels): each is its own piece. Only the few that overlap others are ranked, code
@@ -138,7 +138,7 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
     c = codes.astype(np.int8, copy=False)
     if not s.size:
         z = np.zeros(0, dtype=np.int64)
-        return z, z, np.zeros(0, dtype=np.int8), tl.EMPTY
+        return z, z, np.zeros(0, dtype=np.int8)
     if not tl.is_sorted(s):
         o = np.argsort(s, kind="stable")
         s, e, c = s[o], e[o], c[o]
@@ -157,12 +157,7 @@ def exclusive(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order
     new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != e[:-1])]
     first = np.flatnonzero(new)
     last = np.r_[first[1:] - 1, s.size - 1]
-    s, e, c = s[first], e[last], c[first]
-    # The union of the pieces (the intervals' own): they tile it, so it joins those that
-    # touch.
-    apart = np.flatnonzero(s[1:] != e[:-1])
-    covered = (s[np.r_[0, apart + 1]], e[np.r_[apart, s.size - 1]])
-    return s, e, c, covered
+    return s[first], e[last], c[first]
 
 
 def _ranked(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, order: list

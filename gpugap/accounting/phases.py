@@ -45,7 +45,11 @@ class Phases:
             z = np.zeros(0, dtype=np.int64)
             return z, z
         b = self.iterations.bounds
-        idx = np.arange(len(self.iterations)) if which is None else np.asarray(which)
+        if which is None:
+            which = range(len(self.iterations))
+        # (np.asarray of a range reads its numbers one by one.)
+        idx = (np.arange(which.start, which.stop, which.step) if isinstance(which, range)
+               else np.asarray(which))
         return b[idx], b[idx + 1]
 
     def phase_codes(self, times) -> np.ndarray:
@@ -74,7 +78,7 @@ class Phases:
                 "warmup": self.warmup, "steady": len(steady),
                 "median_ns": int(np.median(durations[self.warmup:]))
                 if len(steady) else None,
-                "durations_ns": [int(d) for d in durations]},
+                "durations_ns": durations.astype(np.int64, copy=False).tolist()},
         }
 
 

@@ -133,10 +133,10 @@ class HostPieces:
     call_start: np.ndarray   # int64: where the call a piece belongs to began (unclipped)
 
 
-# A thread's time in [lo, hi) as host.exclusive gives it (starts, ends, categories, the
-# union of its calls), with the times it compiled overriding all else.
+# A thread's time in [lo, hi) as host.exclusive gives it (starts, ends, categories),
+# with the times it compiled overriding all else.
 ThreadTime = Callable[[int, int, int, tl.Intervals],
-                      tuple[np.ndarray, np.ndarray, np.ndarray, tl.Intervals]]
+                      tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def idle_pieces(facts: GapFacts, settings: Settings, host_work_gap_ns: float,
@@ -162,7 +162,7 @@ def idle_pieces(facts: GapFacts, settings: Settings, host_work_gap_ns: float,
             continue
         rs, re_ = rem_s[idx], rem_e[idx]
         compiled = facts.compile_end[idx] > rs
-        cs_all, ce_all, cat_all, _ = thread_time(
+        cs_all, ce_all, cat_all = thread_time(
             g, int(rs[0]), int(re_[-1]),
             (rs[compiled], np.minimum(facts.compile_end[idx][compiled], re_[compiled])))
         # 3-5: the thread's labelled calls and its time outside them, one tiling of a

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gpugap.accounting.buckets import CODE
-from gpugap.program.ops import DeviceOps, device_ops
+from gpugap.program.ops import DeviceOps, by_kind, device_ops
 from gpugap.report.table import Labels
 from gpugap.report.trace import NO_GRAPH_NODE, OP_KINDS, Trace
 
@@ -74,13 +74,7 @@ class DeviceWork(DeviceOps):
         self._buckets = buckets     # bucket code of every row of each frame (op_buckets)
 
     def _ops(self, start, end, source, row) -> Ops:
-        bucket = np.empty(start.size, dtype=np.int8)
-        for k, codes in enumerate(self._buckets):
-            sel = source == k
-            if sel.all():
-                bucket = codes[row]
-            elif sel.any():
-                bucket[sel] = codes[row[sel]]
+        bucket = by_kind(self._buckets, source, row, self.largest_kind, np.int8)
         return Ops(start, np.maximum(end, start), source, row, bucket)
 
     def slice(self, o0: int, o1: int) -> Ops:

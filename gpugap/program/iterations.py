@@ -112,6 +112,7 @@ class _Level:
     end: np.ndarray
     labels: list[str]
     numbered: bool
+    reach: np.ndarray       # latest end of the ops launched before each start, the last end
 
     @property
     def count(self) -> int:
@@ -178,25 +179,34 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
     at = np.argsort(group, kind="stable")                # each group's rows, in order
     by_group = rows[at]
     bounds = np.flatnonzero(np.diff(group[at], prepend=-1, append=-1)).tolist()
-    times = None            # the device's launch times, sorted: read for the first group
-    levels = []
+    groups = []             # (rows, starts, ends) of the groups of sequential ranges
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         mine = by_group[lo:hi]
         mine = mine[np.argsort(nv["start"][mine], kind="quicksort")]   # as sort_values
         s, e = nv["start"][mine].astype(np.int64), nv["end"][mine].astype(np.int64)
-        if not _sequential(s, e):
-            continue
-        if times is None:
-            times = ops.launch_times()
-        launches = np.searchsorted(times, e) - np.searchsorted(times, s)
-        if wanted is None and ((launches > 0).mean() < 0.5
-                               or launches.sum() < MIN_LAUNCH_SHARE * times.size):
-            continue            # host-only or marginal ranges (logging, setup): not steps
-        first = int(mine[0])
-        levels.append(_Level(int(gtid[first]), domain_of[domain_code[first]],
-                             base_of[base_code[first]], int(depth[first]), s, e,
-                             [name_of[c] for c in name_code[mine].tolist()],
-                             bool(numbered[mine].any())))
+        if _sequential(s, e):
+            groups.append((mine, s, e))
+    levels = []
+    if groups:
+        # The launches before each start and end (and before +inf: all of them), and the
+        # latest end of the work launched before each (map_to_gpu), in one walk over
+        # the ops.
+        times = np.concatenate([np.r_[s, e] for _, s, e in groups] + [[np.inf]])
+        launched, reach = ops.launched_by(times)
+        at = 0
+        for mine, s, e in groups:
+            n = s.size
+            launches = launched[at + n:at + 2 * n] - launched[at:at + n]
+            ends_before = np.r_[reach[at:at + n], reach[at + 2 * n - 1]]
+            at += 2 * n
+            if wanted is None and ((launches > 0).mean() < 0.5
+                                   or launches.sum() < MIN_LAUNCH_SHARE * launched[-1]):
+                continue        # host-only or marginal ranges (logging, setup): not steps
+            first = int(mine[0])
+            levels.append(_Level(int(gtid[first]), domain_of[domain_code[first]],
+                                 base_of[base_code[first]], int(depth[first]), s, e,
+                                 [name_of[c] for c in name_code[mine].tolist()],
+                                 bool(numbered[mine].any()), ends_before))
     if not levels and wanted is not None:
         raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
                          "another on one thread; pick a range that marks one "
@@ -452,11 +462,14 @@ def _covers(rep: Repetition) -> int:
 
 
 def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
-               window: tuple[int, int]) -> np.ndarray:
-    """GPU-side boundaries of iterations that began on the host at cpu_start."""
+               window: tuple[int, int], reach: np.ndarray | None = None) -> np.ndarray:
+    """GPU-side boundaries of iterations that began on the host at cpu_start; *reach*:
+    the latest end of the ops launched before each start and before the last end, when
+    known (else found here)."""
     lo, hi = window
-    # The starts and the last end asked in one walk over the ops (each walks them all).
-    reach = ops.ends_launched_before(np.r_[cpu_start, cpu_end_last])
+    if reach is None:
+        # The starts and the last end asked in one walk over the ops (each walks them all).
+        reach = ops.ends_launched_before(np.r_[cpu_start, cpu_end_last])
     b = np.maximum(cpu_start, reach[:-1])
     last = max(cpu_end_last, int(reach[-1]))
     bounds = np.clip(np.r_[b, last], lo, hi).astype(np.int64)
@@ -485,7 +498,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     if cands:
         c = cands[0]
         shown = shown_name(c.base, c.numbered)
-        bounds = map_to_gpu(ops, c.start, int(c.end[-1]), window)
+        bounds = map_to_gpu(ops, c.start, int(c.end[-1]), window, c.reach)
         how = (f"NVTX range '{shown}'" + (f" (domain {c.domain})" if c.domain else "")
                + f", {c.count} instances")
         return Iterations("nvtx", shown, c.start, c.end, bounds, c.labels, how)

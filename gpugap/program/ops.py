@@ -92,19 +92,15 @@ class DeviceOps:
         where it lacks another."""
         parts = [t[name] if name in t else None for t in self.tables]
         common = np.result_type(*[p for p in parts if p is not None])
-        out = np.zeros(source.size, dtype=np.float64 if common.kind == "f"
-                       else dtype or common)
         if common.kind == "f":
-            out[:] = np.nan
-        only = int(source[0]) if source.size else -1
-        if source.size and parts[only] is not None and not (source != only).any():
-            out[:] = parts[only][row]            # one kind of op (most slices): one take
-        else:
-            for k, part in enumerate(parts):
-                sel = source == k
-                if part is not None and sel.any():
-                    out[sel] = part[row[sel]]
-        return out
+            return by_kind(parts, source, row, self.largest_kind, np.float64, np.nan)
+        return by_kind(parts, source, row, self.largest_kind, dtype or common, 0)
+
+    @property
+    def largest_kind(self) -> int:
+        """The kind (index in report.trace.OP_KINDS) with the most rows: the kernels,
+        mostly."""
+        return max(range(len(self.tables)), key=lambda k: len(self.tables[k]))
 
     # Every op at once: for small reports and tests.
     @property
@@ -141,38 +137,45 @@ class DeviceOps:
         known = np.flatnonzero(~np.isnan(launched))
         return known[np.argsort(launched[known], kind="stable")]
 
-    def launch_times(self) -> np.ndarray:
-        """The known launch times of the ops, sorted."""
-        parts = []
-        for o0, o1 in self.slices():
-            ops = self.order.slice(o0, o1)
-            t = self.gather_rows("api_start", ops[2], ops[3])
-            parts.append(t[~np.isnan(t)])
-            del ops, t
-        out = np.concatenate(parts) if parts else np.zeros(0)
-        del parts
-        out.sort(kind="stable")              # nearly sorted already: runs merge quickly
-        return out
-
-    def ends_launched_before(self, t) -> np.ndarray:
-        """For each time t: the latest end of the ops launched before t (-1 if none).
-        One walk over the ops: each raises the reach of the times after its launch."""
+    def launched_by(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """For each time t: how many ops were launched before t, and the latest end of
+        them (-1 if none). One walk over the ops: in each slice, sorted by launch, the
+        ops launched before t are a prefix, their latest end a running maximum; only the
+        times among the slice's launches are searched, the later ones take all of it."""
         t = np.asarray(t, dtype=np.float64)
         order = np.argsort(t, kind="stable")
         times = t[order]
         lowest = np.iinfo(np.int64).min
-        reach = np.full(times.size + 1, lowest, dtype=np.int64)
+        # Per time, from the slices it falls among; at index i, from the slices launched
+        # wholly before times[i:] (carried on to the later times at the end).
+        count, count_from = np.zeros(t.size, np.int64), np.zeros(t.size + 1, np.int64)
+        reach = np.full(t.size + 1, lowest, dtype=np.int64)
         for o0, o1 in self.slices():
             ops = self.slice(o0, o1)
             launched = self.gather_rows("api_start", ops.source, ops.row)
             known = ~np.isnan(launched)
-            # The first time after each launch (launched < t): from there on it counts.
-            k = np.searchsorted(times, launched[known], side="right")
-            np.maximum.at(reach, k, ops.end[known])
-        reach = np.maximum.accumulate(reach)[:-1]
-        out = np.empty(t.size, dtype=np.int64)
-        out[order] = np.where(reach == lowest, -1, reach)
-        return out
+            by_launch = np.argsort(launched[known], kind="stable")  # nearly sorted: quick
+            if not by_launch.size:
+                continue
+            launched = launched[known][by_launch]
+            latest = np.maximum.accumulate(ops.end[known][by_launch])
+            # times[i0:i1]: after the first launch, not after the last.
+            i0, i1 = np.searchsorted(times, launched[[0, -1]], side="right").tolist()
+            before = np.searchsorted(launched, times[i0:i1], side="left")  # launched < t
+            count[i0:i1] += before
+            reach[i0:i1] = np.maximum(reach[i0:i1], latest[before - 1])
+            count_from[i1] += launched.size
+            reach[i1] = max(reach[i1], latest[-1])
+        count += np.cumsum(count_from[:-1])
+        reach = np.maximum.accumulate(reach[:-1])
+        out_count, out_reach = np.empty_like(count), np.empty_like(reach)
+        out_count[order] = count
+        out_reach[order] = np.where(reach == lowest, -1, reach)
+        return out_count, out_reach
+
+    def ends_launched_before(self, t) -> np.ndarray:
+        """For each time t: the latest end of the ops launched before t (-1 if none)."""
+        return self.launched_by(t)[1]
 
     def launched_before(self, at) -> np.ndarray:
         """For each op at positions *at*: the position of the op its thread launched
@@ -237,6 +240,25 @@ class DeviceOps:
         return [str(kernels["name"][r]) if s == 0 else str(memcpys["kind"][r]) if s == 1
                 else "memset" if s == 2 else graph_label(graphs["graph_id"][r])
                 for s, r in zip(ops.source.tolist(), ops.row.tolist(), strict=True)]
+
+
+def by_kind(parts: Sequence[np.ndarray | None], source: np.ndarray, row: np.ndarray,
+            big: int, dtype, missing=0) -> np.ndarray:
+    """Per op given by (source, row): parts[source][row] as *dtype*, *missing* where
+    parts[source] is None. The kind *big* (the most common) is taken for every op at
+    once, the rows of the other kinds clipped into its range; then the few ops of the
+    other kinds are put in their places: a mask over every op per kind, or a filled
+    array written over, costs more."""
+    if parts[big] is not None and source.size:
+        out = parts[big].take(row, mode="clip").astype(dtype, copy=False)
+    else:
+        out = np.full(source.size, missing, dtype=dtype)
+    other = np.flatnonzero(source != big)
+    for k, part in enumerate(parts):
+        at = other[source[other] == k]
+        if at.size:
+            out[at] = missing if part is None else part[row[at]]
+    return out
 
 
 class OpRows(NamedTuple):
