@@ -249,6 +249,9 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
     by_id = {r.id: r for r in rules}
     kept: list[Finding] = []
     claims: dict[int, list[_Claiming]] = {}
+    # Per device, its steady iterations' windows (None: none), shared by its claims
+    # (read only): built once, not per finding (an array from a range of thousands).
+    steady_windows: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
     for f in sorted(findings, key=lambda f: (
             by_id[f.rule].priority_of(f.cause),
             -_claimed_ns(f) if by_id[f.rule].peer else 0.0, f.start_ns)):
@@ -266,8 +269,10 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
             continue
         iterations = None
         if f.phase == "steady":
-            its = dev.phases.iteration_windows(dev.phases.steady_iterations)
-            iterations = its if its[0].size else None
+            if device not in steady_windows:
+                its = dev.phases.iteration_windows(dev.phases.steady_iterations)
+                steady_windows[device] = its if its[0].size else None
+            iterations = steady_windows[device]
         claims.setdefault(device, []).append(_Claiming(
             f, where, [IDS.index(b) for b in dict.fromkeys(f.claim.buckets) if b in IDS],
             iterations, per_iteration=None if iterations is None
