@@ -219,20 +219,28 @@ class _Between:
         # onto it (per process). Streams are keyed pid << 32 | stream id.
         streams = trace.table("streams")
         stream_keys = _keys(streams["pid"], streams["stream"])
-        self.legacy_keys = stream_keys[streams["legacy_default"].astype(bool)]
+        legacy = streams["legacy_default"].astype(bool)
+        self.legacy_keys = stream_keys[legacy]
         self.nonblocking_keys = stream_keys[streams["flag"] == "Non-blocking stream"]
+        legacy_pids, legacy_streams = streams["pid"][legacy], streams["stream"][legacy]
+        # One legacy stream (one process, as a rule): the launches onto it are all its
+        # process's, so no column of their processes is built to group them by.
+        one = legacy_pids.size == 1
         legacy_pid, legacy_launch = [], []
         for f in (trace.table(name) for name in ("kernels", "memcpys", "memsets")):
             if not len(f) or not self.legacy_keys.size:
                 continue
             launch = f["api_start"]
-            on = np.flatnonzero(_on_streams(f["pid"], f["stream"], self.legacy_keys)
+            on = np.flatnonzero(_on_streams(f["pid"], f["stream"], legacy_pids, legacy_streams)
                                 & (launch != NO_CALL))
-            legacy_pid.append(f["pid"][on].astype(np.int64))
+            if not one:
+                legacy_pid.append(f["pid"][on].astype(np.int64))
             legacy_launch.append(launch[on].astype(np.int64, copy=False))
-        self.legacy = _by_key(
-            np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
-            np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64))
+        launches = np.concatenate(legacy_launch) if legacy_launch else np.zeros(0, np.int64)
+        self.legacy = (
+            {int(legacy_pids[0]): np.sort(launches, kind="stable")} if one and launches.size
+            else _by_key(np.concatenate(legacy_pid) if legacy_pid else np.zeros(0, np.int64),
+                         launches))
 
     def counts(self, k: _Kernels, a: np.ndarray, b: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -250,9 +258,16 @@ def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
     return (p.astype(np.int64) << 32) | (st.astype(np.int64) & 0xFFFFFFFF)
 
 
-def _on_streams(p: np.ndarray, st: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Per op (process *p*, stream *st*): is its stream one of *keys*? _CHUNK ops at a
-    time (the keys of every kernel at once: 80 MB at 10M kernels, twice in the making)."""
+def _on_streams(p: np.ndarray, st: np.ndarray, pids: np.ndarray, streams: np.ndarray
+                ) -> np.ndarray:
+    """Per op (process *p*, stream *st*): is it on one of the streams (pids[i],
+    streams[i])? _CHUNK ops at a time (the keys of every kernel at once: 80 MB at 10M
+    kernels, twice in the making)."""
+    if pids.size == 1:
+        # One stream (one process's legacy stream, as a rule): process and stream
+        # compared as they are, no key built per op.
+        return (p == int(pids[0])) & (st == int(streams[0]))
+    keys = _keys(pids, streams)
     out = np.empty(p.size, dtype=bool)
     for i in range(0, p.size, _CHUNK):
         out[i:i + _CHUNK] = np.isin(_keys(p[i:i + _CHUNK], st[i:i + _CHUNK]), keys)
@@ -284,8 +299,8 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
         reached, last = int(reach[-1]), int(arg[-1])
         a_all[lo_i:hi_i] = a = arg
         later = slice(lo_i + 1, hi_i + 1)          # the kernels B: views, not gathers
-        tolerance = tolerance_share * np.minimum(end[a] - start[a],
-                                                 end[later] - start[later])
+        # A's end is the running maximum it set (reach): not gathered again.
+        tolerance = tolerance_share * np.minimum(reach - start[a], end[later] - start[later])
         serial = start[later] >= reach - tolerance
         c = np.where(serial, np.int8(_SAME), np.int8(_NONE))
         # Only serialized pairs on two streams have a cause: the rest (most pairs, on
