@@ -171,7 +171,9 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
                                 & (first_dur - floor >= min_excess))
     if not candidates.size:
         return []
-    lut = np.full(keys, -1, dtype=np.int64)
+    # Each key's candidate number, -1 for the rest; one slot more, the last, for the key
+    # -1 of rows that do not count (lut[key] is then -1 for them too, without a mask).
+    lut = np.full(keys + 1, -1, dtype=np.int64)
     lut[candidates] = np.arange(candidates.size)
     # Each candidate's later calls written in place (their number is known): no list of
     # parts joined, and the median partitions them where they lie.
@@ -182,7 +184,7 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
     filled = [0] * candidates.size
     for i0 in range(0, n, _CHUNK):
         dur, key = chunk(i0, min(i0 + _CHUNK, n))
-        which = np.where(key >= 0, lut[np.maximum(key, 0)], -1)
+        which = lut[key]
         rows = np.flatnonzero(which >= 0)
         if not rows.size:
             continue
@@ -215,7 +217,9 @@ def _distinct_ids(ids: np.ndarray) -> np.ndarray:
     that range, not sorted as np.unique would (millions of calls)."""
     if not ids.size:
         return ids[:0]
-    low = int(ids.min())
+    low, high = int(ids.min()), int(ids.max())
+    if low == high:                      # one process (most reports): nothing to count
+        return ids[:1].copy()
     return (np.flatnonzero(np.bincount(ids - low)) + low).astype(ids.dtype)
 
 
