@@ -28,7 +28,7 @@ from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
 from gpugap.memory import give_back, joined
-from gpugap.report.table import Table, concat, factorize
+from gpugap.report.table import Table, concat, factorize, unique_in_order
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.groups import Groups, first_seen_codes
@@ -234,7 +234,9 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         for g, lo, hi in zip(gids.tolist(), cuts.tolist(), [*cuts[1:].tolist(), rows.size],
                              strict=True):
             spans.setdefault(g, []).append(tl.union(start[lo:hi], end[lo:hi]))
-            streams.setdefault(g, set()).update(np.unique(stream[lo:hi]).tolist())
+            # The streams as they first appear (hashed or counted, not sorted: they are
+            # sorted once per group at the end).
+            streams.setdefault(g, set()).update(unique_in_order(stream[lo:hi]).tolist())
         del start, end, at, stream
         # Launch configurations (group, name, blocks, threads) in order of first launch.
         blocks, threads = blocks[rows], cols["threads_per_block"][part][rows]
