@@ -375,7 +375,25 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                     if cause == "cross-device-wait":
                         f.evidence["awaited_devices"] = _awaited(context, device)
                     findings.append(f)
+    _read_host_calls(trace, findings)
     return findings
+
+
+def _read_host_calls(trace: Trace, findings: list[Finding]) -> None:
+    """What the threads were doing in the example gaps of every finding (host_calls, one
+    read of the OS runtime calls for them all), added to each finding's pending work:
+    read here, in the detection, which runs beside the other rules' (forkjoin), rather
+    than in finish, which runs alone once the findings are settled."""
+    windows, counts = [], []
+    for f in findings:
+        dev, worst = f.pending[0], f.pending[1]
+        known = [(g, gtid) for g, gtid in zip(worst.tolist(), dev.gaps.thread(worst).tolist(),
+                                              strict=True) if gtid >= 0]
+        windows += [(gtid, int(dev.gaps.starts(g)), int(dev.gaps.ends(g))) for g, gtid in known]
+        counts.append(len(known))
+    calls = iter(host_calls(trace, windows))
+    for f, n in zip(findings, counts, strict=True):
+        f.pending = (*f.pending, [next(calls) for _ in range(n)])
 
 
 def _recurring_share(dev, bucket: str) -> float:
@@ -442,25 +460,23 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
 
 
 def finish(trace: Trace, findings: list[Finding]) -> None:
-    """Examples (the longest gaps, what their thread was doing: one read of the OS
-    runtime calls for all of them) and messages, with the settled costs."""
-    windows, dep_windows, threads = [], [], {}
+    """Examples (the longest gaps, what their thread was doing, read in the detection:
+    _read_host_calls) and messages, with the settled costs."""
+    dep_windows, threads = [], {}
     for f in findings:
-        dev, worst, _, _ = f.pending
+        dev, worst = f.pending[0], f.pending[1]
         gaps = dev.gaps
         threads[f.id] = dev.gaps.thread(worst)
-        launches = (_launch_windows(dev.work, gaps.next_ops(worst).astype(np.int64))
-                    if f.cause == "queued-wait" else [])
-        for i, (g, gtid) in enumerate(zip(worst.tolist(), threads[f.id].tolist(),
-                                          strict=True)):
+        if f.cause != "queued-wait":
+            continue
+        launches = _launch_windows(dev.work, gaps.next_ops(worst).astype(np.int64))
+        for i, gtid in enumerate(threads[f.id].tolist()):
             if gtid >= 0:
-                windows.append((gtid, int(gaps.starts(g)), int(gaps.ends(g))))
-                if f.cause == "queued-wait":
-                    dep_windows.append((gtid, *launches[i]))
-    calls = iter(host_calls(trace, windows))
+                dep_windows.append((gtid, *launches[i]))
     deps = iter(dependency_calls(trace, dep_windows))
     for f in findings:
-        dev, worst, cause_ns, min_gap_us = f.pending
+        dev, worst, cause_ns, min_gap_us, host = f.pending
+        calls = iter(host)
         f.pending = None
         gaps, work = dev.gaps, dev.work
         examples, marks = [], []
