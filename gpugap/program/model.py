@@ -9,9 +9,11 @@ the Python API, so that a wrong verdict can be traced to a wrong understanding.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -188,26 +190,50 @@ def _links(trace: Trace) -> list[DeviceLink]:
     return out
 
 
+class _Reading:
+    """``work(*args)`` in a thread of its own; ``result()`` waits for it and returns
+    what it returned, or raises what it raised."""
+
+    def __init__(self, work: Callable[..., Any], *args: Any) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._result = work(*args)
+            except BaseException as exc:     # noqa: BLE001 - raised by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True, name="gpugap-os-calls")
+        self._thread.start()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
 def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     """The program model of *trace*; *iteration*: the NVTX range that marks one iteration
     ('none': no iterations; None: found, gpugap.program.iterations)."""
     names = frameworks.process_names(trace)
     # The OS calls are read from the export by SQLite, which lets the other threads run:
-    # read them while the devices' iterations are found.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        reading = pool.submit(oscalls.read, trace, frameworks.gpu_pids(trace))
-        devices = {}
-        known = trace.table("devices")
-        for device in trace.op_index.devices:
-            ops = device_ops(trace, device)
-            window = device_window(trace, ops)
-            row = np.flatnonzero(known["device"] == device)[:1].tolist()
-            devices[device] = DeviceProgram(
-                device, str(known["name"][row[0]]) if row else None, ops, window,
-                iterations.find(trace, ops, window, iteration=iteration),
-                [int(p) for p in np.asarray(ops.pids).tolist()])
-        components = frameworks.detect(trace)
-        os_calls = reading.result()
+    # read them while the devices' iterations are found (a plain thread: no import of
+    # concurrent.futures and logging for it).
+    reading = _Reading(oscalls.read, trace, frameworks.gpu_pids(trace))
+    devices = {}
+    known = trace.table("devices")
+    for device in trace.op_index.devices:
+        ops = device_ops(trace, device)
+        window = device_window(trace, ops)
+        row = np.flatnonzero(known["device"] == device)[:1].tolist()
+        devices[device] = DeviceProgram(
+            device, str(known["name"][row[0]]) if row else None, ops, window,
+            iterations.find(trace, ops, window, iteration=iteration),
+            [int(p) for p in np.asarray(ops.pids).tolist()])
+    components = frameworks.detect(trace)
+    os_calls = reading.result()
     processes, waits = threads.roles(trace, names, os_calls)
     return Program(components, processes, devices, _links(trace), library_domains(trace),
                    compilation.spans(trace, names, os_calls), waits, os_calls)
