@@ -16,6 +16,7 @@ imported on first use.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -23,9 +24,17 @@ from typing import Any, NoReturn
 
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
 
+# The command line's garbage collection: a collection after every 10,000 allocations
+# rather than 700. A command allocates many small objects as it imports and analyzes, few
+# of them in reference cycles: the collections Python's default makes find almost
+# nothing (3% of a small report's CPU). Only the command sets it: the library leaves
+# its caller's collector alone.
+GC_THRESHOLD = (10_000, 10, 10)
+
 
 def main(argv: list[str] | None = None) -> int:
     """The gpugap command (the console script and ``python -m gpugap``)."""
+    gc.set_threshold(*GC_THRESHOLD)
     with interruptible():
         try:
             args = sys.argv[1:] if argv is None else argv
