@@ -65,10 +65,11 @@ def _start(path: Path) -> None:
         return
     # Once per file: the command line starts it before its imports and again where it
     # knows the report (the same file: nothing to plan again).
+    file = _file_key(path)
     with _lock:
-        if _file_key(path) in _started:
+        if file in _started:
             return
-        _started.add(_file_key(path))
+        _started.add(file)
     if sniff(path) != "sqlite":
         return
     db = Database(path)
