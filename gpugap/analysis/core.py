@@ -259,7 +259,8 @@ class Analyzer:
         context = Context(accounting, scope)
         # The pieces that only read the trace and the accounting, on every core a big
         # report is worth forking for (gpugap.forkjoin): each rule's detection, the
-        # metrics (the report's; each device's when there are several), the range table.
+        # metrics (the report's; each device's when there are several), each device's
+        # accounting summary, the range table.
         devices = metrics.active_devices(trace)
         pieces: list[Callable[[], Any]] = rule_registry.detections(
             trace, context, self.selected, self.effective)
@@ -268,13 +269,16 @@ class Analyzer:
         if len(devices) > 1:
             pieces += [partial(metrics.compute, trace, scope_windows, [int(d)])
                        for d in devices]
+        pieces += [accounting.devices[int(d)].summary for d in devices]
         pieces.append(partial(self._range_rows, instances))
         done = forkjoin.run(pieces, shared=(trace, accounting, context, self.program,
                                             *accounting.devices.values()),
                             max_processes=self.processes)
         give_back()
         detected = [f for found in done[:n_rules] for f in found]
-        result.metrics, *per_device_metrics = done[n_rules:-1]
+        n_metrics = 1 + (len(devices) if len(devices) > 1 else 0)
+        result.metrics, *per_device_metrics = done[n_rules:n_rules + n_metrics]
+        summaries = done[n_rules + n_metrics:-1]
         result.ranges, result.ranges_omitted = done[-1]
         # The freed batches of each step given back before the next builds its own: a
         # big report's peak would otherwise grow by them step after step.
@@ -300,7 +304,7 @@ class Analyzer:
                                    "name": None if row is None else row["name"],
                                    "pids": [int(p) for p in dev.work.pids],
                                    "verdict": per_device_verdict[int(device)].to_dict(),
-                                   "accounting": dev.summary(),
+                                   "accounting": summaries[i],
                                    "metrics": per_device.to_dict()})
         return result
 

@@ -27,7 +27,7 @@ else:
 
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
-from gpugap.report.reader import read_columns, read_rows, row_bound
+from gpugap.report.reader import MMAP_BYTES, read_columns, read_rows, row_bound
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
 from gpugap.text import one_line, short_path
 
@@ -183,6 +183,7 @@ class Database:
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.conn.text_factory = decode_text
+            self.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except UNREADABLE as exc:

@@ -55,6 +55,10 @@ class Source(Protocol):
 # Below this many rows the sqlite3 path is as fast and needs no extra imports.
 FAST_MIN_ROWS = 50_000
 BATCH_ROWS = 65_536
+# Every connection reads the file through memory it maps (SQLite's mmap_size; SQLite caps
+# it, at 2 GB by default) rather than a read() call per page: a tenth of a table scan's
+# time. The report is opened immutable: nothing changes it while it is mapped.
+MMAP_BYTES = 1 << 40
 
 _WIDER = ("int8", "int16", "int32", "int64")
 
@@ -269,10 +273,24 @@ def _adbc_connection(db: Source):
     entry = conns.get(key)
     if entry is None or entry[0] is not db:
         database = adbc_driver_sqlite.connect(db.uri)
-        entry = (db, database, adbc_driver_manager.AdbcConnection(database))
+        connection = adbc_driver_manager.AdbcConnection(database)
+        _execute(connection, f"PRAGMA mmap_size = {MMAP_BYTES}")
+        entry = (db, database, connection)
         conns[key] = entry
         db.on_close(lambda: _close_adbc(conns, key))
     return entry[2]
+
+
+def _execute(connection, sql: str) -> None:
+    import adbc_driver_manager
+
+    statement = adbc_driver_manager.AdbcStatement(connection)
+    try:
+        statement.set_sql_query(sql)
+        handle, _ = statement.execute_query()
+        handle.release()
+    finally:
+        statement.close()
 
 
 def _close_adbc(conns: dict, key: int) -> None:
