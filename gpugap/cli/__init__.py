@@ -131,8 +131,10 @@ def _read_ahead(args: list[str]) -> None:
 
         start(exports[0])
         # Imported once the reads have started (gpugap.lazy): their threads step through
-        # the first rows meanwhile.
+        # the first rows meanwhile. numpy.ma too, which numpy (2.3 on) imports on the
+        # first np.unique, np.median or np.percentile, later, when no thread reads.
         import numpy  # noqa: F401
+        import numpy.ma  # noqa: F401
     finally:
         if given is None:
             del os.environ["OPENBLAS_NUM_THREADS"]

@@ -338,6 +338,9 @@ def analyze(
     severity = checked_severity(min_severity, cfg.min_severity)
     thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
     outputs.check(ANALYSIS, [report, cfg.path])
+    from gpugap.rules import select
+
+    select(rule)            # an unknown rule named before the report is read
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
