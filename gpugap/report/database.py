@@ -27,7 +27,7 @@ else:
 
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
-from gpugap.report.reader import MMAP_BYTES, read_columns, read_rows, row_bound
+from gpugap.report.reader import MMAP_MAX_BYTES, read_columns, read_rows, row_bound
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
 from gpugap.text import one_line, short_path
 
@@ -94,11 +94,13 @@ def quote_id(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _check_not_truncated(path: Path) -> None:
+def _check_not_truncated(path: Path) -> int:
     """Compare the page count in the SQLite header with the file size: a cheap check
-    that catches a copy that stopped half-way before any query fails obscurely."""
+    that catches a copy that stopped half-way before any query fails obscurely. Returns
+    the size."""
     with path.open("rb") as fh:
         header = fh.read(100)
+        size = os.fstat(fh.fileno()).st_size
     if len(header) < 100:
         raise ReportError(f"{path} is truncated (shorter than an SQLite header); "
                           "copy or export the report again")
@@ -116,9 +118,10 @@ def _check_not_truncated(path: Path) -> None:
                           "it) or export the report again")
     # The in-header page count is trustworthy only when written by SQLite >= 3.7.0,
     # which also records the change counter it belongs to.
-    if n_pages and change_counter == valid_for and path.stat().st_size < n_pages * page_size:
-        raise ReportError(f"{path} is truncated ({path.stat().st_size} of "
-                          f"{n_pages * page_size} bytes); copy or export the report again")
+    if n_pages and change_counter == valid_for and size < n_pages * page_size:
+        raise ReportError(f"{path} is truncated ({size} of {n_pages * page_size} bytes); "
+                          "copy or export the report again")
+    return size
 
 
 def program_of(capture: dict[str, str]) -> str | None:
@@ -162,7 +165,8 @@ class Database:
                               + (" (it is an .nsys-rep: give it the .nsys-rep extension)"
                                  if kind == "nsys-rep" else "")
                               + "; pass an nsys report (.nsys-rep) or its SQLite export")
-        _check_not_truncated(path)
+        size = _check_not_truncated(path)
+        self.mmap_bytes = size if size < MMAP_MAX_BYTES else 0
         self._on_close: list = []   # e.g. the fast reader's connections
         uri = f"file:{quote(self._openable_path(path))}?mode=ro&immutable=1"
         self.uri = uri
@@ -183,7 +187,7 @@ class Database:
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.conn.text_factory = decode_text
-            self.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            self.conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except UNREADABLE as exc:

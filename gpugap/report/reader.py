@@ -44,6 +44,7 @@ class Source(Protocol):
 
     path: Path
     conn: sqlite3.Connection
+    mmap_bytes: int             # SQLite's mmap_size for its connections (MMAP_MAX_BYTES)
 
     @property
     def uri(self) -> str: ...
@@ -55,10 +56,11 @@ class Source(Protocol):
 # Below this many rows the sqlite3 path is as fast and needs no extra imports.
 FAST_MIN_ROWS = 50_000
 BATCH_ROWS = 65_536
-# Every connection reads the file through memory it maps (SQLite's mmap_size; SQLite caps
-# it, at 2 GB by default) rather than a read() call per page: a tenth of a table scan's
-# time. The report is opened immutable: nothing changes it while it is mapped.
-MMAP_BYTES = 1 << 40
+# A report under this size is read through memory its connections map (SQLite's
+# mmap_size) rather than a read() call per page: a tenth of a table scan's time. The
+# mapped pages count in the process's resident memory, so a bigger report (a 10M-kernel
+# one is 3 GB) is read page by page. It is opened immutable: nothing changes it.
+MMAP_MAX_BYTES = 1 << 30
 
 _WIDER = ("int8", "int16", "int32", "int64")
 
@@ -274,7 +276,7 @@ def _adbc_connection(db: Source):
     if entry is None or entry[0] is not db:
         database = adbc_driver_sqlite.connect(db.uri)
         connection = adbc_driver_manager.AdbcConnection(database)
-        _execute(connection, f"PRAGMA mmap_size = {MMAP_BYTES}")
+        _execute(connection, f"PRAGMA mmap_size = {int(db.mmap_bytes)}")
         entry = (db, database, connection)
         conns[key] = entry
         db.on_close(lambda: _close_adbc(conns, key))
