@@ -4,8 +4,11 @@ nothing a user sees changes: the whole output, the exit code, the exit handlers.
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
+
+import pytest
 
 REPORT = "tests/data/captures/gemm.sqlite"
 
@@ -43,3 +46,39 @@ def test_a_working_thread_gets_the_usual_exit():
         "threading.Thread(target=late).start()"))
     assert done.returncode == 0
     assert "thread finished" in done.stderr
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_a_small_report_is_analyzed_with_freed_memory_held():
+    """The command holds freed memory for reuse (gpugap.memory.hold_freed) for reports
+    under cli.HOLD_MAX_BYTES, a bigger one keeps glibc's own settings; the output is
+    the same."""
+    outputs = {}
+    for limit in ("1 << 30", "0"):
+        done = _run("import sys, gpugap.cli as cli, gpugap.memory as memory\n"
+                    f"cli.HOLD_MAX_BYTES = {limit}\n"
+                    f"code = cli.main(['analyze', '--json', '--no-config', {REPORT!r}])\n"
+                    "print('held', memory._held, file=sys.stderr)\n"
+                    "sys.exit(code)\n")
+        assert done.returncode == 0, done.stderr
+        outputs[limit] = done.stdout
+        assert f"held {limit != '0'}" in done.stderr
+    assert outputs["0"] == outputs["1 << 30"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_memory_held_is_not_given_back():
+    done = _run("import gpugap.memory as memory\n"
+                "trims = []\n"
+                "memory._malloc_trim = lambda: trims.append\n"
+                "memory.give_back()\n"
+                "assert trims == [0], trims\n"
+                "assert memory.hold_freed()\n"
+                "memory.give_back()\n"
+                "assert trims == [0], trims\n")
+    assert done.returncode == 0, done.stderr

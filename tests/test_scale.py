@@ -763,3 +763,25 @@ def test_top_calls_by_code_equal_by_name():
         ns = rng.choice([1, 2, 3, 5, 10], codes.size)
         n = int(rng.integers(1, 6))
         assert _top_coded(codes, texts, ns, n) == by_name(texts[codes].tolist(), ns.tolist(), n)
+
+
+def test_a_small_report_is_read_through_mapped_memory(capsys, monkeypatch):
+    """The connections (sqlite3's and the fast reader's) map a report under
+    database.MMAP_MAX_BYTES (SQLite's mmap_size) and read a bigger one page by page; the
+    answers are the same either way."""
+    from gpugap.report import database, reader
+
+    monkeypatch.setattr(reader, "FAST_MIN_ROWS", 0)      # the fast reader's connections too
+    path = report_path("moe-experts-bad")
+    answers = []
+    for limit in (1 << 30, 0):
+        monkeypatch.setattr(database, "MMAP_MAX_BYTES", limit)
+        db = database.Database(path)
+        try:
+            mapped = db.conn.execute("PRAGMA mmap_size").fetchone()[0]
+        finally:
+            db.close()
+        assert mapped == (path.stat().st_size if limit else 0)
+        assert main(["analyze", "--json", "--no-config", str(path)]) == 0
+        answers.append(json.loads(capsys.readouterr().out))
+    assert answers[0] == answers[1]

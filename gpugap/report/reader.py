@@ -44,7 +44,7 @@ class Source(Protocol):
 
     path: Path
     conn: sqlite3.Connection
-    mmap_bytes: int             # SQLite's mmap_size for its connections (MMAP_MAX_BYTES)
+    mmap_bytes: int             # SQLite's mmap_size for its connections (database.py)
 
     @property
     def uri(self) -> str: ...
@@ -56,11 +56,6 @@ class Source(Protocol):
 # Below this many rows the sqlite3 path is as fast and needs no extra imports.
 FAST_MIN_ROWS = 50_000
 BATCH_ROWS = 65_536
-# A report under this size is read through memory its connections map (SQLite's
-# mmap_size) rather than a read() call per page: a tenth of a table scan's time. The
-# mapped pages count in the process's resident memory, so a bigger report (a 10M-kernel
-# one is 3 GB) is read page by page. It is opened immutable: nothing changes it.
-MMAP_MAX_BYTES = 1 << 30
 
 _WIDER = ("int8", "int16", "int32", "int64")
 
