@@ -243,12 +243,13 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         return PartitionWriter.block(t0, np.r_[bs, is_], np.r_[be, ie],
                                      np.r_[bc, ic].astype(np.int8))
 
-    # The first slice here, then the rest on every core allowed (gpugap.forkjoin): the
-    # first fills the indexes every slice reads (each thread's calls...) before a fork.
-    slices = range(0, max(n, 1), per_block)
+    # The slices on every core allowed (gpugap.forkjoin), once the indexes most slices
+    # read are filled here, shared by the processes (the calls, their categories, the
+    # main launching thread's library handle creations and waits): a thread another
+    # slice asks of is indexed where it runs.
+    calls.of_thread(main_gtid, lo, lo)
     writer = PartitionWriter()
-    writer.add(*block(slices[0]))
-    for done in forkjoin.run([partial(block, k) for k in slices[1:]],
+    for done in forkjoin.run([partial(block, k) for k in range(0, max(n, 1), per_block)],
                              max_processes=processes):
         writer.add(*done)
     give_back()                     # the blocks' working memory, before their parts are joined
