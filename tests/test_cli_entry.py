@@ -82,3 +82,23 @@ def test_memory_held_is_not_given_back():
                 "memory.give_back()\n"
                 "assert trims == [0], trims\n")
     assert done.returncode == 0, done.stderr
+
+
+def test_the_collector_runs_during_the_work_and_is_left_as_it_was():
+    """No collection while the command imports; the collector runs from the command's
+    work on (what the imports made frozen out of its way) and is left as main found it,
+    nothing frozen."""
+    done = _run("import gc, sys, gpugap.cli as cli, gpugap.cli.root as root\n"
+                "load, seen = root.load_trace, []\n"
+                "def loading(*a):\n"
+                "    seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+                "    return load(*a)\n"
+                "root.load_trace = loading\n"
+                f"args = ['analyze', '--json', '--no-config', {REPORT!r}]\n"
+                "assert cli.main(args) == 0\n"
+                "assert gc.isenabled() and gc.get_freeze_count() == 0\n"
+                "gc.disable()\n"
+                "assert cli.main(args) == 0\n"
+                "assert not gc.isenabled() and gc.get_freeze_count() == 0\n"
+                "assert seen == [(True, True), (False, True)], seen\n")
+    assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from gpugap.cli import collect_from_here
 from gpugap.cli.coercion import defer_coercion
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
 from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
@@ -341,6 +342,7 @@ def analyze(
     from gpugap.rules import select
 
     select(rule)            # an unknown rule named before the report is read
+    collect_from_here()     # and the analysis's imports frozen too
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,
@@ -504,6 +506,7 @@ def _main(argv: list[str] | None) -> int:
     command = typer.main.get_command(app)
     _name_arguments_only(command)
     defer_coercion(command)
+    collect_from_here()
     try:
         rv = command.main(args=argv, standalone_mode=False, prog_name="gpugap")
         sys.stdout.flush()               # a closed pipe shows here, not at interpreter exit
