@@ -16,32 +16,18 @@ imported on first use.
 from __future__ import annotations
 
 import atexit
-import gc
 import os
 import sys
 import threading
 from typing import Any, NoReturn
 
+from gpugap.cli import collector
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
-
-# The command line's garbage collection: a collection after every 10,000 allocations
-# rather than 700. A command allocates many small objects as it imports and analyzes, few
-# of them in reference cycles: the collections Python's default makes find almost
-# nothing (3% of a small report's CPU). None at all while it imports (the modules,
-# classes and functions made then live as long as the process; collecting them cost
-# 20 ms of a 200k-kernel report's run): the collector starts with the command's work
-# (collect_from_here), the imports' objects frozen out of its way. Only the command sets
-# this: the library leaves its caller's collector alone.
-GC_THRESHOLD = (10_000, 10, 10)
-_collect = True         # whether the collector ran when main began
 
 
 def main(argv: list[str] | None = None) -> int:
     """The gpugap command (the console script and ``python -m gpugap``)."""
-    global _collect
-    gc.set_threshold(*GC_THRESHOLD)
-    _collect = gc.isenabled()
-    gc.disable()
+    collector.imports_begin()
     try:
         with interruptible():
             try:
@@ -56,17 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(interrupted_line(exc.signum), file=sys.stderr)
                 return 128 + exc.signum
     finally:
-        gc.unfreeze()               # a caller's own collections see it all again
-        if _collect:
-            gc.enable()
-
-
-def collect_from_here() -> None:
-    """The command's imports are done: what they made is frozen out of the collector's
-    way (gc.freeze), and the collector runs from here on if it ran when main began."""
-    gc.freeze()
-    if _collect:
-        gc.enable()
+        collector.command_end()
 
 
 def entry() -> NoReturn:

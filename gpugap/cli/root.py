@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from gpugap.cli import collect_from_here
 from gpugap.cli.coercion import defer_coercion
+from gpugap.cli.collector import collect_from_here
 from gpugap.cli.interrupt import Interrupted, interrupted_line, interruptible
 from gpugap.cli.outputs import OUTPUT_OPTIONS, Outputs, output_options
 from gpugap.errors import EXIT_MEMORY, EXIT_PIPE_CLOSED, EXIT_USAGE, GpugapError, UsageError

@@ -8,7 +8,7 @@ Every table and column is optional: a missing column reads as its declared defau
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpugap.report import schema as S
 from gpugap.report.database import Database, quote_id
@@ -88,8 +88,10 @@ def text_flags_sql(expr: str) -> str:
             "ELSE 1 END)")
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
+    """One read of a table: its columns and the rows (SQL), as the read-ahead plans it
+    and the loader runs it."""
+
     table: str
     cols: tuple[Col, ...]
     where: str = ""

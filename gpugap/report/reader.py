@@ -27,9 +27,8 @@ import ctypes
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from gpugap.lazy import LazyNumpy
 
@@ -60,12 +59,13 @@ BATCH_ROWS = 65_536
 _WIDER = ("int8", "int16", "int32", "int64")
 
 
-@dataclass(frozen=True)
-class Col:
+class Col(NamedTuple):
     """One result column: its name, its SQL expression, and what it holds.
 
     kind: ``"int"`` (integers; NULL -> ``fill``; stored in the narrowest integer type of
     at least ``dtype`` that holds every value) or ``"float"`` (float64, NULL -> NaN).
+    A NamedTuple, not a dataclass: the read-ahead starts before dataclasses and what it
+    imports (inspect, ast: milliseconds) are loaded.
     """
 
     name: str
