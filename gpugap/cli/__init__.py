@@ -66,11 +66,12 @@ def entry() -> NoReturn:
     os._exit(code)
 
 
-# A report this small (its exports together; a million kernels take about 300 MB) is
-# analyzed with the memory it frees held for reuse (gpugap.memory.hold_freed): the peak
-# grows by tens of megabytes, and the page faults of memory given back and taken again
-# (a fifth of the CPU of a report of 200k kernels) go.
-HOLD_MAX_BYTES = 1 << 30
+# A report this small (its exports together; 200k kernels with their API and OS calls
+# take 60 MB, a million 300 MB) is analyzed with the memory it frees held for reuse
+# (gpugap.memory.hold_freed): the peak grows by tens of megabytes, and the page faults
+# of memory given back and taken again (a fifth of the CPU of a report of 200k kernels)
+# go. Past it, the memory held would grow with the report for a few percent of time.
+HOLD_MAX_BYTES = 256 << 20
 
 # The commands of gpugap.cli.root; gpugap.cli.check (check, baseline, diff) and
 # gpugap.cli.run (scenarios, run, profile) register the others as they are imported.

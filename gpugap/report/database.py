@@ -96,9 +96,10 @@ def quote_id(identifier: str) -> str:
 
 # A report under this size is read through memory its connections map (SQLite's
 # mmap_size) rather than a read() call per page: a tenth of a table scan's time. The
-# mapped pages count in the process's resident memory, so a bigger report (a 10M-kernel
-# one is 3 GB) is read page by page. It is opened immutable: nothing changes it.
-MMAP_MAX_BYTES = 1 << 30
+# pages it maps count in the process's resident memory (as the file's, not its own), so
+# a bigger report (a million kernels with their API and OS calls: 300 MB; ten million:
+# 3 GB) is read page by page. It is opened immutable: nothing changes it.
+MMAP_MAX_BYTES = 256 << 20
 
 
 def _check_not_truncated(path: Path) -> int:
