@@ -195,7 +195,8 @@ class Database:
         try:
             self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.conn.text_factory = decode_text
-            self.conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
+            if self.mmap_bytes:
+                self.conn.execute(f"PRAGMA mmap_size = {self.mmap_bytes}")
             names = self.conn.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except UNREADABLE as exc:

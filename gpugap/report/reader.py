@@ -270,22 +270,26 @@ def _adbc_connection(db: Source):
     entry = conns.get(key)
     if entry is None or entry[0] is not db:
         database = adbc_driver_sqlite.connect(db.uri)
-        connection = adbc_driver_manager.AdbcConnection(database)
-        _execute(connection, f"PRAGMA mmap_size = {int(db.mmap_bytes)}")
-        entry = (db, database, connection)
+        entry = (db, database, adbc_driver_manager.AdbcConnection(database))
         conns[key] = entry
         db.on_close(lambda: _close_adbc(conns, key))
+        if db.mmap_bytes:
+            _map(entry[2], db.mmap_bytes)
     return entry[2]
 
 
-def _execute(connection, sql: str) -> None:
+def _map(connection, size: int) -> None:
+    """SQLite's mmap_size on a fast-reader connection; where it fails, the file is read
+    page by page as without it."""
     import adbc_driver_manager
 
     statement = adbc_driver_manager.AdbcStatement(connection)
     try:
-        statement.set_sql_query(sql)
+        statement.set_sql_query(f"PRAGMA mmap_size = {int(size)}")
         handle, _ = statement.execute_query()
         handle.release()
+    except adbc_driver_manager.Error:
+        pass
     finally:
         statement.close()
 
