@@ -88,13 +88,19 @@ def _import_commands(args: list[str]) -> None:
         from gpugap.cli import check, run  # noqa: F401  (each registers its commands)
 
 
-def _hold_memory(args: list[str]) -> None:
-    """Hold freed memory for reuse when the command is ``analyze`` or ``check`` of .sqlite
-    exports under HOLD_MAX_BYTES together. A guess from the raw arguments, like the
-    read-ahead's: it changes how fast the command runs, never what it does."""
+def _exports(args: list[str]) -> list[str]:
+    """The .sqlite exports an ``analyze`` or ``check`` command names, guessed from the raw
+    arguments (the command itself checks them): what the start-up's speed-ups go by,
+    which change how fast a command runs, never what it does."""
     if not args or args[0] not in ("analyze", "check"):
-        return
-    exports = [a for a in args[1:] if a.endswith(".sqlite") and not a.startswith("-")]
+        return []
+    return [a for a in args[1:] if a.endswith(".sqlite") and not a.startswith("-")]
+
+
+def _hold_memory(args: list[str]) -> None:
+    """Hold freed memory for reuse when the command's exports are under HOLD_MAX_BYTES
+    together."""
+    exports = _exports(args)
     try:
         small = bool(exports) and sum(os.path.getsize(a) for a in exports) < HOLD_MAX_BYTES
     except OSError:             # a missing file: the command says so
@@ -109,12 +115,9 @@ def _read_ahead(args: list[str]) -> None:
     """Start reading the report's big tables (gpugap.report.prefetch) before typer, rich
     and pandas are imported and the options parsed (about a second of one core, which
     the reading threads use on the other cores), when the command is ``analyze`` or
-    ``check`` of exactly one .sqlite export. A guess from the raw arguments: the command
-    itself checks them, and prefetching never changes what it does (a report read ahead
-    and not taken is dropped)."""
-    if not args or args[0] not in ("analyze", "check"):
-        return
-    exports = [a for a in args[1:] if a.endswith(".sqlite") and not a.startswith("-")]
+    ``check`` of exactly one .sqlite export (a report read ahead and not taken is
+    dropped)."""
+    exports = _exports(args)
     if len(exports) != 1:
         return
 
