@@ -12,6 +12,12 @@ so two programs never share a GPU; programs of two GPUs run alone, after them. P
 deadline no program is started. Everything is packed into at most 7 tar files of at
 most 15 MB under --out (the device tool brings back 8 files of 16 MiB), plus log.txt.
 Nothing here imports gpugap: the captures depend only on nsys.
+
+Public programs (split "public": code nobody here wrote) keep their source out of the
+repository: program.toml's `[source]` says where it came from and what was changed, and
+the adapted copy lives in tests/corpus/public/NAME/ (ignored by git, carried to the GPU
+machine by the device call) with its run.toml (command, build, env, nsys_options). `trace = [...]` in program.toml replaces the default
+tracing options (TRACE) for a program that is captured with more evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import tomllib
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
+PUBLIC = HERE / "public"            # adapted public sources, never committed
 TRIM = HERE.parent / "data" / "programs" / "trim.py"
 NSYS = os.environ.get("GPUGAP_NSYS",
                       "/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys")
@@ -80,6 +87,12 @@ print(json.dumps(out))"""])
 
 def load(name: str) -> dict:
     spec = tomllib.loads((PROGRAMS / name / "program.toml").read_text())
+    if spec.get("source"):
+        # A public program's build and run commands live beside its adapted source
+        # (run.toml, never committed: no recipe that builds code that is not ours).
+        run = PUBLIC / spec.get("source_dir", name) / "run.toml"
+        if run.is_file():
+            spec |= tomllib.loads(run.read_text())
     spec.setdefault("gpus", 1)
     spec.setdefault("timeout_s", 180)
     return spec
@@ -99,6 +112,11 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
             env_info: dict) -> dict:
     folder = work / name
     shutil.copytree(PROGRAMS / name, folder, dirs_exist_ok=True)
+    if spec.get("source"):
+        src = PUBLIC / spec.get("source_dir", name)
+        if not src.is_dir():
+            return {"capture": name, "exit_code": f"no adapted source in {src}"}
+        shutil.copytree(src, folder, dirs_exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **NO_MULTICAST,
            **{k: str(v) for k, v in spec.get("env", {}).items()}}
     if visible is not None:
@@ -115,7 +133,8 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
     if spec.get("build"):
         b = subprocess.run(spec["build"], cwd=folder, capture_output=True, text=True,
                            env=env, check=False, timeout=300)
-        manifest["build"] = [shlex.quote(c) for c in spec["build"]]
+        if not spec.get("source"):
+            manifest["build"] = [shlex.quote(c) for c in spec["build"]]
         if b.returncode:
             manifest |= {"exit_code": f"build failed ({b.returncode})",
                          "log_tail": (b.stdout + b.stderr)[-3000:]}
@@ -130,7 +149,7 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
     base.parent.mkdir(parents=True, exist_ok=True)
     options = list(spec.get("nsys_options", []))
     for attempt in range(2):
-        nsys_cmd = [NSYS, "profile", *TRACE, *options, "--force-overwrite=true",
+        nsys_cmd = [NSYS, "profile", *spec.get("trace", TRACE), *options, "--force-overwrite=true",
                     "--export=sqlite", "-o", str(base), *command]
         rc, text = _profile(nsys_cmd, folder, env, spec["timeout_s"])
         # nsys 2025.3.1 cannot import XLA's NVTX ranges when their registered strings
