@@ -77,6 +77,11 @@ class Iterations(Record):
     how: str = ""                  # how they were found, for people
     period: int | None = None      # operations per repetition (median), repetition only
     within: str | None = None      # the one NVTX range holding them all, repetition only
+    # A loop inside each iteration (a decode's tokens inside 'request N'): how many
+    # repetitions of how many operations, starting at which, in the median iteration.
+    inner: dict | None = None
+    processes: int = 1             # processes that repeat the same NVTX range
+    runner_up: str | None = None   # the structure that came close, for people
 
     def __len__(self) -> int:
         return self.cpu_start.size
@@ -87,7 +92,9 @@ class Iterations(Record):
 
     def to_dict(self) -> dict:
         return {"source": self.source, "name": self.name, "count": len(self),
-                "how": self.how, "period": self.period, "within": self.within}
+                "how": self.how, "period": self.period, "within": self.within,
+                "inner": self.inner, "processes": self.processes,
+                "runner_up": self.runner_up}
 
 
 def _user_ranges(trace: Trace, pids: np.ndarray) -> Table:
@@ -113,6 +120,7 @@ class _Level:
     labels: list[str]
     numbered: bool
     reach: np.ndarray       # latest end of the ops launched before each start, the last end
+    pid: int = -1
 
     @property
     def count(self) -> int:
@@ -206,7 +214,8 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
             levels.append(_Level(int(gtid[first]), domain_of[domain_code[first]],
                                  base_of[base_code[first]], int(depth[first]), s, e,
                                  [name_of[c] for c in name_code[mine].tolist()],
-                                 bool(numbered[mine].any()), ends_before))
+                                 bool(numbered[mine].any()), ends_before,
+                                 int(nv["pid"][first])))
     if not levels and wanted is not None:
         raise UsageError(f"the NVTX range '{wanted}' never repeats one instance after "
                          "another on one thread; pick a range that marks one "
@@ -323,10 +332,15 @@ def _anchor_run(codes: np.ndarray, positions: np.ndarray
 
 
 def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
-               is_graph: np.ndarray | None = None) -> Repetition | None:
+               is_graph: np.ndarray | None = None, weight: np.ndarray | None = None
+               ) -> Repetition | None:
     """Repetitions in a sequence of op codes (module doc, 3.). *pause_before*: the host's
     pause before each op (its launch minus the previous op's), to prefer the anchor at a
-    loop's natural boundary; *is_graph*: which ops are CUDA graph launches."""
+    loop's natural boundary; *is_graph*: which ops are CUDA graph launches; *weight*:
+    what each op stands for of the program (its share of the operations and of the
+    GPU's work, ``coverage_weights``): the loop that covers most of it wins, not the one
+    of most operations (200 graph replays carry a program more than the 288 kernels of
+    its eager warm-up). Without weights, every op counts one."""
     n = codes.size
     if n < 2 * MIN_ITERATIONS:
         return None
@@ -334,6 +348,8 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
     if n > CHOOSE_ON:                      # choose the anchor on the middle of the sequence
         lo = (n - CHOOSE_ON) // 2
     window = codes[lo:lo + CHOOSE_ON]
+    covered = (np.arange(window.size + 1, dtype=np.float64) if weight is None
+               else np.r_[0.0, np.cumsum(weight[lo:lo + CHOOSE_ON], dtype=np.float64)])
     values, inverse, counts = np.unique(window, return_inverse=True, return_counts=True)
     by_code = np.argsort(inverse, kind="stable")
     first_of = np.r_[0, np.cumsum(counts)[:-1]]
@@ -346,7 +362,7 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
         if found is None:
             continue
         starts, end, alike = found
-        coverage = end - int(starts[0])
+        coverage = float(covered[end] - covered[int(starts[0])])
         at = lo + starts
         at = at[at > 0]
         pause = (float(np.median(pause_before[at])) if pause_before is not None and at.size
@@ -378,6 +394,17 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
         if is_graph is not None else False
     return Repetition(starts, int(np.median(np.diff(np.r_[starts, stop]))), stop, alike,
                       exact, anchor, graph)
+
+
+def coverage_weights(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per op (in launch order): its share of the operations plus its share of the GPU's
+    work (its duration over all ops'): what a loop covering it covers of the program.
+    Either alone misleads: operations favour an eager warm-up's many small kernels over
+    the CUDA graph replays that follow it, GPU time one long kernel. (The host's wall
+    time between launches does too: a start-up's slow weight copies, a verification
+    after the loop.)"""
+    dur = np.maximum(np.nan_to_num(end - start), 0.0)
+    return 1.0 / max(dur.size, 1) + dur / max(float(dur.sum()), 1.0)
 
 
 def _rotate(codes: np.ndarray, starts: np.ndarray, stop: int) -> tuple[np.ndarray, int]:
@@ -425,10 +452,26 @@ def driver(ops: DeviceOps, order: np.ndarray | None = None) -> tuple[int, np.nda
     return int(threads[int(np.argmax(busy))]), gtid
 
 
-def _ops_repetition(trace: Trace, ops: DeviceOps
-                    ) -> tuple[np.ndarray, Repetition, np.ndarray] | None:
-    """Repetitions of the main launching thread's ops: (the thread's op positions in
-    launch order, the repetition found in them, their launch times)."""
+@dataclass
+class _MainOps:
+    """The main launching thread's ops in launch order: their positions among the
+    device's ops, codes, launch times, host pauses before each, which are graph
+    launches, and what each stands for of the program (coverage_weights)."""
+
+    seq: np.ndarray
+    codes: np.ndarray
+    launch: np.ndarray
+    pause: np.ndarray
+    is_graph: np.ndarray
+    weight: np.ndarray
+
+    def launched(self, lo: float, hi: float) -> int:
+        """How many of the ops were launched in [lo, hi)."""
+        a, b = np.searchsorted(self.launch, [lo, hi]).tolist()
+        return b - a
+
+
+def _main_ops(trace: Trace, ops: DeviceOps) -> _MainOps | None:
     if len(ops) < 2 * MIN_ITERATIONS:
         return None
     order = ops.launch_order()
@@ -437,10 +480,16 @@ def _ops_repetition(trace: Trace, ops: DeviceOps
     main, gtid = driver(ops, order)
     seq = order[gtid == main]
     codes = _op_codes(trace, ops, seq)
-    launch = ops.gather("api_start", seq)
-    pause = np.r_[0.0, np.diff(launch)]
-    is_graph = ops.take(seq).source == 3
-    found = repetition(codes, pause, is_graph)
+    launch = np.nan_to_num(ops.gather("api_start", seq))
+    rows = ops.take(seq)
+    return _MainOps(seq, codes, launch, np.r_[0.0, np.diff(launch)], rows.source == 3,
+                    coverage_weights(rows.start, rows.end))
+
+
+def _ops_repetition(main: _MainOps) -> Repetition | None:
+    """Repetitions of the main launching thread's ops."""
+    codes, pause, is_graph, weight = main.codes, main.pause, main.is_graph, main.weight
+    found = repetition(codes, pause, is_graph, weight)
     graphs, launches = np.unique(codes[is_graph], return_counts=True)
     repeated = graphs[launches >= MIN_ITERATIONS]
     if repeated.size > 1:
@@ -448,17 +497,15 @@ def _ops_repetition(trace: Trace, ops: DeviceOps
         # same role: the graphs that repeat, taken as one operation, may repeat further.
         merged = codes.copy()
         merged[is_graph & np.isin(codes, repeated)] = repeated[0]
-        other = repetition(merged, pause, is_graph)
-        if other is not None and (found is None or _covers(other) > _covers(found) / (
-                NEAR_COVERAGE if other.alike >= found.alike else 1.0)):
+        other = repetition(merged, pause, is_graph, weight)
+        if other is not None and (found is None or _covers(other, weight) > _covers(
+                found, weight) / (NEAR_COVERAGE if other.alike >= found.alike else 1.0)):
             found = other
-    if found is None:
-        return None
-    return seq, found, launch
+    return found
 
 
-def _covers(rep: Repetition) -> int:
-    return rep.stop - int(rep.starts[0])
+def _covers(rep: Repetition, weight: np.ndarray) -> float:
+    return float(weight[int(rep.starts[0]):rep.stop].sum())
 
 
 def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
@@ -491,23 +538,79 @@ def _within(trace: Trace, ops: DeviceOps, gtid: int, first: int, last: int) -> s
 def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
          iteration: str | None = None) -> Iterations | None:
     """The iterations of one device (module doc); *iteration*: the NVTX range that marks
-    them, 'none' for none, None to find them."""
+    them, 'none' for none, None to find them.
+
+    Every candidate structure is weighed by what it covers of the main launching
+    thread's operations: the program's own NVTX level, the repetition of its GPU work
+    (graph replays and eager work weighed by their GPU time too: repetition). The NVTX
+    level wins unless the repetition covers clearly more (NVTX_MARGIN); the other is
+    named as the runner-up when it came close and is not the same loop seen otherwise.
+    A loop inside each iteration (tokens inside requests) is named too (``inner``)."""
     if iteration == "none":
         return None
     cands = _nvtx_candidates(trace, ops, iteration)
-    if cands:
-        c = cands[0]
-        shown = shown_name(c.base, c.numbered)
-        bounds = map_to_gpu(ops, c.start, int(c.end[-1]), window, c.reach)
-        how = (f"NVTX range '{shown}'" + (f" (domain {c.domain})" if c.domain else "")
-               + f", {c.count} instances")
-        return Iterations("nvtx", shown, c.start, c.end, bounds, c.labels, how)
+    marked = _from_level(cands[0], cands, ops, window) if cands else None
     if iteration is not None:
-        return None
-    found = _ops_repetition(trace, ops)
-    if found is None:
-        return None
-    seq, rep, launch = found
+        return marked
+    main = _main_ops(trace, ops)
+    rep = _ops_repetition(main) if main is not None else None
+    repeated = _from_repetition(trace, ops, window, main, rep) if rep is not None else None
+    if main is None or repeated is None:
+        return marked
+    if marked is None:
+        chosen, other = repeated, None
+    else:
+        # Against the user's marks, operations alone: GPU time would let a slow copy of
+        # results after the marked loop outweigh the loop.
+        by_ranges = main.launched(float(marked.cpu_start[0]), float(marked.cpu_end[-1]))
+        by_ops = rep.stop - int(rep.starts[0])
+        if by_ops * NVTX_MARGIN > by_ranges:
+            chosen, other, near = repeated, marked, by_ranges >= RUNNER_UP * by_ops
+        else:
+            chosen, other, near = marked, repeated, by_ops >= RUNNER_UP * by_ranges
+        other = other if near else None
+    chosen.inner = _inner(trace, ops, main, chosen)
+    if other is not None and not _same_loop(chosen, other):
+        chosen.runner_up = _phrase(other)
+    return chosen
+
+
+def _same_loop(chosen: Iterations, other: Iterations) -> bool:
+    """Is *other* the chosen loop seen another way (about as many iterations) or a loop
+    inside it (more, shorter iterations: its layers, its tokens), not a rival?"""
+    return 3 * len(other) >= 2 * len(chosen)
+
+
+# The program's NVTX level wins unless the repetition of its GPU work covers twice as many
+# operations (1 / NVTX_MARGIN times): a user's own marks say what an iteration is, and
+# a measured loop marked after an unmarked warm-up of the same loop stays the one.
+NVTX_MARGIN = 0.5
+# The losing structure is named beside the winner when it covered this share of it.
+RUNNER_UP = 0.8
+# A loop inside each iteration is named when it repeats this often and covers this
+# share of the iteration's operations and GPU work.
+INNER_MIN = 8
+INNER_COVERAGE = 0.75
+
+
+def _from_level(c: _Level, cands: list[_Level], ops: DeviceOps, window: tuple[int, int]
+                ) -> Iterations:
+    shown = shown_name(c.base, c.numbered)
+    bounds = map_to_gpu(ops, c.start, int(c.end[-1]), window, c.reach)
+    # The same range repeated by other processes on this device (two jobs sharing it).
+    processes = len({x.pid for x in cands if (x.domain, x.base, x.depth)
+                     == (c.domain, c.base, c.depth)} | {c.pid})
+    how = (f"NVTX range '{shown}'" + (f" (domain {c.domain})" if c.domain else "")
+           + f", {c.count} instances"
+           + (f" (and as many in each of {processes - 1} other process"
+              f"{'es' if processes > 2 else ''})" if processes > 1 else ""))
+    return Iterations("nvtx", shown, c.start, c.end, bounds, c.labels, how,
+                      processes=processes)
+
+
+def _from_repetition(trace: Trace, ops: DeviceOps, window: tuple[int, int],
+                     main: _MainOps, rep: Repetition) -> Iterations:
+    seq, launch = main.seq, main.launch
     starts = seq[rep.starts]
     cpu_start = launch[rep.starts].astype(np.int64)
     last_op = seq[rep.stop - 1]
@@ -526,6 +629,35 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
            + " (no NVTX range marks the iterations; name one with --iteration)")
     cpu_end = np.r_[cpu_start[1:], end_last]
     return Iterations(source, name, cpu_start, cpu_end, bounds, [], how, rep.period, within)
+
+
+def _phrase(it: Iterations) -> str:
+    """'NVTX range 'step N' (40)', 'repeating GPU work (120 x 35 operations)'."""
+    if it.source == "nvtx":
+        return f"NVTX range '{it.name}' ({len(it)})"
+    if it.source == "graph":
+        return f"CUDA graph replays ({len(it)})"
+    return f"repeating GPU work ({len(it)} x {it.period} operations)"
+
+
+def _inner(trace: Trace, ops: DeviceOps, main: _MainOps, it: Iterations) -> dict | None:
+    """The loop inside the middle iteration of *it*, when one repeats there (module
+    doc): {'count', 'period', 'name'}; None when none does."""
+    if len(it) < 1 or it.source == "graph":
+        return None
+    k = len(it) // 2
+    a, b = np.searchsorted(main.launch, [it.cpu_start[k], it.cpu_end[k]]).tolist()
+    if b - a < 2 * INNER_MIN:
+        return None
+    rep = repetition(main.codes[a:b], main.pause[a:b], main.is_graph[a:b],
+                     main.weight[a:b])
+    if rep is None or rep.starts.size < INNER_MIN or rep.period * 2 > b - a:
+        return None
+    share = _covers(rep, main.weight[a:b]) / max(float(main.weight[a:b].sum()), 1e-12)
+    if share < INNER_COVERAGE:
+        return None
+    name = ops.names(trace, main.seq[a + rep.starts[:1]])[0]
+    return {"count": int(rep.starts.size), "period": int(rep.period), "name": _short(name)}
 
 
 def _short(name: str, n: int = 60) -> str:

@@ -167,7 +167,13 @@ def _iterations_phrase(it: Iterations | None) -> str:
     what = {"nvtx": f"NVTX range '{it.name}'", "graph": "CUDA graph replays",
             "kernels": "repeating GPU work", "approximate": "repeating GPU work (drifting)"}
     out = f"{len(it)} iterations: {what.get(it.source, it.source)}"
-    return out + (f" inside '{it.within}'" if it.within else "")
+    if it.processes > 1:
+        out += f" in each of {it.processes} processes"
+    out += f" inside '{it.within}'" if it.within else ""
+    if it.inner:
+        out += (f", each {it.inner['count']} repetitions of {it.inner['period']} "
+                f"operation{'s' if it.inner['period'] != 1 else ''}")
+    return out + (f" (runner-up: {it.runner_up})" if it.runner_up else "")
 
 
 def _links(trace: Trace) -> list[DeviceLink]:
