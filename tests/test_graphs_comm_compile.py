@@ -142,7 +142,8 @@ def test_ddp_hides_communication_and_a_manual_all_reduce_does_not():
     assert overlap["steady.comm_compute_overlap_pct"] > 75.0
     assert manual["steady.comm_compute_overlap_pct"] < 5.0
     assert manual["steady.exposed_comm_ms"] > 4 * overlap["steady.exposed_comm_ms"]
-    assert manual["findings.exposed-communication.after-compute.cost_ms"] > 40
+    # 35 ms since the job's phases start GPU 0's steady state once GPU 1 is warm (issue 38).
+    assert manual["findings.exposed-communication.after-compute.cost_ms"] > 30
     assert overlap["findings.exposed-communication.cost_ms"] < 10
 
 

@@ -329,6 +329,33 @@ def alternating(n: int = 6, *, late: bool = False, overlap: bool = False,
     return build
 
 
+# --- shared-gpu -------------------------------------------------------------------------
+
+def two_processes(side_by_side: bool) -> Callable[[], TraceBuilder]:
+    """Two processes on GPU 0, 'gemm' kernels of 100 us each when alone: four of each
+    alone first, then twenty rounds where, side by side, both processes' kernels run at
+    once and take 200 us (the GPU time-sliced); else they take turns, 100 us each."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        other = b.thread(2000, "python", pid=2)
+        t = 0.0
+        for thread in (None, other):
+            for _ in range(4):
+                b.kernel("gemm", start_us=t, dur_us=100, thread=thread)
+                t += 110
+        for _ in range(20):
+            if side_by_side:
+                b.kernel("gemm", start_us=t, dur_us=200)
+                b.kernel("gemm", start_us=t + 1, dur_us=200, thread=other)
+                t += 210
+            else:
+                b.kernel("gemm", start_us=t, dur_us=100)
+                b.kernel("gemm", start_us=t + 105, dur_us=100, thread=other)
+                t += 210
+        return b
+    return build
+
+
 # --- small-grid -------------------------------------------------------------------------
 
 def grids(blocks: int, *, name: str = "tiny", streams: int = 1) -> Callable[[], TraceBuilder]:
@@ -550,6 +577,11 @@ CASES = [
          instead=("serialized-streams", "unknown")),
     Case("serialized-streams", "unknown", True, alternating(), "launched in time"),
     Case("serialized-streams", "unknown", False, alternating(overlap=True), "overlapping"),
+    # shared-gpu
+    Case("shared-gpu", "time-sliced", True, two_processes(True),
+         "two processes' kernels at once, each 2x slower"),
+    Case("shared-gpu", "time-sliced", False, two_processes(False),
+         "two processes taking turns on the GPU"),
     # small-grid
     Case("small-grid", "undersized-grid", True, grids(1), "1 block on 132 SMs"),
     Case("small-grid", "undersized-grid", False, grids(66), "66 blocks, half the SMs"),

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from gpugap import intervals as tl
 from gpugap.accounting.attribution import DeviceAccount, account_device
-from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, IDLE_IDS, IDS
+from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, CODE, IDLE_IDS, IDS
 from gpugap.accounting.host import ThreadWaits
 from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.phases import PHASES, Phases
+from gpugap.accounting.phases import align as align_phases
 from gpugap.accounting.phases import detect as detect_phases
 from gpugap.accounting.policy import Settings
 from gpugap.accounting.work import device_work
@@ -38,10 +39,13 @@ class Accounting:
 
 def account(trace: Trace, settings: Settings | None = None, *,
             iteration: str | None = None, program: Program | None = None,
-            processes: int | None = 1) -> Accounting:
+            processes: int | None = 1, not_before: tuple[int, str] | None = None
+            ) -> Accounting:
     """Phases and the bucket partition of every device with GPU work, as the program
     model (*program*, else understood here with *iteration*) sees its devices; each
-    device's slices in at most *processes* processes (None: every core)."""
+    device's slices in at most *processes* processes (None: every core). *not_before*:
+    (a time on the report's clock, who): no steady state before it, because another
+    rank of the job (who) was still warming up then (gpugap.accounting.phases.align)."""
     settings = settings or Settings()
     program = program or understand(trace, iteration=iteration)
     interpreted = program.framework in INTERPRETED
@@ -49,16 +53,33 @@ def account(trace: Trace, settings: Settings | None = None, *,
     compiling = tl.union(spans.start, spans.end)
     index = AccountingIndex.of(trace)
     waits = ThreadWaits.of(program, index.calls)
+    works, phases = {}, {}
+    for device, seen in program.devices.items():
+        works[device] = work = device_work(trace, device, seen.ops, index.op_buckets)
+        phases[device] = detect_phases(trace, work, seen,
+                                       warmup_factor=settings.warmup_factor)
+    align_phases(phases, _peers(works, program), not_before)
     devices = {}
     for device, seen in program.devices.items():
-        work = device_work(trace, device, seen.ops, index.op_buckets)
-        phases = detect_phases(trace, work, seen, warmup_factor=settings.warmup_factor)
-        devices[device] = account_device(trace, work, phases, settings, waits,
-                                         compiling, lambda seen=seen: seen.driver,
+        devices[device] = account_device(trace, works[device], phases[device], settings,
+                                         waits, compiling, lambda seen=seen: seen.driver,
                                          interpreted, index, processes)
     _cross_device_waits(devices, program)
     give_back()                                   # the batches' memory, to the system
     return Accounting(devices, settings, program, index)
+
+
+def _peers(works: dict, program: Program) -> dict[int, set[int]]:
+    """The devices each device talks to: every other device that runs communication
+    kernels when it does (one job's collectives), and those linked to it (peer copies,
+    event waits: gpugap.program.DeviceLink)."""
+    talking = {d for d, w in works.items() if w.positions(CODE["communication"]).size}
+    peers = {d: (talking - {d}) if d in talking else set() for d in works}
+    for link in program.links:
+        if link.src in peers and link.dst in peers:
+            peers[link.src].add(link.dst)
+            peers[link.dst].add(link.src)
+    return peers
 
 
 # Frameworks that launch from Python (a gap is host work only well beyond their pace).

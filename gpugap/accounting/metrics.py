@@ -10,7 +10,8 @@ Definitions (all over a *scope*: a set of time windows on one or more devices):
 - ``concurrency``: kernel time (per-stream union, summed over streams) / union of all
   kernel time. 1.0 means kernels never ran side by side.
 - ``kernel_overlap_pct``: share of kernel time during which a kernel on *another*
-  stream of the same device was also running.
+  stream of the same device was also running (another process's streams are other
+  streams: two programs sharing a GPU overlap).
 - ``copy_compute_overlap_pct``: share of memcpy time during which a kernel ran on the
   same device; None when the scope has no copies.
 - ``graph_time_ns``/``graphs``: CUDA graph executions (graph-level tracing: one row per
@@ -358,7 +359,15 @@ def _arrays(table: Table, device: int, only_device: bool, stream: bool = False
     report has one device)."""
     cols = ("start", "end", "stream") if stream else ("start", "end")
     mask = None if only_device else table["device"] == device
-    return {col: table[col] if mask is None else table[col][mask] for col in cols}
+    out = {col: table[col] if mask is None else table[col][mask] for col in cols}
+    if stream and "pid" in table:
+        # Streams of different processes are different streams (each has its stream 7):
+        # two programs sharing a GPU run side by side, and the overlap counts it.
+        pid = table["pid"] if mask is None else table["pid"][mask]
+        if pid.size and int(pid.min()) != int(pid.max()):
+            out["stream"] = (np.asarray(out["stream"]).astype(np.int64)
+                             + (np.asarray(pid).astype(np.int64) << 32))
+    return out
 
 
 def kernel_flags(trace: Trace) -> np.ndarray:

@@ -34,6 +34,10 @@ class Phases:
     warmup: int                    # leading iterations that are warm-up
     spans: dict[str, tuple[int, int]]     # phase -> [lo, hi) (empty phases: lo == hi)
     how: str                       # how the iterations / phases were found, for humans
+    # What kept this device from being steady sooner (align): {'device': a device of this
+    # report, or None, 'who': another report's rank ('rank 1'), or None, 'until_ns': when
+    # it was warm, GPU time}; None when its own warm-up decided.
+    held_by: dict | None = None
 
     @property
     def steady_iterations(self) -> range:
@@ -70,7 +74,7 @@ class Phases:
         durations = it.durations if it is not None else np.zeros(0)
         return {
             "device": self.device, "how": self.how,
-            "window_ns": list(self.window),
+            "window_ns": list(self.window), "held_by": self.held_by,
             "phases": {p: {"start_ns": int(lo), "end_ns": int(hi), "ns": int(hi - lo)}
                        for p, (lo, hi) in self.spans.items()},
             "iterations": None if it is None else {
@@ -120,3 +124,41 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
     return Phases(work.device, window, None, 0, spans,
                   "no repeated NVTX range or GPU work: start-up until the last module load, "
                   "the rest as one steady window")
+
+
+def align(phases: dict[int, Phases], peers: dict[int, set[int]],
+          not_before: tuple[int, str] | None = None) -> None:
+    """Job-wide phases (module doc), in place: each device's steady state starts no
+    earlier than the end of the warm-up of every device in ``peers[device]``, nor (for
+    a report that is one rank of a job of several reports: gpugap.analysis.job) before
+    *not_before* = (time on this report's clock, who was warm last then: 'rank 1')."""
+    warm = {d: ph.spans["steady"][0] for d, ph in phases.items()}
+    for device, ph in phases.items():
+        others = [(warm[p], p, None) for p in peers.get(device, ()) if p in warm]
+        if not_before is not None:
+            others.append((not_before[0], None, not_before[1]))
+        if not others:
+            continue
+        ready, last, who = max(others, key=lambda o: o[0])
+        if ready <= ph.spans["steady"][0]:
+            continue
+        lo, hi = ph.window
+        it = ph.iterations
+        if it is not None and len(it):
+            b = it.bounds
+            # The first iteration that starts once the last peer is warm (at most the last
+            # one: a device keeps one steady iteration if it has any).
+            w = min(max(int(np.searchsorted(b[:-1], ready, side="left")), ph.warmup),
+                    len(it) - 1)
+            if w <= ph.warmup:
+                continue
+            ph.warmup = w
+            ph.spans["warm-up"] = (ph.spans["warm-up"][0], int(b[w]))
+            ph.spans["steady"] = (int(b[w]), ph.spans["steady"][1])
+        else:
+            end = min(max(ready, lo), hi)
+            ph.spans["start-up"] = (ph.spans["start-up"][0], end)
+            ph.spans["warm-up"] = (end, end)
+            ph.spans["steady"] = (end, ph.spans["steady"][1])
+        ph.held_by = {"device": None if last is None else int(last), "who": who,
+                      "until_ns": int(ready)}

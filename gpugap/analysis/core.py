@@ -22,6 +22,7 @@ from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, Settings, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.metrics import Metrics
+from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.verdict import Verdict, decide
@@ -212,7 +213,8 @@ class Analyzer:
     def __init__(self, trace: Trace, *, rules: list[str] | None = None,
                  thresholds: Mapping[str, Mapping[str, float]] | None = None,
                  iteration: str | None = None, all_domains: bool = False,
-                 processes: int | None = None) -> None:
+                 processes: int | None = None,
+                 not_before: tuple[int, str] | None = None) -> None:
         self.trace = trace
         self.selected = rule_registry.select(rules)
         self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
@@ -224,7 +226,8 @@ class Analyzer:
         if trace.has_gpu_activity:
             self.program = understand(trace, iteration=iteration)
             self.accounting = account(trace, settings_for(self.effective),
-                                      program=self.program, processes=self.processes)
+                                      program=self.program, processes=self.processes,
+                                      not_before=not_before)
 
     def _base(self, range_name: str | None) -> Analysis:
         trace = self.trace
@@ -306,6 +309,9 @@ class Analyzer:
                                    "verdict": per_device_verdict[int(device)].to_dict(),
                                    "accounting": summaries[i],
                                    "metrics": per_device.to_dict()})
+        # Nothing said contradicts anything else (gpugap.analysis.claims); if something
+        # does, the analysis says so rather than printing it unremarked.
+        result.warnings += [f"contradiction: {c}" for c in contradictions(result)]
         return result
 
     def _range_rows(self, instances: Table | None) -> tuple[list[RangeMetrics], int]:
@@ -332,7 +338,8 @@ def analyze(trace: Trace, *, rules: list[str] | None = None,
             thresholds: Mapping[str, Mapping[str, float]] | None = None,
             range_name: str | None = None, require_gpu: bool = True,
             iteration: str | None = None, all_domains: bool = False,
-            processes: int | None = None) -> Analysis:
+            processes: int | None = None,
+            not_before: tuple[int, str] | None = None) -> Analysis:
     """The verdict, the accounting of each device, metrics (whole report, per device, per
     NVTX range) and the findings of every rule.
 
@@ -343,10 +350,13 @@ def analyze(trace: Trace, *, rules: list[str] | None = None,
     raises NoCudaActivity when *require_gpu*, else returns an Analysis whose status is
     'no-cuda-activity' (its ranges still list the NVTX ranges found). *processes*: at
     most this many processes work on it (gpugap.forkjoin; 1: this one alone; default:
-    every core for a big report, processes_for).
+    every core for a big report, processes_for). *not_before*: (a time on the report's
+    clock, who), for one rank of a job of several reports: its steady state starts no
+    earlier, the job's other rank *who* being still warm-up until then
+    (gpugap.analysis.job).
     """
     if range_name:
         nvtx_ranges.select(trace, range_name)         # a bad name fails before the work
     return Analyzer(trace, rules=rules, thresholds=thresholds, iteration=iteration,
-                    all_domains=all_domains, processes=processes
+                    all_domains=all_domains, processes=processes, not_before=not_before
                     ).analyze(range_name, require_gpu=require_gpu)

@@ -131,6 +131,10 @@ class RankSummary(Record):
     collective_iteration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     collective_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     collective_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Where its steady state starts on its report's clock (GPU time), and what held it
+    # back (gpugap.accounting.phases.align), for the job's phases (settle_start).
+    warm_ns: int | None = None
+    held_by: dict[str, Any] | None = None
     analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
     # What the report records of its job (gpugap.analysis.grouping), for grouping.
     identity: ReportIdentity | None = field(default=None, repr=False)
@@ -184,6 +188,8 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
     device = with_comm[0] if with_comm else next(iter(accounting.devices))
     dev = accounting.devices[device]
     out.device = int(device)
+    out.warm_ns = int(dev.phases.spans["steady"][0])
+    out.held_by = dev.phases.held_by
     verdict = next((d["verdict"] for d in analysis.devices if d["device"] == device), None)
     if verdict is not None:
         out.verdict = {k: verdict.get(k) for k in ("kind", "rule", "cause", "headline",
@@ -231,16 +237,18 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
 def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
                      nsys: str | None = None, rules: list[str] | None = None,
                      thresholds: dict | None = None, iteration: str | None = None,
-                     details: bool = False, processes: int | None = 1) -> RankSummary:
+                     details: bool = False, processes: int | None = 1,
+                     not_before: tuple[int, str] | None = None) -> RankSummary:
     """Load and analyse one report (as ``gpugap analyze`` does) into its summary. Never
     raises for a bad report: its summary has status 'error' and the one-line reason.
     Runs in the worker (a process of the pool, or a Dask worker that reads the file),
     in that process alone (*processes*: the reports of a job share the cores; see
-    gpugap.analysis.core.analyze)."""
+    gpugap.analysis.core.analyze). *not_before*: no steady state before that time of
+    the report's clock, another rank still warming up then (:func:`settle_start`)."""
     try:
         trace = load(path, nsys=nsys)
         analysis = analyze(trace, rules=rules, thresholds=thresholds, iteration=iteration,
-                           require_gpu=False, processes=processes)
+                           require_gpu=False, processes=processes, not_before=not_before)
         out = summarize(analysis, trace, index=index, details=details)
         out.identity = read_identity(trace.info.sqlite_path, shown=str(path))
         return out
@@ -350,6 +358,9 @@ class Job(Shown, Record):
     metrics: dict[str, float | int | None]
 
     rank_numbers: dict[int, int] = field(default_factory=dict)   # index -> rank
+    # rank -> who it waited for at start-up: its steady state began once that rank was
+    # warm (the job's phases), its waits before then counted as start-up.
+    held: dict[int, str] = field(default_factory=dict)
     # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
     waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     iterations: list[str] = field(default_factory=list, repr=False)
@@ -429,6 +440,7 @@ class Job(Shown, Record):
                 "collectives_matched": self.collectives_matched,
                 "iterations_matched": self.iterations_matched,
                 "metrics": self.metrics, "ranks": self.table(),
+                "held_at_start_up": {str(r): who for r, who in sorted(self.held.items())},
                 "failed": [{"report": s.report, "index": s.index, "error": s.error}
                            for s in self.failed]}
 
@@ -622,7 +634,11 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
         kind = "balanced"
         head = (f"No straggler across {len(ok)} ranks: {waited}{spread}; the worst rank's "
                 f"verdict (rank {worst}): {own(worst)}")
-    return Job(ranks=ok, failed=failed, rank_source=source, clock=clock,
+    # Ranks whose steady state waited for another's start-up (settle_start, or the
+    # ranks of one report: gpugap.accounting.phases.align).
+    held = {rank[s.index]: s.held_by["who"] or f"GPU {s.held_by['device']}"
+            for s in ok if s.held_by}
+    return Job(ranks=ok, failed=failed, rank_source=source, clock=clock, held=held,
                offsets_ns={rank[i]: int(o - min(offsets.values()))
                            for i, o in offsets.items()},
                headline=head, kind=kind, straggler=straggler,
@@ -710,6 +726,43 @@ class Jobs(Shown):
                 "alone": [self.summaries[i].report for i in self.grouping.alone]}
 
 
+def settle_start(summaries: Sequence[RankSummary], members: Sequence[Sequence[int]],
+                 ranks: Sequence[dict[int, int] | None], *,
+                 workers: int | None = None, scheduler: str | Client | None = None,
+                 **options: Any) -> list[RankSummary]:
+    """The job's phases across its reports: a rank is not steady before every other
+    rank of its job is warm (gpugap.accounting.phases.align, which does the same for
+    the ranks of one report). *members*: the indexes of each job's summaries; *ranks*:
+    each job's rank of each index (None: file order). The reports of a rank that was
+    steady before another was warm are analyzed again with that rank's warm time on
+    their clock (session start times: one host; several hosts' clocks line up only on
+    their collectives, later, in :func:`combine`, so they are left as they are)."""
+    out = list(summaries)
+    by_index = {s.index: s for s in out}
+    again: dict[int, tuple[int, str]] = {}
+    for job, numbers in zip(members, ranks, strict=True):
+        # Each rank's report start and warm time on the job's clock (ns since the epoch).
+        clock = {i: (s.session_start_utc_ns, s.warm_ns) for i in job
+                 if (s := by_index.get(i)) is not None and s.status == "ok"
+                 and s.session_start_utc_ns is not None and s.warm_ns is not None}
+        if len(clock) < 2 or len({by_index[i].host for i in clock}) > 1:
+            continue
+        warm = {i: start + w for i, (start, w) in clock.items()}
+        for i, (start, _) in clock.items():
+            last = max((j for j in warm if j != i), key=lambda j: warm[j])
+            if warm[last] > warm[i]:
+                rank = (numbers or {}).get(last, sorted(warm).index(last))
+                again[i] = (warm[last] - start, f"rank {rank}")
+    for index, not_before in again.items():
+        s = by_index[index]
+        redone = summarize_all([s.report], workers=1 if scheduler is None else workers,
+                               scheduler=scheduler, not_before=not_before, **options)[0]
+        redone.index = index
+        if redone.ok:
+            out[out.index(s)] = redone
+    return out
+
+
 def group_summaries(summaries: Sequence[RankSummary], *, align: str = "auto",
                     straggler_pct: float = STRAGGLER_PCT) -> Jobs:
     """*summaries* (in the order given: ``index`` = position) grouped into jobs by what
@@ -735,6 +788,21 @@ def analyze_jobs(paths: Iterable[str | os.PathLike[str]], *, workers: int | None
     times are never one job."""
     summaries = summarize_all(expand_reports(paths), workers=workers, scheduler=scheduler,
                               progress=progress, **options)
+    return group_settled(summaries, workers=workers, scheduler=scheduler, align=align,
+                         straggler_pct=straggler_pct, **options)
+
+
+def group_settled(summaries: Sequence[RankSummary], *, workers: int | None = None,
+                  scheduler: str | Client | None = None, align: str = "auto",
+                  straggler_pct: float = STRAGGLER_PCT, **options: Any) -> Jobs:
+    """:func:`group_summaries` once each job's phases are settled across its reports
+    (:func:`settle_start`: *workers*, *scheduler* and *options* analyze again the reports
+    that need it, as :func:`summarize_all` did)."""
+    identities = [s.identity or ReportIdentity(report=s.report, error=s.error or "unknown")
+                  for s in sorted(summaries, key=lambda s: s.index)]
+    jobs = group(identities).jobs
+    summaries = settle_start(summaries, [j.members for j in jobs], [j.ranks for j in jobs],
+                             workers=workers, scheduler=scheduler, **options)
     return group_summaries(summaries, align=align, straggler_pct=straggler_pct)
 
 
@@ -778,6 +846,9 @@ def analyze_job(paths: Iterable[str | os.PathLike[str]], *, workers: int | None 
     they record: :func:`analyze_jobs` groups them first."""
     summaries = summarize_all(expand_reports(paths), workers=workers, scheduler=scheduler,
                               progress=progress, **options)
+    ok = sorted((s for s in summaries if s.ok), key=lambda s: s.index)
+    summaries = settle_start(summaries, [[s.index for s in ok]], [_ranks(ok)[0]],
+                             workers=workers, scheduler=scheduler, **options)
     return combine(summaries, align=align, straggler_pct=straggler_pct)
 
 

@@ -331,12 +331,15 @@ def _cause(causes: Mapping[tuple[str, str], Cause], f: Finding) -> Cause:
 
 def _title(f: Finding, cause: Cause) -> str:
     """What the verdict calls *f*'s cause: its title, else 'rule-id [cause-id]'; a
-    device waiting for others names them ('Waiting for another GPU (GPU 1)')."""
+    device waiting for others names them ('Waiting for another GPU (GPU 1)'); what the
+    finding's evidence adds to it (``title_detail``) follows in parentheses."""
     title = cause.title if cause.title is not None else f"{f.rule} [{f.cause}]"
     awaited = f.evidence.get("awaited_devices") if cause.waits_for_device else None
     if awaited:
         title += " (" + ", ".join(f"GPU {d}" for d in awaited) + ")"
-    return title
+    # What the finding's evidence adds to its name in a headline (the rule says it).
+    detail = f.evidence.get("title_detail")
+    return f"{title} ({detail})" if detail else title
 
 
 def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
@@ -413,12 +416,6 @@ def _capital(text: str) -> str:
 
 
 def _who(device: int, accounting: Accounting) -> str:
-    """'rank 1 (GPU 1)' where each process drove one GPU (ranks in the order of their
-    GPUs, as torchrun assigns them on one node), else 'GPU 1'."""
+    """'rank 1 (GPU 1)' or 'GPU 1' (gpugap.program.Program.who)."""
     program = accounting.program
-    if program is not None and len(program.processes) > 1 and all(
-            len(p.devices) == 1 for p in program.processes):
-        order = sorted(p.devices[0] for p in program.processes)
-        if device in order:
-            return f"rank {order.index(device)} (GPU {device})"
-    return f"GPU {device}"
+    return f"GPU {device}" if program is None else program.who(device)

@@ -242,18 +242,21 @@ def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[st
                         nsys: str | None, workers: int | None, scheduler: str | None,
                         scheduler_timeout: float, severity: Severity) -> int:
     """`gpugap analyze R1 R2 ...`: each report analyzed, grouped into jobs by what it
-    records (gpugap.analysis.job.group_summaries), each job combined."""
-    from gpugap.analysis.job import group_summaries, summarize_all
+    records, each job's phases settled across its reports and combined
+    (gpugap.analysis.job.group_settled)."""
+    from gpugap.analysis.job import group_settled, summarize_all
     from gpugap.errors import EXIT_PARTIAL, ReportError
     from gpugap.render.job import render_jobs
 
+    options: dict[str, Any] = {"nsys": nsys, "rules": rules, "thresholds": thresholds,
+                               "iteration": iteration,
+                               "details": outputs.document(JOB) is not None}
     with job_progress(len(reports)) as progress:
         summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
                                   scheduler_timeout=scheduler_timeout, progress=progress,
-                                  nsys=nsys, rules=rules, thresholds=thresholds,
-                                  iteration=iteration,
-                                  details=outputs.document(JOB) is not None)
-    jobs = group_summaries(summaries)
+                                  **options)
+    jobs = group_settled(summaries, workers=workers, scheduler=scheduler,
+                         scheduler_timeout=scheduler_timeout, **options)
     outputs.write(JOB, jobs, View(min_severity=severity), inputs=reports,
                   terminal=lambda: render_jobs(jobs, stdout), console=stdout, errors=stderr)
     failed = jobs.failed

@@ -111,6 +111,15 @@ class Program(Record):
                 return name
         return None
 
+    def who(self, device: int) -> str:
+        """'rank 1 (GPU 1)' where each process drove one GPU (ranks in the order of their
+        GPUs, as torchrun assigns them on one node), else 'GPU 1'."""
+        if len(self.processes) > 1 and all(len(p.devices) == 1 for p in self.processes):
+            order = sorted(p.devices[0] for p in self.processes)
+            if device in order:
+                return f"rank {order.index(device)} (GPU {device})"
+        return f"GPU {device}"
+
     def line(self) -> str:
         """One line: frameworks, processes and GPUs, iterations (how found), compiling."""
         names = self.frameworks

@@ -95,6 +95,11 @@ def render_job(job: Job, console: Console, group: JobGroup | None = None) -> Non
                                               limit=MESSAGE_LIMIT)))
     if len(rows) > len(shown):
         console.print(f"... and {len(rows) - len(shown)} more ranks (--json lists all)")
+    for rank, who in sorted(job.held.items()):
+        console.print(safe_rich(f"start-up: rank {rank} waited for {who}'s start-up; its "
+                                "steady state begins once that rank is warm (the wait "
+                                "is a one-time cost, not the steady state's)", "dim",
+                                limit=MESSAGE_LIMIT))
     m = job.metrics
     console.print(safe_rich(f"ranks from {job.rank_source}; clock: {job.clock}; "
                             f"{job.collectives_matched} collectives matched over "

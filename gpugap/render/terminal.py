@@ -300,6 +300,9 @@ def _one_time_line(f: Finding) -> Text:
     line.append_text(safe_rich(f"{f.phase}: {f.rule} [{f.cause}] {fmt_ns(f.cost_ns)}"
                                + (f" x{f.count}" if f.count > 1 else "")
                                + (f" on GPU {f.device}" if f.device is not None else "")))
+    note = f.evidence.get("note")
+    if note:
+        line.append_text(safe_rich(f": {note}", limit=80))
     where = " > ".join(f.ranges)
     if where:
         line.append_text(safe_rich(f"  in {where}", "dim", limit=80))

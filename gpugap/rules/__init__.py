@@ -23,6 +23,7 @@ RULE_MODULES = (
     "copy_compute_serialized",
     "exposed_communication",
     "periodic_save",
+    "shared_gpu",
 )
 
 

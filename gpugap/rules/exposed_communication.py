@@ -68,6 +68,11 @@ FIX_AFTER_COMPUTE_TAIL = (
     "buckets smaller (DDP bucket_cap_mb, or a smaller first bucket), start the "
     "optimizer on buckets already reduced, or overlap the tail with the next step's "
     "forward (FSDP's prefetching).")
+# A wait for another rank's start-up: nothing in the steady state to change.
+FIX_STARTUP = (
+    "Nothing to change in the steady state: the other rank was still starting up (loading, "
+    "compiling, warming up). If the job's start-up matters, look at that rank's own "
+    "start-up costs; otherwise profile from the steady state on (nsys --capture-range).")
 MAX_MARKED = 5          # exposed stretches and collectives drawn per finding
 # NCCL's NVTX ranges of collectives (ncclAllReduce...): named nccl*, and not the
 # communicator's set-up or the group calls around them (no Comm or Group in the name).
@@ -168,8 +173,9 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
     # Waiting for a peer: the exposed time before the last peer started the collective.
     waited = 0
     if wait is not None:
-        before = (start[hit], start[hit] + np.maximum(wait[hit], 0))
-        waited = int(tl.overlap_each(*before, mine).sum())
+        # Once, however many collectives waited at the same time (their waits overlap).
+        before = tl.union(start[hit], start[hit] + np.maximum(wait[hit], 0))
+        waited = tl.total(tl.intersect(before, mine))
     # Same stream as the compute: exposed collectives on streams that also run compute.
     stream = work.gather("stream", ops).astype(np.int64)
     compute_streams = np.unique(work.gather(
@@ -206,6 +212,17 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
                 "after_most_compute_ns": late_ns,
                 "streams": sorted(set(stream[hit].tolist()))}
     top = max(collectives.items(), key=lambda kv: kv[1], default=("", 0))
+    # A wait in the warm-up that the job's phases gave this device because another was
+    # still starting up (gpugap.accounting.phases.align): that device's start-up.
+    held = dev.phases.held_by if phase == "start-up" else None
+    program = context.accounting.program
+    starting = None
+    if held is not None and cause == "waiting-for-peer" and start[hit].size and \
+            int(start[hit][0]) < held["until_ns"]:
+        starting = held["who"] or (program.who(held["device"]) if program is not None
+                                   else f"GPU {held['device']}")
+        evidence |= {"waiting_for_startup_of": starting,
+                     "note": f"waiting for {starting}'s start-up"}
     fix = (FIX_AFTER_COMPUTE_TAIL if cause == "after-compute" and hidden_pct is not None
            and hidden_pct >= 50 else RULE.causes[cause].fix)
     return Finding(
@@ -213,8 +230,8 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
         end_ns=int(mine[1][-1]), cost_ns=int(cost), at_ns=at, phase=phase,
         message=message(cause, device=dev.device, exposed_ns=cost, kernels=int(hit.sum()),
                         collective=top[0], calls=top[1], hidden_pct=hidden_pct,
-                        waited_ns=waited),
-        fix=fix, marks=_marks(dev, cause, mine, ops, exposed_each),
+                        waited_ns=waited, starting=starting),
+        fix=FIX_STARTUP if starting else fix, marks=_marks(dev, cause, mine, ops, exposed_each),
         device=dev.device, count=int(hit.sum()),
         streams=sorted(set(stream[hit].tolist())),
         ranges=ranges_of(trace, start[hit], weights=exposed_each[hit].astype(np.float64)),
@@ -245,8 +262,13 @@ def _marks(dev, cause: str, mine: tl.Intervals, ops: np.ndarray, exposed_each: n
 
 
 def message(cause: str, *, device: int, exposed_ns: int, kernels: int, collective: str,
-            calls: int, hidden_pct: float | None, waited_ns: int) -> str:
+            calls: int, hidden_pct: float | None, waited_ns: int,
+            starting: str | None = None) -> str:
     """How long communication ran exposed, the commonest collective, and why."""
+    if starting:
+        return (f"GPU {device} waited {fmt_ns(waited_ns)} inside {kernels} communication "
+                f"kernels (e.g. {collective} x{calls}) for {starting} to finish starting "
+                "up: a start-up cost of the job, not of the steady state.")
     return (f"Communication on GPU {device} ran exposed for {fmt_ns(exposed_ns)}: "
             f"{kernels} communication kernels (e.g. {collective} x{calls}) ran "
             f"with no compute beside them; only {hidden_pct}% of the communication "

@@ -18,7 +18,9 @@ from tests.rules.kit import (
 RULE = "exposed-communication"
 
 FIRES = [
-    Fires("captures/ddp-manual", "after-compute", severity="error"),
+    # 18.1% of the steady state since the job's phases start GPU 0's steady state once GPU
+    # 1 is warm (issue 38): its first iteration after warm-up waited for GPU 1 (23.2%).
+    Fires("captures/ddp-manual", "after-compute", severity="warning"),
 ]
 
 SILENT = [
