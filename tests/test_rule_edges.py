@@ -302,6 +302,48 @@ def saves(read_back_mib: int) -> Callable[[], TraceBuilder]:
     return build
 
 
+# --- first-use --------------------------------------------------------------------------
+
+def first_use(kind: str | None, near_miss: bool = False) -> Callable[[], TraceBuilder]:
+    """12 steps of 4 'gemm' kernels (100 us each); step 8 is slow and, per *kind*:
+    'autotuning' runs 40 'gemm' kernels with a cudaDeviceSynchronize after every fourth
+    (10; a near miss: 2 syncs and 2 extra kernels); 'compilation' compiles for 2 ms (XLA's
+    XlaCompile range) before its kernels (a near miss: in every step, 100 us); 'module-load'
+    loads a module, then runs 4 kernels never run before, 'fresh0' to 'fresh3' (a near
+    miss: 2 of them); 'new-work' runs the 4 new kernels after a 2 ms pause (a near miss:
+    2 'gemm' kernels more, 2 ms late: the same work, late)."""
+    def build() -> TraceBuilder:
+        b = TraceBuilder()
+        t = 0.0
+        for i in range(12):
+            start = t
+            if kind == "compilation" and (i == 8 or near_miss):
+                b.nvtx("XlaCompile:#module=step#", start_us=t, end_us=t + (100 if near_miss
+                                                                          else 2000),
+                       domain="TSL")
+                t += 100 if near_miss else 2000
+            if i == 8 and kind in ("module-load", "new-work"):
+                if kind == "module-load":
+                    b.call("cuModuleLoadData", start_us=t, end_us=t + 300)
+                t += 2000
+                for k in range(2 if near_miss else 4):
+                    b.kernel("gemm" if near_miss and kind == "new-work" else f"fresh{k}",
+                             start_us=t, dur_us=100)
+                    t += 100
+            if i == 8 and kind == "autotuning":
+                for k in range(6 if near_miss else 40):
+                    b.kernel("gemm", start_us=t, dur_us=100)
+                    t += 100
+                    if k % 4 == 3 and (not near_miss or k < 8):
+                        b.sync("cudaDeviceSynchronize", start_us=t - 50, end_us=t + 30)
+                        t += 40
+                t += 1000
+            t = back_to_back(b, t, 4, 100) + 50
+            b.nvtx(f"step {i}", start_us=start - 20, end_us=t - 25)
+        return b
+    return build
+
+
 # --- serialized-streams -----------------------------------------------------------------
 
 def alternating(n: int = 6, *, late: bool = False, overlap: bool = False,
@@ -577,6 +619,24 @@ CASES = [
          instead=("serialized-streams", "unknown")),
     Case("serialized-streams", "unknown", True, alternating(), "launched in time"),
     Case("serialized-streams", "unknown", False, alternating(overlap=True), "overlapping"),
+    # first-use: a slow step that runs new work (a new shape's autotuning, compile, load)
+    Case("first-use", "autotuning", True, first_use("autotuning"),
+         "40 launches and 10 syncs in one step", needs_iterations=True),
+    Case("first-use", "autotuning", False, first_use("autotuning", True),
+         "6 launches and 1 sync more: not enough"),
+    Case("first-use", "compilation", True, first_use("compilation"),
+         "XLA compiles 2 ms in one step", needs_iterations=True),
+    Case("first-use", "compilation", False, first_use("compilation", True),
+         "a compile in every step: recurring"),
+    Case("first-use", "module-load", True, first_use("module-load"),
+         "a load and 4 new kernels in one step", needs_iterations=True),
+    Case("first-use", "module-load", False, first_use("module-load", True),
+         "a load and 2 new kernels: not enough"),
+    Case("first-use", "new-work", True, first_use("new-work"),
+         "4 new kernels after a 2 ms pause", needs_iterations=True),
+    Case("first-use", "new-work", False, first_use("new-work", True),
+         "the same kernels 2 ms late: the same work",
+         instead=("launch-gap", "host-launch-latency")),
     # shared-gpu
     Case("shared-gpu", "time-sliced", True, two_processes(True),
          "two processes' kernels at once, each 2x slower"),

@@ -20,6 +20,7 @@ from gpugap.accounting.index import AccountingIndex
 from gpugap.accounting.phases import PHASES, Phases
 from gpugap.accounting.phases import align as align_phases
 from gpugap.accounting.phases import detect as detect_phases
+from gpugap.accounting.phases import first_uses
 from gpugap.accounting.policy import Settings
 from gpugap.accounting.work import device_work
 from gpugap.memory import give_back
@@ -59,6 +60,8 @@ def account(trace: Trace, settings: Settings | None = None, *,
         phases[device] = detect_phases(trace, work, seen,
                                        warmup_factor=settings.warmup_factor)
     align_phases(phases, _peers(works, program), not_before)
+    for device, ph in phases.items():
+        first_uses(trace, works[device], ph, program.compile_spans)
     devices = {}
     for device, seen in program.devices.items():
         devices[device] = account_device(trace, works[device], phases[device], settings,

@@ -154,6 +154,11 @@ class DeviceAccount:
             return out
         totals = per_phase["steady"]
         wall = hi - lo
+        if ph.first_use.size:       # the steady state but its first-use iterations
+            windows = ph.steady_windows()
+            totals = dict(zip(IDS, self.partition.totals(*windows).sum(axis=0).tolist(),
+                              strict=True))
+            wall = tl.total(windows)
         busy = sum(totals[b] for b in BUSY_IDS)
         steady = {"wall_ns": int(wall), "gpu_busy_pct": round(100.0 * busy / wall, 3),
                   "buckets": {b: {"ns": int(v), "pct": round(100.0 * v / wall, 3)}
@@ -169,7 +174,7 @@ class DeviceAccount:
                 item["per_iteration_median_ns"] = int(median)
                 item["per_iteration_p90_ns"] = int(p90)
             dur = ihi - ilo
-            steady["iterations"] = int(its.stop - its.start)
+            steady["iterations"] = int(len(its))
             steady["iteration_median_ns"] = int(np.median(dur))
             steady["iteration_p90_ns"] = int(np.percentile(dur, 90))
         out["steady"] = steady

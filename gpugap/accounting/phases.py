@@ -11,19 +11,32 @@ operation); the rest is one steady window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpugap.accounting.host import MODULE_LOAD
+from gpugap import intervals as tl
+from gpugap.accounting.host import MODULE_LOAD, SYNCHRONIZE
 from gpugap.accounting.work import DeviceWork
 from gpugap.memory import isin
 from gpugap.program import DeviceProgram
-from gpugap.program.iterations import Iterations
+from gpugap.program.compilation import CompileSpans
+from gpugap.program.iterations import Iterations, op_codes
 from gpugap.report.trace import Trace
 
 PHASES = ("start-up", "warm-up", "steady", "tail")
 WARMUP_FACTOR = 2.0
+# First uses (first_uses): steady iterations needed to compare; slow is this many times
+# the median iteration; new work is this many launches of a kernel (with its grid) or
+# graph first run there; more launches is this factor over the median, more host
+# synchronizations this many over the median; at most this share of the steady
+# iterations (more is recurring work).
+FIRST_USE_MIN_ITERATIONS = 6
+FIRST_USE_SLOW = 1.5
+FIRST_USE_NEW = 3
+FIRST_USE_MORE = 1.5
+FIRST_USE_SYNCS = 3
+FIRST_USE_MAX_SHARE = 0.34
 
 
 @dataclass
@@ -38,11 +51,32 @@ class Phases:
     # report, or None, 'who': another report's rank ('rank 1'), or None, 'until_ns': when
     # it was warm, GPU time}; None when its own warm-up decided.
     held_by: dict | None = None
+    # Steady iterations that ran work first seen there (first_uses): the warm-up of that
+    # work (a new shape's autotuning or compilation), out of the steady state; and what
+    # showed it (first_uses' evidence), for the rule that reports them (first-use).
+    first_use: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    first_use_evidence: dict | None = None
 
     @property
-    def steady_iterations(self) -> range:
+    def steady_iterations(self) -> np.ndarray:
+        """The steady iterations' indexes: after the warm-up, but the first uses."""
         n = 0 if self.iterations is None else len(self.iterations)
-        return range(self.warmup, n)
+        its = np.arange(self.warmup, n, dtype=np.int64)
+        return its if not self.first_use.size else its[~np.isin(its, self.first_use)]
+
+    def first_use_windows(self) -> tl.Intervals:
+        """The GPU windows of the first-use iterations (a union)."""
+        if not self.first_use.size:
+            return tl.EMPTY
+        return tl.union(*self.iteration_windows(self.first_use))
+
+    def steady_windows(self) -> tl.Intervals:
+        """The steady state as a union: its span but the first-use iterations."""
+        lo, hi = self.spans["steady"]
+        span = (np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
+        if hi <= lo:
+            return tl.EMPTY
+        return tl.subtract(span, self.first_use_windows()) if self.first_use.size else span
 
     def iteration_windows(self, which: range | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.iterations is None:
@@ -57,7 +91,8 @@ class Phases:
         return b[idx], b[idx + 1]
 
     def phase_codes(self, times) -> np.ndarray:
-        """Index into PHASES of the phase each time falls in (-1 outside the window)."""
+        """Index into PHASES of the phase each time falls in (-1 outside the window); a
+        first-use iteration's time is warm-up."""
         t = np.asarray(times, dtype=np.int64)
         out = np.full(t.shape, -1, dtype=np.int8)
         for code, phase in enumerate(PHASES):
@@ -66,6 +101,8 @@ class Phases:
         lo, hi = self.window
         out[t == hi] = PHASES.index("tail") if self.spans["tail"][1] > self.spans["tail"][0] \
             else PHASES.index("steady")
+        if self.first_use.size:
+            out[tl.within(t, self.first_use_windows())] = PHASES.index("warm-up")
         return out
 
     def to_dict(self) -> dict:
@@ -75,13 +112,17 @@ class Phases:
         return {
             "device": self.device, "how": self.how,
             "window_ns": list(self.window), "held_by": self.held_by,
+            "first_use": None if not self.first_use.size or it is None else {
+                "iterations": [it.labels[i] if it.labels else f"#{i}"
+                               for i in self.first_use.tolist()],
+                "ns": tl.total(self.first_use_windows())},
             "phases": {p: {"start_ns": int(lo), "end_ns": int(hi), "ns": int(hi - lo)}
                        for p, (lo, hi) in self.spans.items()},
             "iterations": None if it is None else {
                 "source": it.source, "name": it.name, "count": len(it),
                 "warmup": self.warmup, "steady": len(steady),
-                "median_ns": int(np.median(durations[self.warmup:]))
-                if len(steady) else None,
+                "first_use": int(self.first_use.size),
+                "median_ns": int(np.median(durations[steady])) if len(steady) else None,
                 "durations_ns": durations.astype(np.int64, copy=False).tolist()},
         }
 
@@ -162,3 +203,88 @@ def align(phases: dict[int, Phases], peers: dict[int, set[int]],
             ph.spans["steady"] = (end, ph.spans["steady"][1])
         ph.held_by = {"device": None if last is None else int(last), "who": who,
                       "until_ns": int(ready)}
+
+
+def _count_in(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many of *times* fall in each of the sorted, disjoint windows [lo, hi)."""
+    k = np.searchsorted(lo, times, side="right") - 1
+    inside = (k >= 0) & (times < hi[np.maximum(k, 0)])
+    return np.bincount(k[inside], minlength=lo.size)
+
+
+def _grids(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Each kernel's grid as one number (0 for other ops)."""
+    out = np.zeros(source.size, dtype=np.int64)
+    k = trace.table("kernels")
+    if len(k) and all(c in k for c in ("grid_x", "grid_y", "grid_z")):
+        sel = source == 0
+        r = row[sel]
+        out[sel] = (k["grid_x"][r].astype(np.int64) * 1_000_003
+                    + k["grid_y"][r].astype(np.int64)) * 1_000_003 \
+            + k["grid_z"][r].astype(np.int64)
+    return out
+
+
+def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
+               compile_spans: CompileSpans | None) -> None:
+    """Mark the steady iterations of *ph* that are the first use of new work (module
+    doc), in place, with the evidence for each (``first_use_evidence``).
+
+    A steady iteration is a first use when it is slow (FIRST_USE_SLOW x the median) and
+    runs new work: FIRST_USE_NEW launches of a kernel (by its full name and grid: a new
+    shape) or a CUDA graph first run there, with more launches than usual
+    (FIRST_USE_MORE x the median) or module loads; or more launches and more host
+    synchronizations (FIRST_USE_SYNCS above the median: an autotuner timing candidates,
+    whose kernels may all have run before); or several times the usual launches (3 x
+    FIRST_USE_MORE); or compilers ran in it (the program model's compile spans) where
+    they do not in most iterations. Copies are left out: a checkpoint's copies and
+    synchronizations are data, not new work. At most FIRST_USE_MAX_SHARE of the steady
+    iterations: more is the loop's own work recurring."""
+    it = ph.iterations
+    its = ph.steady_iterations
+    if it is None or its.size < FIRST_USE_MIN_ITERATIONS:
+        return
+    lo, hi = ph.iteration_windows(its)
+    dur = hi - lo
+    every = np.arange(len(work))
+    taken = work.take(every)
+    launched = (taken.source == 0) | (taken.source == 3)       # kernels, graph launches
+    start = taken.start[launched]
+    codes = op_codes(trace, work, every[launched])
+    grid = _grids(trace, taken.source[launched], taken.row[launched])
+    _, first = np.unique(np.column_stack([codes, grid]), axis=0, return_index=True)
+    ops = _count_in(start, lo, hi)
+    new = _count_in(start[first], lo, hi)
+    cpu_lo, cpu_hi = it.cpu_start[its], it.cpu_end[its]
+    api = trace.table("api")
+    syncs = loads = np.zeros(its.size, dtype=np.int64)
+    if len(api):
+        mine = isin(api["pid"], work.pids)
+        names = api.labels("name")
+        syncs = _count_in(api["start"][mine & names.matching(SYNCHRONIZE)], cpu_lo, cpu_hi)
+        loads = _count_in(api["start"][mine & names.matching(MODULE_LOAD)], cpu_lo, cpu_hi)
+    compiled = np.zeros(its.size, dtype=np.int64)
+    if compile_spans is not None and len(compile_spans):
+        compiled = tl.overlap_each(cpu_lo, cpu_hi,
+                                   tl.union(compile_spans.start, compile_spans.end))
+    median_dur, median_ops = float(np.median(dur)), max(float(np.median(ops)), 1.0)
+    median_syncs = float(np.median(syncs))
+    extra = np.maximum(dur - median_dur, 0)
+    more = ops >= FIRST_USE_MORE * median_ops
+    novel = (((new >= FIRST_USE_NEW) & (more | (loads > 0)))
+             | (more & (syncs >= median_syncs + FIRST_USE_SYNCS))
+             | (ops >= 3 * FIRST_USE_MORE * median_ops))
+    compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (np.median(compiled) == 0)
+    hit = np.flatnonzero((dur >= FIRST_USE_SLOW * median_dur) & (novel | compiling))
+    if not hit.size or hit.size > FIRST_USE_MAX_SHARE * its.size:
+        return
+    ph.first_use = its[hit]
+    ph.first_use_evidence = {
+        "new_launches": new[hit].astype(int).tolist(),
+        "launches": ops[hit].astype(int).tolist(), "median_launches": median_ops,
+        "synchronizations": syncs[hit].astype(int).tolist(),
+        "median_synchronizations": median_syncs,
+        "module_loads": loads[hit].astype(int).tolist(),
+        "compile_ns": compiled[hit].astype(int).tolist(),
+        "extra_ns": extra[hit].astype(int).tolist(),
+        "median_iteration_ns": int(median_dur)}

@@ -98,8 +98,7 @@ class Analysis(Shown, Record):
             return self.scope_windows.get(device, tl.EMPTY)
         if self.accounting is None:
             return tl.EMPTY
-        lo, hi = self.accounting.devices[device].phases.spans["steady"]
-        return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+        return self.accounting.devices[device].phases.steady_windows()
 
     def to_dict(self) -> dict[str, Any]:
         return {

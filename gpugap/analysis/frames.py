@@ -117,8 +117,8 @@ def phases_frame(accounting: Accounting | None) -> pd.DataFrame:
     for device, dev in sorted((accounting.devices if accounting else {}).items()):
         ph = dev.phases
         n = 0 if ph.iterations is None else len(ph.iterations)
-        counts = {"start-up": 0, "warm-up": min(ph.warmup, n), "steady": n - min(ph.warmup, n),
-                  "tail": 0}
+        steady = len(ph.steady_iterations)
+        counts = {"start-up": 0, "warm-up": n - steady, "steady": steady, "tail": 0}
         for phase in PHASES:
             lo, hi = ph.spans[phase]
             rows.append({"device": device, "phase": phase, "start_ns": int(lo),

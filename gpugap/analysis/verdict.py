@@ -30,7 +30,7 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
-from gpugap.accounting.buckets import BUSY_IDS, BY_ID, UNKNOWN, WORK_IDS
+from gpugap.accounting.buckets import BUSY_IDS, BY_ID, IDS, UNKNOWN, WORK_IDS
 from gpugap.jsonout import Record
 from gpugap.report.table import descending, unique_in_order
 from gpugap.report.trace import Trace
@@ -76,8 +76,7 @@ def _scope_windows(dev: DeviceAccount, scope: Mapping[int, tl.Intervals] | None
                    ) -> tl.Intervals:
     if scope is not None:
         return scope.get(dev.device, tl.EMPTY)
-    lo, hi = dev.phases.spans["steady"]
-    return np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)
+    return dev.phases.steady_windows()
 
 
 def _pct(part: float, whole: float) -> float:
@@ -197,6 +196,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
 
     def recurring(f: Finding) -> bool:
         return _recurring(f, floor)
+    inside = _inside_loop(findings, causes, dev, wall) if scope is None else []
     busy_pct = _pct(busy, wall)
     iteration = _representative(dev, top) if scope is None else None
     per = f"the {label}"
@@ -214,7 +214,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
             kind = "spread"
         return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
                        iteration=_representative(dev, None) if scope is None else None,
-                       breakdown=breakdown)
+                       breakdown=breakdown, also=inside)
     also = []
     if iterated and top is not None and not recurring(top):
         # The iterations an occasional problem spared: how the others fare there.
@@ -230,6 +230,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                 for f in sorted((f for f in mine if f is not top and not recurring(f)
                                  and _pct(f.cost_ns, wall) >= WARN_PCT),
                                 key=lambda f: -f.cost_ns)[:1]]
+    also += inside
     if top is not None and not recurring(top) and iterated and iteration is not None:
         # An occasional problem as the verdict: where it struck, not a typical iteration.
         iteration = _representative(dev, None)
@@ -290,6 +291,27 @@ def _recurring_headline(f: Finding, cause: Cause, dev: DeviceAccount, keep: np.n
             f"{_per_iteration(it)}")
 
 
+def _inside_loop(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
+                 dev: DeviceAccount, wall: int) -> list[dict[str, Any]]:
+    """One-time costs inside the loop (the first use of new work, left out of the steady
+    state: gpugap.accounting.phases.first_uses), named beside the steady state's verdict
+    when they reach WARN_PCT of it: 'one-time, inside the loop: Autotuning on the first
+    use of new shapes (...): 723 ms in step 8, step 16, step 24'."""
+    out = []
+    for f in sorted((f for f in findings if f.device == dev.device and f.phase != "steady"
+                     and f.evidence.get("inside_loop") and f.cost_ns > 0),
+                    key=lambda f: -f.cost_ns):
+        if _pct(f.cost_ns, wall) < WARN_PCT:
+            continue
+        named = f.evidence.get("iterations") or []
+        out.append({"finding": f.id, "headline": (
+            f"one-time, inside the loop: {_title(f, _cause(causes, f))}: "
+            f"{fmt_ns(f.cost_ns)} in " + ", ".join(named[:4])
+            + (", ..." if len(named) > 4 else "")
+            + f" on GPU {f.device} (left out of the steady state)")})
+    return out[:1]
+
+
 def _recurring(f: Finding, floor: float = 0.0) -> bool:
     """Does *f* cost time in most steady iterations (median cost per iteration above
     *floor*: a share of the median iteration too small to matter there)?"""
@@ -305,9 +327,12 @@ def _occasional_headline(f: Finding, cause: Cause, wall: int, floor: float = 0.0
     if costs is not None and len(costs):
         hits = np.flatnonzero(np.asarray(costs) > floor)
         where = f" in {hits.size} of {len(costs)} iterations"
-        every = _every(hits)
+        every = _every(hits) if cause.periodic else None
+        named = f.evidence.get("iterations") if not cause.periodic else None
         if every:
             where += f", every {every}"
+        elif named:
+            where += " (" + ", ".join(named[:4]) + (", ..." if len(named) > 4 else "") + ")"
     title = (cause.occasional_title if cause.occasional_title is not None
              and f.phase == "steady" else _title(f, cause))
     return (f"{title}: {fmt_ns(f.cost_ns)}{where} on GPU {f.device} "

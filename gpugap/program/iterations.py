@@ -224,7 +224,7 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
     return sorted(levels, key=lambda c: (c.depth, -c.count, int(c.start[0])))
 
 
-def _op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
+def op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
     """A code per op naming what it is (the kernel, by its full demangled name: template
     instances apart; copy kind; memset; CUDA graph)."""
     kernels = trace.table("kernels")
@@ -479,7 +479,7 @@ def _main_ops(trace: Trace, ops: DeviceOps) -> _MainOps | None:
         return None
     main, gtid = driver(ops, order)
     seq = order[gtid == main]
-    codes = _op_codes(trace, ops, seq)
+    codes = op_codes(trace, ops, seq)
     launch = np.nan_to_num(ops.gather("api_start", seq))
     rows = ops.take(seq)
     return _MainOps(seq, codes, launch, np.r_[0.0, np.diff(launch)], rows.source == 3,

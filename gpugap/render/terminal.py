@@ -130,9 +130,12 @@ def phases_text(analysis: Analysis, width: int | None = None) -> Text | None:
         line = Text(f"GPU {d['device']}: ", style="bold")
         if it:
             steady = acc.get("steady") or {}
+            first = (acc.get("first_use") or {}).get("iterations") or []
             line.append_text(safe_rich(
                 f"{it['count']} iterations ({acc['how']}); {it['warmup']} warm-up, "
-                f"{it['steady']} steady, median "
+                + (f"{len(first)} first use{'s' if len(first) != 1 else ''} of new work, "
+                   if first else "")
+                + f"{it['steady']} steady, median "
                 f"{fmt_ns(steady.get('iteration_median_ns') or 0)} "
                 f"(p90 {fmt_ns(steady.get('iteration_p90_ns') or 0)})", limit=MESSAGE_LIMIT))
         else:

@@ -623,10 +623,10 @@ def _steady_view(analysis: Analysis, span: tuple[int, int], first_event: int
     steady = phases.steady_iterations
     startup_end = phases.spans["steady"][0]
     if len(steady) > VIEW_ITERATIONS:
-        first = steady.start + (len(steady) - VIEW_ITERATIONS) // 2
+        first = int(steady[(len(steady) - VIEW_ITERATIONS) // 2])
         lo, hi = phases.iteration_windows(range(first, first + VIEW_ITERATIONS))
         view = (int(lo[0]), int(hi[-1]))
-        skipped = first - steady.start
+        skipped = first - int(steady[0])
     else:                   # the whole steady state (what the verdict judged)
         lo, hi = phases.spans["steady"]
         view = (int(lo), int(hi)) if hi > lo else (max(span[0], int(startup_end)), span[1])

@@ -24,6 +24,7 @@ RULE_MODULES = (
     "exposed_communication",
     "periodic_save",
     "shared_gpu",
+    "first_use",
 )
 
 

@@ -152,11 +152,16 @@ class Context:
         if phase == RANGE_PHASE:
             return tl.EMPTY if self.scope is None else self.scope.get(int(device), tl.EMPTY)
         dev = self.accounting.devices[int(device)]
-        spans = dev.phases.spans
-        parts = {"start-up": ("start-up", "warm-up"), "steady": ("steady",),
-                 "tail": ("tail",)}[phase]
+        ph = dev.phases
+        if phase == "steady":                   # but its first-use iterations
+            return ph.steady_windows()
+        spans = ph.spans
+        parts = {"start-up": ("start-up", "warm-up"), "tail": ("tail",)}[phase]
         lo = np.array([spans[p][0] for p in parts], dtype=np.int64)
         hi = np.array([spans[p][1] for p in parts], dtype=np.int64)
+        if phase == "start-up" and ph.first_use.size:       # one-time: first uses too
+            extra = ph.first_use_windows()
+            lo, hi = np.r_[lo, extra[0]], np.r_[hi, extra[1]]
         return tl.union(lo, hi)
 
 

@@ -404,6 +404,7 @@ def _recurring_share(dev, bucket: str) -> float:
     a, b = dev.phases.spans["steady"]
     if b <= a:
         return 0.0
+    # (Without iterations there are no first uses: the steady span is the steady state.)
     edges = np.linspace(a, b, 11).astype(np.int64)
     return float((dev.bucket_sums(edges[:-1], edges[1:])[:, IDS.index(bucket)] > 0).mean())
 

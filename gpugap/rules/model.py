@@ -94,7 +94,9 @@ class Cause:
       whose cause the verdict looks for on the device waited for (None: not a wait);
     - *fixes*: the fix in the words of a framework (gpugap.program.Program.framework:
       'PyTorch', 'JAX', 'CuPy', 'CUDA C++', 'CUDA Python'), where it differs from *fix*;
-      ``fix_for`` picks it."""
+      ``fix_for`` picks it;
+    - *periodic*: whether its findings may recur every N iterations (False: a first use,
+      named by the iterations it hit)."""
 
     id: str
     meaning: str
@@ -106,6 +108,10 @@ class Cause:
     call_category: str | None = None
     fixes: Mapping[str, str] = field(default_factory=dict)
     waits_for_device: str | None = None
+    # Can it recur every N iterations? A first use (a new shape's autotuning or
+    # compilation) happens once per new thing, whatever period its iterations show: a
+    # verdict names the iterations it hit, never 'every N'.
+    periodic: bool = True
 
     def fix_for(self, framework: str | None) -> str:
         """The fix in the API of *framework* (None or unknown: the general one)."""

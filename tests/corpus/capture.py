@@ -16,8 +16,10 @@ Nothing here imports gpugap: the captures depend only on nsys.
 Public programs (split "public": code nobody here wrote) keep their source out of the
 repository: program.toml's `[source]` says where it came from and what was changed, and
 the adapted copy lives in tests/corpus/public/NAME/ (ignored by git, carried to the GPU
-machine by the device call) with its run.toml (command, build, env, nsys_options). `trace = [...]` in program.toml replaces the default
-tracing options (TRACE) for a program that is captured with more evidence.
+machine by the device call) with its run.toml (command, build, env, nsys_options).
+`trace = [...]` in program.toml replaces the default tracing options (TRACE) for a
+program captured with the host's own evidence (issue 44), `fallback_trace` is tried when
+nsys refuses it, and `keep_callchains = true` keeps the OS calls' call chains.
 """
 
 from __future__ import annotations
@@ -162,6 +164,15 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
             # The first attempt filled the compile caches: start the second cold too.
             shutil.rmtree(cache, ignore_errors=True)
             continue
+        # Host evidence (CPU samples, Python stacks) the machine refused: once more with
+        # the program's fallback tracing, and say so.
+        if attempt == 0 and spec.get("fallback_trace") and \
+                not base.with_suffix(".sqlite").is_file():
+            manifest["first_attempt"] = {"nsys_command": [shlex.quote(c) for c in nsys_cmd],
+                                         "why_discarded": text[-1500:]}
+            spec = {**spec, "trace": spec["fallback_trace"]}
+            shutil.rmtree(cache, ignore_errors=True)
+            continue
         break
     sqlite = base.with_suffix(".sqlite")
     manifest |= {"nsys_command": [shlex.quote(c) for c in nsys_cmd],
@@ -173,7 +184,8 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
         return manifest
     trimmed = out / "staging" / f"{name}.sqlite"
     trimmed.parent.mkdir(parents=True, exist_ok=True)
-    t = subprocess.run([sys.executable, str(TRIM), str(sqlite), str(trimmed)],
+    keep = ["--keep-callchains"] if spec.get("keep_callchains") else []
+    t = subprocess.run([sys.executable, str(TRIM), str(sqlite), str(trimmed), *keep],
                        capture_output=True, text=True, check=False)
     if t.returncode == 0:
         manifest["trimmed"] = json.loads(t.stdout.strip().splitlines()[-1])

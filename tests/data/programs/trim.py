@@ -21,7 +21,9 @@ from pathlib import Path
 MIN_OSRT_NS = 10_000
 
 
-def trim(src: Path, dst: Path) -> dict:
+def trim(src: Path, dst: Path, keep_callchains: bool = False) -> dict:
+    """*keep_callchains*: keep the call chains of the OS runtime calls that stay (a
+    capture of the host's own evidence: what a thread waited in, issue 44)."""
     if dst.exists():
         raise SystemExit(f"{dst} exists; remove it first")
     shutil.copyfile(src, dst)
@@ -32,14 +34,18 @@ def trim(src: Path, dst: Path) -> dict:
         if "OSRT_API" in tables:
             dropped = con.execute(f'DELETE FROM OSRT_API WHERE "end" - "start" < {MIN_OSRT_NS}'
                                   ).rowcount
-        con.execute("DROP TABLE IF EXISTS OSRT_CALLCHAINS")
+        if keep_callchains and "OSRT_CALLCHAINS" in tables and "OSRT_API" in tables:
+            con.execute("DELETE FROM OSRT_CALLCHAINS WHERE id NOT IN "
+                        "(SELECT callchainId FROM OSRT_API WHERE callchainId IS NOT NULL)")
+        else:
+            con.execute("DROP TABLE IF EXISTS OSRT_CALLCHAINS")
         con.commit()
         con.execute("VACUUM")
     finally:
         con.close()
-    return {"dropped_tables": ["OSRT_CALLCHAINS"], "dropped_osrt_calls_shorter_than_ns":
-            MIN_OSRT_NS, "osrt_calls_dropped": dropped, "source_bytes": src.stat().st_size,
-            "bytes": dst.stat().st_size}
+    return {"dropped_tables": [] if keep_callchains else ["OSRT_CALLCHAINS"],
+            "dropped_osrt_calls_shorter_than_ns": MIN_OSRT_NS, "osrt_calls_dropped": dropped,
+            "source_bytes": src.stat().st_size, "bytes": dst.stat().st_size}
 
 
 def main() -> int:
@@ -47,8 +53,9 @@ def main() -> int:
     parser.add_argument("src", type=Path)
     parser.add_argument("dst", type=Path)
     parser.add_argument("--manifest", type=Path)
+    parser.add_argument("--keep-callchains", action="store_true")
     args = parser.parse_args()
-    info = trim(args.src, args.dst)
+    info = trim(args.src, args.dst, args.keep_callchains)
     if args.manifest:
         doc = json.loads(args.manifest.read_text())
         doc["trimmed"] = info

@@ -1,0 +1,67 @@
+"""Truth figures for ext-b2-decode_gpt (plain sqlite3/numpy through truthlib, no gpugap).
+
+    python3 truth.py REPORT.sqlite[.xz]
+
+Prints the figures batch2/README.md states for this report (``readme``: quoted, as
+measured there with plain SQL on the untrimmed export) beside those simple to recompute
+here on the committed (trimmed) capture (``measured``; times in ms, shares in %):
+the `generate` range, its busy share and the kernels starting in it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from truthlib import THREAD_MASK, Report, ms, pct, union  # noqa: E402,F401
+
+S = r"^step \d+$"
+SOURCE = "README.md of batch2"
+README = {
+    "generate_ms": 561,
+    "tokens": 64,
+    "ms_per_token": 8.8,
+    "kernel_launches_per_token": 195,
+    "busy_pct": 6.2,
+    "tell_first": "Launch-bound: the host's launches of tiny kernels set the pace."
+}
+
+def pid_of(g: int) -> int:
+    return (g >> 24) & THREAD_MASK
+
+def steps_of(r: Report, pattern: str, device: int | None = None) -> list:
+    """NVTX ranges matching *pattern*; given *device*, only those of the processes whose
+    kernels ran on it (a capture of several processes holds each one's ranges)."""
+    st = r.ranges(pattern)
+    if device is None:
+        return st
+    pids = {pid_of(g) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+            if r.has(t) for (g,) in r.q(f"select distinct globalPid from {t} where deviceId = ?",
+                                        device)}
+    return [s for s in st if pid_of(s.gtid) in pids]
+
+def window(r: Report, sel: list, device: int) -> dict:
+    """The host window of the ranges *sel* (first start to last end) and the device's busy
+    share in it (the union of kernels, copies, memsets and graph executions)."""
+    lo, hi = sel[0].start, max(s.end for s in sel)
+    return {"ranges": len(sel), "window_ms": ms(hi - lo), "ms_per_range": ms((hi - lo) / len(sel)),
+            "range_ms_median": ms(float(np.median([s.ns for s in sel]))),
+            "busy_pct": pct(r.busy_ns(lo, hi, device), hi - lo)}
+
+
+def main(path: str) -> dict:
+    r = Report(path)
+    m: dict = {}
+    st = steps_of(r, r"^generate$")
+    m["generate"] = window(r, st, 0)
+    lo, hi = st[0].start, st[0].end
+    m["kernels_in_generate"] = sum(lo <= a < hi for a, *_ in r.kernels(0))
+    return {"program": "ext-b2-decode_gpt", "source": SOURCE, "readme": README, "measured": m}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])))

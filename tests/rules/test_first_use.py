@@ -1,0 +1,71 @@
+"""first-use: slow iterations that ran new work, named as the first use of that work.
+Fires on cuDNN's benchmark mode autotuning each new input size (shared/external batch4
+cudnn_varshape: steps 8, 16 and 24), on torch.compile recompiling for a new batch size
+(the corpus's pt-dynamic-compile) and on XLA compiling a new executable per shape
+(jax-recompile); silent where an occasional cost runs the same work as the other
+iterations (a checkpoint every 10 steps: pt-checkpoint) and on a loop without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import analyze_report
+from tests.rules.kit import (
+    Fires,
+    Silent,
+    check_fires,
+    check_marks_of,
+    check_silent,
+    check_snapshot,
+)
+
+RULE = "first-use"
+
+FIRES = [
+    Fires("corpus:ext-b4-cudnn_varshape", "autotuning"),
+    Fires("corpus:pt-dynamic-compile", "compilation"),
+    Fires("corpus:jax-recompile", "compilation"),
+]
+
+SILENT = [
+    Silent("corpus:pt-checkpoint"),
+    Silent("corpus:ext-b3-checkpoint_train"),
+    Silent("captures/train-workers0"),
+]
+
+
+@pytest.mark.parametrize("case", FIRES, ids=str)
+def test_fires(case: Fires) -> None:
+    check_fires(RULE, case)
+
+
+@pytest.mark.parametrize("case", SILENT, ids=str)
+def test_stays_silent(case: Silent) -> None:
+    check_silent(RULE, case)
+
+
+def test_messages_match_the_snapshot() -> None:
+    check_snapshot(RULE, FIRES)
+
+
+def test_findings_are_marked() -> None:
+    check_marks_of(RULE, FIRES)
+
+
+def test_the_autotuned_sizes_leave_the_steady_state():
+    """The README's truth: steps 8, 16 and 24 (first use of sizes 192, 224, 256) take
+    517-702 ms on the host, with ~270 GPU operations instead of ~34 and dozens of
+    synchronizations; the other steps are at least 96.9% busy. They are one-time costs
+    (start-up), out of the steady state the verdict judges, and the verdict names them."""
+    a = analyze_report("corpus:ext-b4-cudnn_varshape")
+    [f] = a.findings_of(RULE)
+    assert f.phase == "start-up" and f.evidence["iterations"] == ["step 8", "step 16",
+                                                                   "step 24"]
+    assert all(s >= 30 for s in f.evidence["synchronizations"])
+    assert min(f.evidence["launches"]) > 5 * f.evidence["median_launches"]
+    dev = a.accounting.devices[0]
+    assert {8, 16, 24} == set(dev.phases.first_use.tolist())
+    assert not {8, 16, 24} & set(dev.phases.steady_iterations.tolist())
+    assert a.verdict.busy_pct >= 96.9
+    assert any("step 8, step 16, step 24" in x["headline"] for x in a.verdict.also)
+    assert "every" not in " ".join(x["headline"] for x in a.verdict.also)
