@@ -19,6 +19,7 @@ from gpugap.ci.check import evaluate
 from gpugap.ci.measure import measure, reported_range_names
 from gpugap.cli import main
 from gpugap.report import load
+from gpugap.text import shown_path
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
 ROOT = Path(__file__).parent.parent
@@ -393,7 +394,7 @@ def test_a_baseline_of_another_program_warns(capsys, tmp_path):
     assert not any("another program" in w for w in same["reports"][0]["warnings"])
     _, other = check_json(capsys, "default-stream-good", "--baseline", path)
     assert [w for w in other["reports"][0]["warnings"] if "another program" in w] == [
-        f"{report_path('default-stream-good')} is a run of 'python3 -m "
+        f"{shown_path(report_path('default-stream-good'))} is a run of 'python3 -m "
         "scenarios.default_stream', the baseline of 'python3 -m scenarios.h2d_copy': "
         "another program's baseline; save one from this program's runs (gpugap baseline "
         "save)"]

@@ -19,6 +19,7 @@ from gpugap.ci.gates import fmt_value
 from gpugap.ci.measure import reported_range_names
 from gpugap.cli import main
 from gpugap.report import load
+from gpugap.text import shown_path
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
 ROOT = Path(__file__).parent.parent
@@ -139,7 +140,7 @@ def test_markdown_output(capsys, tmp_path):
     text = md.read_text()
     before = analysis("h2d-copy-bad").metrics.copy_compute_overlap_pct
     after = analysis("h2d-copy-good").metrics.copy_compute_overlap_pct
-    assert text.startswith(f"### gpugap diff: `{report_path('h2d-copy-bad')}` → ")
+    assert text.startswith(f"### gpugap diff: `{shown_path(report_path('h2d-copy-bad'))}` → ")
     row = next(ln for ln in text.splitlines() if ln.startswith("| `copy_compute_overlap_pct`"))
     assert row.endswith("| 🟢 better |")
     assert row.startswith(f"| `copy_compute_overlap_pct` | {fmt_value('x_pct', before)} | "

@@ -19,6 +19,7 @@ from gpugap.analysis import Analyzer
 from gpugap.ci.gates import FAIL, SKIP, STEADY_NAMES, GateResult, finding_metric_names, scope_label
 from gpugap.errors import UsageError
 from gpugap.rules.model import Severity
+from gpugap.text import shown_path
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Measurements:
         try:
             return self.scopes[scope]
         except KeyError:
-            raise UsageError(f"{self.report} was not measured over {scope_label(scope)}"
+            raise UsageError(f"{shown_path(self.report)} was not measured over {scope_label(scope)}"
                              ) from None
 
 
@@ -220,7 +221,7 @@ def reported_range_names(trace) -> list[str]:
 def null_result(m: Measurement, metric: str, kind: str, limit: float | None, source: str,
                 allow_missing: bool, baseline: dict[str, Any] | None = None) -> GateResult:
     """A gate on a metric that is null here: fails (says why) unless allowed to be missing."""
-    why = f"{metric} is null in {m.report} ({m.null_reason(metric)})"
+    why = f"{metric} is null in {shown_path(m.report)} ({m.null_reason(metric)})"
     if allow_missing:
         return GateResult(m.report, m.scope, metric, kind, limit, None, SKIP,
                           f"{why}; skipped (allow_missing)", source, baseline)

@@ -9,6 +9,7 @@ were), 141 the reader of stdout closed it early (`gpugap analyze R | head -1`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,23 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "they are there and how to fix them.")
 
 
+# Spaces (and tabs) at the end of a line, before any style codes that close it.
+_TRAILING = re.compile(r"[ \t]+(?=(?:\x1b\[[0-9;]*m)*\n)")
+
+
+def _trimmed_console(**options: Any) -> Console:
+    """A rich Console whose lines end without spaces: rich pads a table's title, a grid's
+    last column and a wrapped line's end to the width, which a CI log keeps (and a diff
+    of two logs shows)."""
+    from rich.console import Console
+
+    class TrimmedConsole(Console):
+        def _render_buffer(self, buffer: Any) -> str:
+            return _TRAILING.sub("", super()._render_buffer(buffer))
+
+    return TrimmedConsole(**options)
+
+
 class _LazyConsole:
     """A rich Console made on first use, standing in for it. Most runs print nothing
     through rich (``analyze --json`` writes its document straight to standard output;
@@ -55,9 +73,7 @@ class _LazyConsole:
 
     def _made(self) -> Console:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
+            self._console = _trimmed_console(**self._options)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -227,10 +243,11 @@ def job_progress(count: int) -> Iterator[Progress | None]:
         task = bar.add_task("Analyzing reports", total=count)
 
         def arrived(summary: RankSummary) -> None:
-            from gpugap.text import safe_text
+            from gpugap.text import safe_text, shown_path
 
             what = "ok" if summary.ok else f"{summary.status}: {summary.error}"
-            bar.console.print(safe_text(f"{summary.report}: {what}", 200), markup=False,
+            bar.console.print(safe_text(f"{shown_path(summary.report)}: {what}", 200),
+                              markup=False,
                               highlight=False)
             bar.advance(task)
 
@@ -305,8 +322,10 @@ def analyze(
 
         check_address(scheduler)         # before any report is read
     from gpugap.files import expand_reports
+    from gpugap.text import name_paths
 
     found = expand_reports(reports)
+    name_paths(found)
     if max_events is not None and not any(f.timeline for f in outputs.asked(ANALYSIS)):
         raise UsageError("--max-events is the timeline's budget: give it with --html, "
                          "--svg or --png")

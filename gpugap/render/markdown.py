@@ -17,7 +17,7 @@ from gpugap.ci.gates import (
     fmt_value,
     is_pct,
 )
-from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text
+from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text, shown_path
 
 if TYPE_CHECKING:
     from gpugap.render.outputs import View
@@ -111,7 +111,8 @@ def check_markdown(check: Check, view: View | None = None) -> str:
         lines += [f"Baseline: {code(check.baseline)}", ""]
     for report in check.reports:
         verdict = "✅ passed" if report.passed else f"❌ {len(report.failures)} failed"
-        lines += [f"**{code(report.report)}** · {scope_name(report.scope)} · {verdict}", ""]
+        lines += [f"**{code(shown_path(report.report))}** · {scope_name(report.scope)} · "
+                  f"{verdict}", ""]
         # Failures first: in a PR comment they are what the reader is looking for.
         ordered = sorted(report.results, key=lambda r: r.status != FAIL)
         lines += table(["", "Gate", "Value", "Limit", "Detail"],
@@ -142,7 +143,8 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
     """The findings first (what the change fixed or broke), then the metrics of the
     scope, then the NVTX ranges: a PR comment is read from the top."""
     summary = diff.summary()
-    lines = [f"### gpugap diff: {code(diff.before)} → {code(diff.after)}", "",
+    lines = [f"### gpugap diff: {code(shown_path(diff.before))} → "
+             f"{code(shown_path(diff.after))}", "",
              f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
              f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
     if diff.findings:

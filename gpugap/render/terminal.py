@@ -20,7 +20,7 @@ from gpugap.render.fit import table_width, text_width, wrap_name
 from gpugap.render.numbering import partition
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
-from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+from gpugap.text import MESSAGE_LIMIT, fit_path, safe_rich, safe_text, shown_path
 from gpugap.units import fmt_ns
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -317,7 +317,8 @@ def _hidden_line(console: Console, count: int, shown: int) -> None:
 def render(analysis: Analysis, console: Console, max_findings: int = 20,
            min_severity: str = Severity.INFO) -> None:
     gpu = analysis.gpu
-    header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n")
+    header = Text.assemble(("gpugap ", "bold"), fit_path(shown_path(analysis.report),
+                                                         console.width - len("gpugap ")), "\n")
     header.append_text(joined([
         Text.assemble(("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown")),
         Text.assemble(("GPU ", "dim"), safe_rich(

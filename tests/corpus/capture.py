@@ -16,8 +16,9 @@ Nothing here imports gpugap: the captures depend only on nsys.
 Public programs (split "public": code nobody here wrote) keep their source out of the
 repository: program.toml's `[source]` says where it came from and what was changed, and
 the adapted copy lives in tests/corpus/public/NAME/ (ignored by git, carried to the GPU
-machine by the device call) with its run.toml (command, build, env, nsys_options). `trace = [...]` in program.toml replaces the default
-tracing options (TRACE) for a program that is captured with more evidence.
+machine by the device call) with its run.toml (command, build, env, nsys_options).
+`trace = [...]` in program.toml replaces the default tracing options (TRACE) for a
+program that is captured with more evidence.
 """
 
 from __future__ import annotations
