@@ -104,6 +104,9 @@ def select(trace: Trace, name: str) -> Table:
                          & _folded_match(code, names, short))
         if match.any():
             return nv.rows(np.flatnonzero(match))
+    if program_ranges(trace).empty:
+        raise UsageError(f"no NVTX range named '{name}': {trace.info.path} has no NVTX "
+                         f"ranges of its own; leave {option('range')} out")
     raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} (ranges: "
                      f"{known_names(trace)}); pick one of those with {option('range')}")
 

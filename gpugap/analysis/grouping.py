@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from gpugap.errors import GpugapError
-from gpugap.report.cache import resolve_sqlite
+from gpugap.report.cache import sqlite_export
 from gpugap.report.database import Database
 from gpugap.report.validate import as_int
 
@@ -139,14 +139,18 @@ def environment_variables(environment: str | None) -> dict[str, str]:
 def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
                   shown: str | None = None) -> ReportIdentity:
     """The :class:`ReportIdentity` of one report (a .nsys-rep is exported once, as
-    gpugap.report.load does, into the same cache). Never raises for a bad report: its
-    identity has ``error`` set."""
+    gpugap.report.load does, into the same cache; a compressed one decompressed for the
+    while). Never raises for a bad report: its identity has ``error`` set."""
     out = ReportIdentity(report=shown or str(path))
     try:
-        db = Database(resolve_sqlite(Path(path), nsys=nsys))
+        with sqlite_export(Path(path), nsys=nsys) as export:
+            _read_identity(Database(export), out)
     except (GpugapError, OSError) as exc:
         out.error = (str(exc).splitlines() or ["unreadable"])[0]
-        return out
+    return out
+
+
+def _read_identity(db: Database, out: ReportIdentity) -> None:
     try:
         env = db.system_env
         out.host = env.get("Hostname")
@@ -164,7 +168,6 @@ def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
         out.error = (str(exc).splitlines() or ["unreadable"])[0]
     finally:
         db.close()
-    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -134,6 +134,9 @@ class RankSummary(Record):
     analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
     # What the report records of its job (gpugap.analysis.grouping), for grouping.
     identity: ReportIdentity | None = field(default=None, repr=False)
+    # The error was the options' (a UsageError: --iteration naming no range of the
+    # report), not the report's: its message, options spelled by whoever shows it.
+    usage_error: str | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -246,13 +249,15 @@ def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
         return out
     except (GpugapError, OSError) as exc:
         message = str(exc)
+        usage = exc.args[0] if isinstance(exc, UsageError) and exc.args else None
     except Exception as exc:           # a bug: still one line, the job goes on
         message = f"internal error ({type(exc).__name__}): {exc}"
+        usage = None
     first = message.splitlines()[0] if message else "unreadable"
     # Its metadata may still say which job it belongs to (the job then lists it as a
     # report that could not be analyzed).
     return RankSummary(report=str(path), index=index, status="error", error=first,
-                       identity=read_identity(path, nsys=nsys))
+                       identity=read_identity(path, nsys=nsys), usage_error=usage)
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from gpugap.cli.root import (
     job_progress,
     load_trace,
     parse_thresholds,
+    reports_named,
     status,
     stderr,
     stdout,
@@ -157,13 +158,11 @@ def check(
         raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
                          "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
                          "gpugap.toml (see docs/ci.md)")
-    from gpugap.files import expand_reports
-
     if scheduler is not None:
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)
-    reports = expand_reports(reports)
+    reports = reports_named(reports)
     name_paths(reports)
     inputs = [*reports, cfg.path, baseline_file]
     outputs.check(CHECK, inputs)
@@ -309,7 +308,7 @@ def baseline_save(
     """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
     --job, the job.* metrics of the REPORTs taken together as the ranks of one job (which
     they must be, by what they record)."""
-    from gpugap.analysis.job import analyze_job, expand_reports
+    from gpugap.analysis.job import analyze_job
     from gpugap.ci import baseline as baselines
     from gpugap.ci.measure import job_measurements, measure, reported_range_names
     from gpugap.files import validate_outputs
@@ -324,7 +323,7 @@ def baseline_save(
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)
-    reports = expand_reports(reports)
+    reports = reports_named(reports)
     name_paths(reports)
     validate_outputs([("-o", output)], [*reports, cfg.path], force=force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]

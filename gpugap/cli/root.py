@@ -254,6 +254,22 @@ def job_progress(count: int) -> Iterator[Progress | None]:
         yield arrived
 
 
+def reports_named(items: list[Path]) -> list[Path]:
+    """The reports *items* name (gpugap.files.expand_reports), and a note on stderr for
+    each directory among them whose subfolders hold reports too: they are not read."""
+    from gpugap.files import expand_reports, folder_names, folders_with_reports
+
+    found = expand_reports(items)
+    for item in items:
+        if item.is_dir():
+            inside = folders_with_reports(item)
+            if inside:
+                stderr.print(f"gpugap: note: {item}: its subfolders are not read "
+                             f"({folder_names(inside)} hold reports); pass them too to "
+                             "include them", markup=False, highlight=False, soft_wrap=True)
+    return found
+
+
 def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[str] | None,
                         thresholds: dict[str, dict[str, float]], iteration: str | None,
                         nsys: str | None, workers: int | None, scheduler: str | None,
@@ -270,6 +286,15 @@ def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[st
                                   nsys=nsys, rules=rules, thresholds=thresholds,
                                   iteration=iteration,
                                   details=outputs.document(JOB) is not None)
+    usage = [s.usage_error for s in summaries if s.usage_error is not None]
+    if usage and not any(s.ok for s in summaries):
+        # An option that names what no report has (--iteration): one line, as for one
+        # report; the view of reports none of which could be analyzed says no more.
+        others = len(summaries) - 1
+        raise UsageError(usage[0] + (
+            "" if len(usage) < len(summaries) or not others else
+            "; the other report has none either" if others == 1 else
+            f"; the other {others} reports have none either"))
     jobs = group_summaries(summaries)
     outputs.write(JOB, jobs, View(min_severity=severity), inputs=reports,
                   terminal=lambda: render_jobs(jobs, stdout), console=stdout, errors=stderr)
@@ -321,14 +346,16 @@ def analyze(
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)         # before any report is read
-    from gpugap.files import expand_reports
     from gpugap.text import name_paths
 
-    found = expand_reports(reports)
+    found = reports_named(reports)
     name_paths(found)
     if max_events is not None and not any(f.timeline for f in outputs.asked(ANALYSIS)):
         raise UsageError("--max-events is the timeline's budget: give it with --html, "
                          "--svg or --png")
+    from gpugap.rules import select
+
+    select(rule)            # an unknown rule named before any report is read
     if len(found) > 1:
         outputs.refuse(JOB, f"takes one report, not the {len(found)} of a job")
         if range_:
@@ -358,10 +385,7 @@ def analyze(
     severity = checked_severity(min_severity, cfg.min_severity)
     thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
     outputs.check(ANALYSIS, [report, cfg.path])
-    from gpugap.rules import select
-
-    select(rule)            # an unknown rule named before the report is read
-    collect_from_here()     # and the analysis's imports frozen too
+    collect_from_here()     # the analysis's imports frozen
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,

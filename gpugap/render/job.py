@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gpugap.analysis.grouping import JobGroup
-from gpugap.analysis.job import Job, Jobs
+from gpugap.analysis.job import Job, Jobs, RankSummary
+from gpugap.errors import UsageError
 from gpugap.render.fit import wrap_name
 from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text, shown_path, shown_paths
 
@@ -41,9 +42,13 @@ def _names(reports: list[str]) -> dict[str, str]:
     return {r: safe_text(n, 80) for r, n in zip(reports, names, strict=True)}
 
 
-def _failure(report: str, error: str, names: dict[str, str]) -> str:
+def _failure(s: RankSummary, names: dict[str, str]) -> str:
     """'REPORT: why' for a report that could not be analyzed, its path named as the view
-    names it (in the error too, which names it as it was given)."""
+    names it (in the error too, which names it as it was given), options as the command
+    line spells them."""
+    report, error = s.report, s.error or s.status
+    if s.usage_error is not None:
+        error = UsageError(s.usage_error).cli_message()
     name = names.get(report) or shown_path(report)
     return error.replace(report, name) if report in error else f"{name}: {error}"
 
@@ -123,8 +128,7 @@ def render_job(job: Job, console: Console, group: JobGroup | None = None,
                             "dim", limit=MESSAGE_LIMIT))
     for s in job.failed:
         console.print(Text.assemble(("not analyzed: ", "bold red"),
-                                    safe_rich(_failure(s.report, s.error or s.status,
-                                                       names), limit=MESSAGE_LIMIT)))
+                                    safe_rich(_failure(s, names), limit=MESSAGE_LIMIT)))
 
 
 def render_jobs(jobs: Jobs, console: Console) -> None:
@@ -146,7 +150,7 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
         s = jobs.summaries[i]
         if not s.ok:
             console.print(Text.assemble(("not analyzed: ", "bold red"), safe_rich(
-                _failure(s.report, s.error or s.status, names), limit=MESSAGE_LIMIT)))
+                _failure(s, names), limit=MESSAGE_LIMIT)))
     if not jobs.jobs:
         console.print(Text("No two reports are ranks of one job (a job's reports record "
                            "one launch, run one program at the same time, each rank "
