@@ -374,6 +374,10 @@ def test_unrelated_reports_form_no_job(captures_view):
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, done.stdout
     assert lines[0] == "17 reports: no job, 17 on their own"
+    # Its subfolders are not read, and it says so (on stderr: stdout may be --json).
+    assert done.stderr.splitlines() == [
+        f"gpugap: note: {CAPTURES}: its subfolders are not read (ranks, runs hold "
+        "reports); pass them too to include them"]
     rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0].endswith(".sqlite")]
     assert len(rows) == 17 and all(row.split()[1] == "-" for row in rows)
     assert "JOB" not in done.stdout and "straggler" not in done.stdout
@@ -405,7 +409,11 @@ def test_duplicate_ranks_and_other_programs_never_merge_edited_identities():
     with the same launch variables (run id 'none', one port) at the same time, and the
     same launch running another program."""
     rank0, rank1 = (read_identity(p) for p in job_paths("late"))
-    twin0, twin1 = (dataclasses.replace(i, report=i.report + ".again") for i in (rank0, rank1))
+    # Started 5 ms later (a run started at the very same nanosecond is the same capture:
+    # a duplicate, tested below).
+    twin0, twin1 = (dataclasses.replace(i, report=i.report + ".again",
+                                        start_ns=i.start_ns + 5_000_000,
+                                        end_ns=i.end_ns + 5_000_000) for i in (rank0, rank1))
     grouping = group([rank0, twin0, rank1, twin1])
     assert sorted(sorted(job.ranks.values()) for job in grouping.jobs) == [[0, 1], [0, 1]]
     assert all(len(set(job.ranks.values())) == len(job.members) for job in grouping.jobs)
@@ -448,3 +456,49 @@ def test_grouped_summaries_keep_each_job_apart():
     assert [job.kind for _, job in jobs.jobs] == ["balanced", "straggler"]
     assert jobs.job("B").straggler == 1
     assert jobs.job("B").rank_source == "RANK recorded in each report's environment"
+
+
+# --- the same capture twice is one report, not two ranks (issue 40) -----------------
+
+def test_two_copies_of_one_report_are_duplicates_not_a_job(tmp_path, capsys):
+    """Two copies of train-workers0 in a directory: the same host, program and session
+    to the nanosecond, so one capture given twice; no job, the copy says whose it is."""
+    for name in ("a.sqlite", "b.sqlite"):
+        shutil.copyfile(CAPTURES / "train-workers0.sqlite", tmp_path / name)
+    grouping = gpugap_api.group_reports(tmp_path)
+    assert (grouping.jobs, grouping.alone, grouping.duplicates) == ([], [0], {1: 0})
+    code, out, _ = gpugap(capsys, "analyze", tmp_path, "--workers", "1", "--no-config")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "2 reports: no job, 1 on its own, 1 duplicate"
+    assert lines[3] == "…/b.sqlite  dup  a duplicate of …/a.sqlite (the same capture)"
+    assert "JOB" not in out and "Reports marked dup are the same capture" in out
+    code, out, _ = gpugap(capsys, "analyze", tmp_path, "--json", "--workers", "1",
+                          "--no-config")
+    doc = json.loads(out)
+    assert doc["duplicates"] == [{"report": str(tmp_path / "b.sqlite"),
+                                  "of": str(tmp_path / "a.sqlite")}]
+    assert [r["duplicate_of"] for r in doc["verdicts"]] == [None, str(tmp_path / "a.sqlite")]
+
+
+def test_a_copy_of_a_rank_leaves_its_job_whole(tmp_path):
+    """The ranks of job A and a copy of rank 0: still job A of 2 ranks; the copy is a
+    duplicate, not a rank of a second job; job gates refuse them together."""
+    paths = job_paths("balanced")
+    copy = tmp_path / "copy-of-rank0.sqlite"
+    shutil.copyfile(paths[0], copy)
+    grouping = group([read_identity(p) for p in [*paths, copy]])
+    assert [j.members for j in grouping.jobs] == [[0, 1]]
+    assert (grouping.alone, grouping.duplicates) == ([], {2: 0})
+    with pytest.raises(gpugap_api.UsageError, match=r"1 job and 1 duplicate: .*"
+                                                    r"copy-of-rank0.sqlite is the same "
+                                                    r"capture as .*rank0.sqlite"):
+        gpugap_api.analyze_many([*paths, copy], workers=1)
+
+
+def test_reports_without_session_times_are_duplicates_by_their_bytes():
+    from gpugap.analysis.grouping import ReportIdentity
+
+    ids = [ReportIdentity(report=n, program="p", content=c)
+           for n, c in (("a", "h1"), ("b", "h2"), ("c", "h1"))]
+    assert group(ids).duplicates == {2: 0}

@@ -85,3 +85,11 @@ def test_a_rule_that_names_nothing(capsys, kind):
 def test_a_metric_that_names_nothing(capsys, metric):
     err = one_line_error(capsys, ["check", *reports("no-nvtx"), "--max", f"{metric}=1"])
     assert f"'{metric}'" in err
+
+
+def test_a_directory_of_folders_says_it_does_not_look_into_them(capsys):
+    err = one_line_error(capsys, ["analyze", str(CAPTURES.parent)])
+    assert err.rstrip().endswith(
+        "is a directory without reports in it; pass a .nsys-rep or .sqlite file, or a "
+        "directory that holds them (gpugap does not look into subfolders: captures, "
+        f"causes, cpu-only... hold reports; pass {CAPTURES} or the reports themselves)")

@@ -657,7 +657,10 @@ class Jobs(Shown):
                  f"job{'s' if len(self.jobs) != 1 else ''}"
                  + (f" ({names})" if names else "")
                  + (f", {len(self.grouping.alone)} of no job" if self.grouping.alone
-                    else "")]
+                    else "")
+                 + (f", {len(self.grouping.duplicates)} duplicate"
+                    f"{'s' if len(self.grouping.duplicates) != 1 else ''}"
+                    if self.grouping.duplicates else "")]
         for group_, job in self.jobs:
             lines.append(f"  job {group_.name} ({len(job.ranks)} ranks, {job.kind}): "
                          f"{one_line(job.headline, None)}")
@@ -686,16 +689,20 @@ class Jobs(Shown):
 
     def verdicts(self) -> list[dict[str, Any]]:
         """One row per report, in the order given: its job and rank (None when it forms
-        no job with others), its status and its own verdict's headline."""
+        no job with others), its status, its own verdict's headline, and the report it
+        is a copy of (``duplicate_of``: the same capture given twice), if any."""
         rows = []
         for i, s in enumerate(self.summaries):
             group_ = self.grouping.job_of(i)
             headline = (f"not analyzed: {s.error or s.status}" if not s.ok
                         else (s.verdict or {}).get("headline") or "no verdict")
+            first = self.grouping.duplicates.get(i)
             rows.append({"report": s.report, "job": None if group_ is None else group_.name,
                          "rank": None if group_ is None else group_.ranks[i],
                          "status": s.status, "kind": (s.verdict or {}).get("kind"),
-                         "headline": headline})
+                         "headline": headline,
+                         "duplicate_of": None if first is None
+                         else self.summaries[first].report})
         return rows
 
     def frame(self) -> pd.DataFrame:
@@ -703,7 +710,7 @@ class Jobs(Shown):
         import pandas as pd  # the users' DataFrame: an analysis never imports it
 
         return pd.DataFrame(self.verdicts(), columns=["report", "job", "rank", "status",
-                                                      "kind", "headline"])
+                                                      "kind", "headline", "duplicate_of"])
 
     def to_dict(self) -> dict[str, Any]:
         """The ``verdicts`` (one row per report) and ``jobs`` (each: its name, how it was
@@ -712,7 +719,10 @@ class Jobs(Shown):
         return {"verdicts": self.verdicts(),
                 "jobs": [group_.to_dict(self.grouping.identities) | job.to_dict()
                          for group_, job in self.jobs],
-                "alone": [self.summaries[i].report for i in self.grouping.alone]}
+                "alone": [self.summaries[i].report for i in self.grouping.alone],
+                "duplicates": [{"report": self.summaries[d].report,
+                                "of": self.summaries[o].report}
+                               for d, o in self.grouping.duplicates.items()]}
 
 
 def group_summaries(summaries: Sequence[RankSummary], *, align: str = "auto",
@@ -769,6 +779,11 @@ def require_one_job(paths: Sequence[str | os.PathLike[str]], *,
     alone = [i for i in grouping.alone if identities[i].error is None]
     if alone:
         parts.append(f"{len(alone)} reports of no job")
+    if grouping.duplicates:
+        d, o = next(iter(grouping.duplicates.items()))
+        parts.append(f"{len(grouping.duplicates)} duplicate"
+                     f"{'s' if len(grouping.duplicates) != 1 else ''}: {paths[d]} is the "
+                     f"same capture as {paths[o]}")
     raise UsageError(f"these {len(readable)} reports are not the ranks of one job (by what "
                      f"they record: {' and '.join(parts)}); {fix}")
 

@@ -59,7 +59,8 @@ def verdicts_table(jobs: Jobs, width: int = 80) -> Table:
     rows = jobs.verdicts()
     named = _names([row["report"] for row in rows])
     names = [named[row["report"]] for row in rows]
-    where = ["-" if row["job"] is None else f"{row['job']} r{row['rank']}" for row in rows]
+    where = ["dup" if row["duplicate_of"] is not None else "-" if row["job"] is None
+             else f"{row['job']} r{row['rank']}" for row in rows]
     # The report and the job keep their width (a name folds past REPORT_WIDTH); the
     # verdict takes what is left (two spaces between columns), cut with an ellipsis.
     report_width = min(max(map(len, [*names, "report"])), REPORT_WIDTH)
@@ -74,6 +75,8 @@ def verdicts_table(jobs: Jobs, width: int = 80) -> Table:
         headline = row["headline"]
         if row["status"] == "error":
             headline = headline.replace(row["report"], name)
+        if row["duplicate_of"] is not None:
+            headline = f"a duplicate of {named[row['duplicate_of']]} (the same capture)"
         table.add_row(safe_rich(wrap_name(name, report_width), limit=None), job,
                       safe_rich(headline, style, limit=verdict_width))
     return table
@@ -138,9 +141,12 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
     what = (f"{len(jobs.jobs)} job{'s' if len(jobs.jobs) != 1 else ''} ({names})"
             if jobs.jobs else "no job")
     alone = len(jobs.grouping.alone)
+    copies = len(jobs.grouping.duplicates)
     head = f"{count} reports: {what}"
     if alone:
         head += f", {alone} on {'its' if alone == 1 else 'their'} own"
+    if copies:
+        head += f", {copies} duplicate{'s' if copies != 1 else ''}"
     console.print(Text(head, style="bold"))
     console.print(verdicts_table(jobs, console.width))
     names = _names([s.report for s in jobs.summaries])
@@ -151,6 +157,11 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
         if not s.ok:
             console.print(Text.assemble(("not analyzed: ", "bold red"), safe_rich(
                 _failure(s, names), limit=MESSAGE_LIMIT)))
+    if copies:
+        console.print(Text("Reports marked dup are the same capture as another (the same "
+                           "host, program and session, to the nanosecond, or the same "
+                           "bytes): one report given twice, counted once and never a "
+                           "rank of a job.", style="dim"))
     if not jobs.jobs:
         console.print(Text("No two reports are ranks of one job (a job's reports record "
                            "one launch, run one program at the same time, each rank "
