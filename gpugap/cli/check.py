@@ -435,18 +435,27 @@ def render_diff(result: Diff, everything: bool = False) -> None:
     moving = [m for m in metrics if m.moved]
     by_change = {c: sum(m.change == c for m in moving) for c in ("better", "worse", "changed")}
     summary = result.summary()
-    worse = [f for f in result.findings if f.status == "changed" and f.cost_ms_delta > 0]
+    moved = {c: sum(f.change == c for f in result.findings)
+             for c in ("worse", "better", "changed")}
     before, after = (fit_path(shown_path(p), width - len("gpugap diff "))
                      for p in (result.before, result.after))
     # Each report whole on a line, the scope too.
     stdout.print(joined([Text(f"gpugap diff {before}"), Text(f"-> {after}"),
                          Text(f"({where})")], width, indent=2, sep=" ", first_indent=0),
                  style="bold")
+    # Better or worse first, by the time the program lost.
+    if result.judgement is not None:
+        verdict = result.judgement.text(result.range)
+        word, _, rest = verdict.partition(": ")
+        print_labelled(stdout, f"{word}:", colour.get(word, ""), safe_text(rest, MESSAGE_LIMIT))
+    for w in result.warnings:           # two programs, other thresholds: read them first
+        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
     stdout.print(Text.assemble(
         "findings: ", (f"{summary['fixed']} fixed", "green" if summary["fixed"] else ""),
         ", ", (f"{summary['new']} new", "bold red" if summary["new"] else ""),
-        f", {summary['changed']} changed ({len(worse)} worse, "
-        f"{summary['changed'] - len(worse)} better), {summary['unchanged']} unchanged"))
+        f", {summary['changed']} changed ({moved['worse']} worse, {moved['better']} better"
+        + (f", {moved['changed']} in count only" if moved["changed"] else "")
+        + f"), {summary['unchanged']} unchanged"))
     stdout.print(Text.assemble(
         "metrics: ", (f"{by_change['better']} better", "green" if by_change["better"] else ""),
         ", ", (f"{by_change['worse']} worse", "bold red" if by_change["worse"] else ""),
@@ -454,17 +463,13 @@ def render_diff(result: Diff, everything: bool = False) -> None:
         + (f", {len(moving) - sum(by_change.values())} on one side only"
            if len(moving) > sum(by_change.values()) else "")
         + f"; {len(metrics) - len(moving)} within noise"))
-    for w in result.warnings:
-        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
 
     findings = result.findings if everything else \
         [f for f in result.findings if f.status != "unchanged"]
     if findings:
         def status(f: FindingChange) -> Text:
-            if f.status == "changed":
-                word = "worse" if f.cost_ms_delta > 0 else "better"
-                return Text(word, colour[word])
-            return Text(f.status, colour.get(f.status, ""))
+            return Text("count" if f.change == "changed" else f.change,
+                        colour.get(f.change, ""))
 
         def finding_rows(sep: str) -> list[list[Cell]]:
             return [[status(f),
