@@ -294,16 +294,18 @@ def devices_table(analysis: Analysis) -> Table:
     return table
 
 
-def _one_time_line(f: Finding) -> Text:
-    line = Text("  ")
-    line.append(f"{f.severity.upper():7} ", style=SEVERITY_STYLE.get(f.severity, ""))
-    line.append_text(safe_rich(f"{f.phase}: {f.rule} [{f.cause}] {fmt_ns(f.cost_ns)}"
-                               + (f" x{f.count}" if f.count > 1 else "")
-                               + (f" on GPU {f.device}" if f.device is not None else "")))
+def _one_time_line(f: Finding, width: int | None = None) -> Text:
+    """'  INFO    start-up: launch-gap [module-load] 219 ms x16 on GPU 0 in step N',
+    wrapped between its parts to *width* under the text (never to column 0)."""
+    parts = [Text(f"{f.severity.upper():7}", style=SEVERITY_STYLE.get(f.severity, "")),
+             safe_rich(f"{f.phase}: {f.rule} [{f.cause}]"),
+             safe_rich(fmt_ns(f.cost_ns) + (f" x{f.count}" if f.count > 1 else ""))]
+    if f.device is not None:
+        parts.append(Text(f"on GPU {f.device}"))
     where = " > ".join(f.ranges)
     if where:
-        line.append_text(safe_rich(f"  in {where}", "dim", limit=80))
-    return line
+        parts.append(safe_rich(f"in {where}", "dim", limit=80))
+    return joined(parts, width, indent=10, sep=" ", first_indent=2)
 
 
 def _hidden_line(console: Console, count: int, shown: int) -> None:
@@ -374,7 +376,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         console.print(Text(f"\nStart-up and other one-time costs ({fmt_ns(total)})",
                            style="bold"))
         for f in sorted(one_time, key=lambda f: -f.cost_ns)[:max_findings]:
-            console.print(_one_time_line(f))
+            console.print(_one_time_line(f, console.width))
         _hidden_line(console, len(one_time), max_findings)
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,
