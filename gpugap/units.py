@@ -3,7 +3,6 @@ every renderer use the same)."""
 
 from __future__ import annotations
 
-
 # A value this close below a unit rounds to 1 of it at 3 significant digits.
 _ROUNDS_UP = 0.9995
 

@@ -237,7 +237,7 @@ def test_diff_fits_80_columns(tmp_path):
     assert cells(lines[at + 1])[:3] == ["", "-> 92.971%", "-> 97.8%"]
     # Findings: rule [cause] in its ranges, wrapped at spaces and dashes.
     at = next(i for i, ln in enumerate(lines) if "serialized-streams [legacy-" in ln)
-    assert cells(lines[at])[0] == "fixed" and cells(lines[at])[2] == "38 -> 0"
+    assert cells(lines[at])[0] == "fixed" and cells(lines[at])[2] == "29 -> 0"
     assert "default-stream] in measured" in lines[at + 1]
     # The result first, then the findings (unchanged ones too, with --all), then the
     # metrics (every one), then the ranges.
@@ -245,7 +245,7 @@ def test_diff_fits_80_columns(tmp_path):
     assert lines[2].startswith("better: the steady iteration's median went from 677 us "
                                "to 166 us (-75.5%);")
     at = next(i for i, ln in enumerate(lines) if ln.startswith("findings:"))
-    assert lines[at] == "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 " \
+    assert lines[at] == "findings: 4 fixed, 0 new, 2 changed (1 worse, 1 better), 3 " \
         "unchanged"
     assert lines[at + 1] == "metrics: 14 better, 2 worse, 2 changed; 41 within noise"
     titles = [ln.strip() for ln in lines if ln[:1] not in "┏┃┡│└"][at + 2:]
@@ -275,12 +275,12 @@ def test_diff_opens_with_what_got_better_or_worse(monkeypatch):
         "        before, Streams serialized by the legacy default stream took 516 us of",
         "        each iteration on average; after, healthy (GPU busy 100.0%)"]
     assert lines[5:7] == [
-        "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 unchanged",
+        "findings: 4 fixed, 0 new, 2 changed (1 worse, 1 better), 3 unchanged",
         "metrics: 14 better, 2 worse, 2 changed; 41 within noise"]
     assert lines[7] == "Findings fixed, new and changed"
     rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines if ln.startswith("│")]
-    statuses = [r[0] for r in rows[:10] if r[0]]
-    assert statuses == ["fixed", "fixed", "fixed", "better", "worse"]
+    statuses = [r[0] for r in rows[:12] if r[0]]
+    assert statuses == ["fixed", "fixed", "fixed", "fixed", "better", "worse"]
     names = [r[0] for r in rows if r[0]]
     assert "unchanged" not in {r[-1] for r in rows}
     assert "span_ns" not in names and "kernels" not in names           # within noise
@@ -347,7 +347,7 @@ def test_the_terminal_says_better_first_and_one_row_per_range(monkeypatch, capsy
     assert ("better: the steady iteration's median went from 72.4 ms to 11.9 ms "
             "(-83.6%); before, Input-bound (data loading) took 61.8 ms of each iteration "
             "on average; after, healthy (GPU busy 97.5%)") in text
-    assert "4 changed (2 worse, 1 better, 1 in count only)" in text
+    assert "6 changed (3 worse, 2 better, 1 in count only)" in text
     ranges = [ln.split("│")[1].strip() for ln in out.splitlines()
               if ln.startswith("│ step")]
     assert ranges == ["step N"]

@@ -92,7 +92,7 @@ def test_readme_shows_output_blocks():
 def test_the_buckets_are_listed_as_the_code_has_them():
     """docs/api.md names every bucket id of the accounting, in the code's order; README
     every idle bucket's title (issue 40: three were missing)."""
-    from gpugap.accounting.buckets import BUCKETS, IDS, IDLE_IDS
+    from gpugap.accounting.buckets import BUCKETS, IDLE_IDS, IDS
 
     api = (ROOT / "docs" / "api.md").read_text()
     listed = api[api.index("`frames.accounting` has one row"):]

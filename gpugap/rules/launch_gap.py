@@ -548,6 +548,7 @@ def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
     share = "" if share_pct is None else f"{share_pct:.1f}% of "
     where = {"steady": f"{share}the steady state",
              "start-up": "before the steady state (one-time)",
+             "warm-up": "in the warm-up iterations (one-time)",
              "tail": "after the steady state",
              "range": f"{share}the range"}.get(phase or "steady", "")
     awaited = (evidence or {}).get("awaited_devices") or []
