@@ -302,13 +302,69 @@ def append_text(path: Path, text: str, inputs: Iterable[Path | None] = ()) -> No
             raise UsageError(f"cannot write {path} ({exc.strerror})") from None
 
 
-__all__ = ["BASELINE_MAX_BYTES", "CONFIG_MAX_BYTES", "REPORT_SUFFIXES", "append_text",
-           "check_appendable", "expand_reports", "is_input", "kind_of", "natural_order",
+__all__ = ["BASELINE_MAX_BYTES", "COMPRESSED_SUFFIXES", "CONFIG_MAX_BYTES",
+           "REPORT_SUFFIXES", "append_text", "check_appendable", "expand_reports",
+           "folder_names", "folders_with_reports", "is_input", "kind_of", "natural_order",
            "open_regular", "pending_outputs", "probe_writable", "read_limited", "read_text",
-           "validate_outputs", "write_atomic"]
+           "report_kind", "validate_outputs", "write_atomic"]
 
 
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep")
+# A report compressed whole (gpugap.report.compressed reads it): REPORT.sqlite.xz...
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".zst")
+
+
+def report_kind(name: str) -> tuple[str, str] | None:
+    """(stem, suffix) of a report's file name by its suffixes ('run.sqlite.xz' ->
+    ('run', '.sqlite')), None for any other file."""
+    for packed in ("", *COMPRESSED_SUFFIXES):
+        if name.endswith(packed):
+            plain = name[:len(name) - len(packed)]
+            for suffix in REPORT_SUFFIXES:
+                if plain.endswith(suffix) and len(plain) > len(suffix):
+                    return plain[:-len(suffix)], suffix
+    return None
+
+
+def _reports_in(directory: Path) -> list[Path]:
+    """The reports directly in *directory* (not in its subfolders), one per stem: the
+    .sqlite export over its .nsys-rep, a plain file over its compressed copy."""
+    best: dict[str, tuple[int, Path]] = {}
+    for p in directory.iterdir():
+        kind = report_kind(p.name)
+        if kind is None or not p.is_file():
+            continue
+        stem, suffix = kind
+        rank = (suffix != ".sqlite", p.name != stem + suffix)       # the best is lowest
+        score = rank[0] * 2 + rank[1]
+        if stem not in best or score < best[stem][0]:
+            best[stem] = (score, p)
+    return [p for _, p in best.values()]
+
+
+def folder_names(folders: list[Path], limit: int = 3) -> str:
+    """'captures, causes, cpu-only...' (at most *limit* named)."""
+    return ", ".join(p.name for p in folders[:limit]) + ("..." if len(folders) > limit
+                                                           else "")
+
+
+def folders_with_reports(directory: Path, limit: int = 4) -> list[Path]:
+    """Up to *limit* subfolders of *directory* that hold reports at any depth (what
+    ``gpugap analyze DIR`` leaves out: it does not look into subfolders)."""
+    found: list[Path] = []
+    try:
+        subfolders = sorted((p for p in directory.iterdir() if p.is_dir()),
+                            key=lambda p: natural_order(p.name))
+    except OSError:
+        return found
+    for sub in subfolders:
+        for _, _, names in os.walk(sub):
+            if any(report_kind(n) is not None for n in names):
+                found.append(sub)
+                break
+        if len(found) == limit:
+            break
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,25 +389,33 @@ def _is_dir(path: Path) -> bool:
 
 
 def expand_reports(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep) of
-    a directory, the matches of a glob pattern, in natural order ('rank10' after
-    'rank9'). A .nsys-rep whose .sqlite export lies beside it counts once (the export)."""
+    """The reports named by *items*: files as given, every report (.sqlite, .nsys-rep,
+    either compressed: .sqlite.xz...) directly in a directory (not in its subfolders),
+    the matches of a glob pattern, in natural order ('rank10' after 'rank9'). A
+    .nsys-rep whose .sqlite export lies beside it counts once (the export), so does a
+    compressed copy beside its plain file."""
     out: list[Path] = []
     for item in items:
         path = Path(item)
         if _is_dir(path):
-            found = [p for p in path.iterdir() if p.suffix in REPORT_SUFFIXES and p.is_file()]
+            found = _reports_in(path)
+            if not found:
+                inside = folders_with_reports(path)
+                raise UsageError(
+                    f"{item} is a directory without reports in it; pass a .nsys-rep or "
+                    ".sqlite file, or a directory that holds them" + (
+                        f" (gpugap does not look into subfolders: {folder_names(inside)} "
+                        f"hold reports; pass {inside[0]} or the reports themselves)"
+                        if inside else ""))
         elif not path.exists() and glob.has_magic(str(item)):
             found = [Path(p) for p in glob.glob(str(item)) if Path(p).is_file()]
             if not found:
                 raise UsageError(f"no report matches '{item}'")
+            stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
+            found = [p for p in found
+                     if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
         else:
             out.append(path)
             continue
-        stems = {p.with_suffix("") for p in found if p.suffix == ".sqlite"}
-        found = [p for p in found if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
-        if not found:
-            raise UsageError(f"{item} is a directory without reports in it; pass a "
-                             ".nsys-rep or .sqlite file, or a directory that holds them")
         out += sorted(found, key=lambda p: natural_order(p.name))
     return list(dict.fromkeys(out))

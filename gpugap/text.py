@@ -17,7 +17,9 @@ name like ``[bold]x[/]`` or ``[/oops]`` prints as itself.
 
 from __future__ import annotations
 
+import os
 import unicodedata
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,6 +71,74 @@ def short_path(path: object, limit: int = NAME_LIMIT) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (limit - head - 1):]
 
 
+# Where a path that is not under the working directory is shown by a suffix of it.
+PATH_CUT = ELLIPSIS + "/"
+# The reports the running command was given, as its output names them (name_paths).
+_NAMED: dict[str, str] = {}
+
+
+def _absolute(path: object) -> str:
+    return os.path.abspath(os.fsdecode(path) if isinstance(path, (bytes, os.PathLike))
+                           else str(path))
+
+
+def shown_paths(paths: Iterable[object], *, relative: bool = True) -> list[str]:
+    """*paths* as output names them: relative to the working directory when under it
+    (unless not *relative*: a narrow column), else the shortest suffix of whole names
+    (at least the file's) that no other of *paths* ends with, after ``…/``
+    (``…/h2d-copy/h200-sample/bad.sqlite`` beside
+    ``…/default-stream/h200-sample/bad.sqlite``). Never cut inside a name; made safe
+    to display (:func:`safe_text`). The same path gives the same name."""
+    full = [_absolute(p) for p in paths]
+    try:
+        here = os.getcwd()
+    except OSError:                     # the working directory was removed
+        here = None
+    parts = {f: [n for n in f.split(os.sep) if n] for f in dict.fromkeys(full)}
+    shown: dict[str, str] = {}
+    outside = []
+    for f in parts:
+        if relative and here is not None and f.startswith(here.rstrip(os.sep) + os.sep):
+            shown[f] = os.path.relpath(f, here)
+        else:
+            outside.append(f)
+    for f in outside:
+        others = [parts[o] for o in parts if o != f]
+        mine = parts[f]
+        k = 1
+        while k < len(mine) and any(o[-k:] == mine[-k:] for o in others):
+            k += 1
+        shown[f] = (os.sep if k == len(mine) else PATH_CUT) + os.sep.join(mine[-k:])
+    return [safe_text(shown[f], None) for f in full]
+
+
+def name_paths(paths: Iterable[object]) -> None:
+    """Name the running command's reports together (:func:`shown_paths`), so that every
+    view and message of it (:func:`shown_path`) names each one alike."""
+    given = list(paths)
+    _NAMED.clear()
+    _NAMED.update(zip((_absolute(p) for p in given), shown_paths(given), strict=True))
+
+
+def shown_path(path: object) -> str:
+    """*path* as output names it: as :func:`name_paths` named it with the command's other
+    reports, else on its own (:func:`shown_paths`)."""
+    return _NAMED.get(_absolute(path)) or shown_paths([path])[0]
+
+
+def fit_path(shown: str, width: int) -> str:
+    """A shown path (:func:`shown_path`) in at most *width* characters where it can be:
+    whole leading names dropped for ``…/``, the file's name always kept whole."""
+    if len(shown) <= width:
+        return shown
+    names = shown.removeprefix(PATH_CUT).split(os.sep)
+    for k in range(len(names) - 1, 0, -1):
+        cut = PATH_CUT + os.sep.join(names[-k:])
+        if len(cut) <= width:
+            return cut
+    return PATH_CUT + names[-1] if len(names) > 1 else shown
+
+
 def one_line(text: object, limit: int | None = NAME_LIMIT) -> str:
     """The first non-empty line of *text* (e.g. an SQLite error that quotes a schema),
     made safe with :func:`safe_text`; an ellipsis says when lines were dropped."""
@@ -88,4 +158,5 @@ def safe_rich(text: object, style: str = "", limit: int | None = NAME_LIMIT) -> 
     return Text(safe_text(text, limit), style=style)
 
 
-__all__ = ["ELLIPSIS", "MESSAGE_LIMIT", "NAME_LIMIT", "one_line", "safe_rich", "safe_text"]
+__all__ = ["ELLIPSIS", "MESSAGE_LIMIT", "NAME_LIMIT", "PATH_CUT", "fit_path", "name_paths",
+           "one_line", "safe_rich", "safe_text", "shown_path", "shown_paths"]

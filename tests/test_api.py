@@ -150,6 +150,11 @@ def test_frames_add_up_on_a_real_capture():
     f = frames.findings
     assert len(f) == len(analysis.findings)
     assert f["cost_ns"].dtype == np.int64
+    # A process id is int64 as the trace's ids are (-1 where none is known, as a
+    # finding made without one would have): never pandas' nullable Int64.
+    assert f["pid"].dtype == np.int64
+    assert f["pid"].tolist() == [-1 if x.pid is None else x.pid for x in analysis.findings]
+    assert (f["pid"] == int(gpugap.load(TRAIN).kernels["pid"].iloc[0])).all()
     assert f.iloc[0]["rule"] == analysis.findings[0].rule
     rg = frames.ranges
     assert rg.iloc[0]["path"] == "step N" and rg.iloc[0]["count"] == 40

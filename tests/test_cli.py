@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import typer
@@ -118,11 +121,12 @@ def test_max_findings_says_what_it_hid(capsys):
     assert "Findings of the steady state (3), largest cost first\n3 findings hidden " \
            "(--max-findings 0); --json lists all\n" in part
     # The start-up findings are listed under their total, and hidden the same way.
-    assert "Start-up and other one-time costs (7.01 s)\n3 findings hidden" in part
+    assert "Start-up and other one-time costs (6.9 s)\n4 findings hidden" in part
     code, one, _ = gpugap(capsys, "analyze", str(TRAIN), "--max-findings", "1")
     part = findings_part(one)
     assert panels(part) == 1
-    assert part.count("... and 2 more hidden (--max-findings 1); --json lists all\n") == 2
+    assert part.count("... and 2 more hidden (--max-findings 1); --json lists all\n") == 1
+    assert part.count("... and 3 more hidden (--max-findings 1); --json lists all\n") == 1
 
 
 @pytest.mark.parametrize("args", [["analyze", str(TRAIN)], ["analyze", "--json", str(TRAIN)],
@@ -145,6 +149,48 @@ def test_closed_pipe_is_not_a_failed_gate(args):
         os.close(write_end)
     assert proc.returncode == EXIT_PIPE_CLOSED, proc.stderr
     assert proc.stderr == ""                  # no traceback, no "Exception ignored"
+
+
+def closed_stdout(args: list[str]) -> subprocess.CompletedProcess:
+    """`gpugap ARGS` whose reader has gone before it writes anything (as test above)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "gpugap", *args, "--no-config"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("document", [[], ["--json"]], ids=["terminal", "json"])
+def test_files_asked_for_are_written_when_stdout_closes(tmp_path, document):
+    """`gpugap analyze R --html F --svg G | head -1`: the files whole, said on stderr,
+    then exit 141 as for any closed pipe (issue 40)."""
+    from gpugap.errors import EXIT_PIPE_CLOSED
+
+    html, svg = tmp_path / "t.html", tmp_path / "t.svg"
+    proc = closed_stdout(["analyze", str(TRAIN), *document, "--html", str(html),
+                          "--svg", str(svg)])
+    assert proc.returncode == EXIT_PIPE_CLOSED, proc.stderr
+    assert html.read_text().rstrip().endswith("</html>")
+    assert svg.read_text().rstrip().endswith("</svg>")
+    lines = proc.stderr.splitlines()
+    assert lines[0] == ("gpugap: standard output was closed early; writing the files "
+                        "asked for")
+    assert [ln.split(" (")[0] for ln in lines[1:]] == [f"wrote {html}", f"wrote {svg}"]
+
+
+def test_check_writes_its_files_before_stdout_closes(tmp_path):
+    from gpugap.errors import EXIT_PIPE_CLOSED
+
+    junit, md = tmp_path / "j.xml", tmp_path / "c.md"
+    proc = closed_stdout(["check", str(TRAIN), "--max", "gpu_busy_pct=100", "--junit",
+                          str(junit), "--markdown", str(md)])
+    assert proc.returncode == EXIT_PIPE_CLOSED, proc.stderr
+    assert junit.read_text().rstrip().endswith("</testsuites>")
+    assert md.read_text().startswith("### gpugap check: ✅ passed")
+    assert proc.stderr.splitlines() == [f"wrote {junit}", f"wrote {md}"]
 
 
 # --- 80 columns (issue 23, point 6) ---------------------------------------------------

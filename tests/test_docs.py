@@ -87,3 +87,52 @@ def test_readme_output_is_the_real_output(command, monkeypatch):
 
 def test_readme_shows_output_blocks():
     assert len(OUTPUT_BLOCK.findall((ROOT / "README.md").read_text())) >= 2
+
+
+def test_the_buckets_are_listed_as_the_code_has_them():
+    """docs/api.md names every bucket id of the accounting, in the code's order; README
+    every idle bucket's title (issue 40: three were missing)."""
+    from gpugap.accounting.buckets import BUCKETS, IDLE_IDS, IDS
+
+    api = (ROOT / "docs" / "api.md").read_text()
+    listed = api[api.index("`frames.accounting` has one row"):]
+    listed = listed[:listed.index("order).")]
+    found = re.findall(r"`([a-z0-9-]+)`", listed)
+    assert [b for b in found if b in IDS] == list(IDS)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    idle = readme[readme.index("or idle by cause ("):]
+    idle = idle[:idle.index("). The verdict comes first")]
+    assert [b.title for b in BUCKETS if b.id in IDLE_IDS] == [
+        t.split(":")[0].strip().removeprefix("and ") for t in
+        idle.removeprefix("or idle by cause (").split(", ")]
+
+
+def test_readme_counts_the_corpus_programs():
+    from tests.corpus import score
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    total = len(list((ROOT / "tests" / "corpus" / "programs").glob("*/expected.toml")))
+    splits = [len(score.programs(s)) for s in ("dev", "held-out", score.SEALED)]
+    assert sum(splits) == total
+    assert (f"a corpus of {total} programs" in readme
+            and f"{splits[0]} dev, {splits[1]} held-out, {splits[2]} sealed" in readme)
+
+
+def test_troubleshooting_a_script_beside_a_clone(tmp_path):
+    """docs/api.md's troubleshooting, as it happens: a script in the folder that holds a
+    clone named gpugap imports the clone's top folder as an empty namespace package."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "gpugap" / "gpugap").mkdir(parents=True)     # the clone, its package
+    (tmp_path / "try.py").write_text("import gpugap\nprint(gpugap)\ngpugap.analyze\n")
+    # -S and no PYTHONPATH: whether an installed gpugap is found before the folder
+    # depends on how it was installed (an editable install's finder comes after it).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-S", "try.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "NamespaceLoader" in done.stdout
+    assert "AttributeError: module 'gpugap' has no attribute 'analyze'" in done.stderr
+    doc = " ".join((ROOT / "docs" / "api.md").read_text().split())
+    assert "## Troubleshooting" in doc and "imports it as an empty namespace package" in doc

@@ -17,6 +17,7 @@ from gpugap.ci.check import evaluate
 from gpugap.ci.measure import measure
 from gpugap.cli import main
 from gpugap.report import load
+from gpugap.text import shown_path
 
 SCENARIOS = Path(__file__).parent / "data" / "scenarios"
 
@@ -70,7 +71,7 @@ def test_copy_overlap_gate_pinned_passes_pageable_fails(capsys):
     assert bad_gate["name"] == "measured: copy_compute_overlap_pct >= 50"
     assert bad_gate["message"] == (
         f"copy_compute_overlap_pct = {gates.fmt_value('copy_compute_overlap_pct', pageable)}"
-        f" in range 'measured' of {bad}, below the minimum 50%")
+        f" in range 'measured' of {shown_path(bad)}, below the minimum 50%")
     # Each report alone: the exit code follows its own gates.
     assert main(["check", str(good), "--range", "measured",
                  "--min", "copy_compute_overlap_pct=50"]) == 0
@@ -146,7 +147,8 @@ def test_null_metric_fails_with_the_reason_unless_allowed(capsys):
     gate = doc["reports"][0]["gates"][0]
     assert (gate["status"], gate["value"]) == ("fail", None)
     assert gate["message"].startswith(
-        f"copy_compute_overlap_pct is null in {report} (no copies in range 'measured'); ")
+        f"copy_compute_overlap_pct is null in {shown_path(report)} (no copies in range "
+        "'measured'); ")
     assert "--allow-missing" in gate["message"]
 
     rc, doc = run_json(capsys, report, "--range", "measured",
@@ -227,7 +229,7 @@ def test_junit_has_one_case_per_gate(capsys, tmp_path):
     root = ET.parse(junit).getroot()
     assert (root.tag, root.get("tests"), root.get("failures")) == ("testsuites", "4", "2")
     good, bad = root.findall("testsuite")
-    assert good.get("name") == str(report_path("h2d-copy-good"))
+    assert good.get("name") == shown_path(report_path("h2d-copy-good"))
     assert [c.get("name") for c in good.iter("testcase")] == [
         "measured: copy_compute_overlap_pct >= 50",
         "measured: findings.blocking-memcpy.count <= 0"]
@@ -238,9 +240,10 @@ def test_junit_has_one_case_per_gate(capsys, tmp_path):
     overlap = measured_metrics("h2d-copy-bad")["copy_compute_overlap_pct"]
     assert [f.get("message") for f in failures] == [
         f"copy_compute_overlap_pct = {gates.fmt_value('copy_compute_overlap_pct', overlap)} "
-        f"in range 'measured' of {report_path('h2d-copy-bad')}, below the minimum 50%",
+        f"in range 'measured' of {shown_path(report_path('h2d-copy-bad'))}, below the "
+        "minimum 50%",
         f"findings.blocking-memcpy.count = {blocking} in range 'measured' of "
-        f"{report_path('h2d-copy-bad')}, above the maximum 0"]
+        f"{shown_path(report_path('h2d-copy-bad'))}, above the maximum 0"]
     assert bad.find("testcase").get("classname") == "gpugap.check.h2d-copy-bad"
 
 
@@ -261,7 +264,7 @@ def test_github_annotations_only_under_actions(capsys, monkeypatch, tmp_path):
     assert errors == [
         "::error title=gpugap check failed%3A measured%3A kernel_overlap_pct >= 50::"
         f"kernel_overlap_pct = {shown.replace('%', '%25')} in range 'measured' of "
-        f"{report_path('default-stream-bad')}, below the minimum 50%25"]
+        f"{shown_path(report_path('default-stream-bad'))}, below the minimum 50%25"]
     text = summary.read_text()
     assert text.startswith("earlier step\n### gpugap check: ❌ 1 of 1 gates failed")
     assert f"| ❌ | `measured: kernel_overlap_pct >= 50` | {shown} | ≥ 50% |" in text
@@ -310,7 +313,9 @@ def test_human_output_opens_with_the_result_then_the_failed_gates(capsys, monkey
     result = "gpugap check failed: 1 of 4 gates failed in 2 report(s)"
     assert lines[0] == result and lines[-1] == result
     assert lines[1].startswith("FAIL copy_compute_overlap_pct = ")
-    assert str(report_path("h2d-copy-bad")) in " ".join(ln.strip() for ln in lines[1:4])
+    # The report as every view names it (gpugap.text.shown_path), whole.
+    assert f"of {shown_path(report_path('h2d-copy-bad'))}, below" in \
+        " ".join(ln.strip() for ln in lines[1:4])
     first_table = next(i for i, ln in enumerate(lines) if ln.startswith("┏"))
     assert all(not ln.startswith("FAIL") for ln in lines[first_table:])
     assert [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ ")

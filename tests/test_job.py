@@ -215,11 +215,11 @@ def test_a_broken_report_does_not_sink_the_job(capsys, tmp_path):
     assert code == EXIT_PARTIAL == 7
     assert "Rank 1 is the straggler" in out
     # It records nothing, so it belongs to no job: its line says why it was not analyzed.
-    lines = [ln for ln in out.splitlines() if ln.startswith("rank2.sqlite ")]
+    lines = [ln for ln in out.splitlines() if ln.startswith("…/rank2.sqlite ")]
     assert len(lines) == 1 and " -  " in lines[0] and "not analyzed: " in lines[0]
     # Its whole error, under the table.
     assert len([ln for ln in out.splitlines() if ln.startswith("not analyzed: ")]) == 1
-    assert f"not analyzed: {broken} is neither an nsys report" in " ".join(out.split())
+    assert "not analyzed: …/rank2.sqlite is neither an nsys report" in " ".join(out.split())
     code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), broken, "--json",
                           "--workers", "1")
     document = json.loads(out)
@@ -334,15 +334,17 @@ def test_ranks_directory_is_two_jobs_of_two_ranks_at_80_columns():
     # Result first: the line per report, then each job, its verdict before its ranks.
     assert lines[0] == "4 reports: 2 jobs (A, B)"
     assert [ln.split()[:3] for ln in lines[2:6]] == [
-        ["ddp-ranks-balanced.rank0.sqlite", "A", "r0"],
-        ["ddp-ranks-balanced.rank1.sqlite", "A", "r1"],
-        ["ddp-ranks-late.rank0.sqlite", "B", "r0"],
-        ["ddp-ranks-late.rank1.sqlite", "B", "r1"]]
+        # tests/data/captures/ranks/... is too wide for its column: each by the end
+        # of its path that tells it from the others (gpugap.text.shown_paths).
+        ["…/ddp-ranks-balanced.rank0.sqlite", "A", "r0"],
+        ["…/ddp-ranks-balanced.rank1.sqlite", "A", "r1"],
+        ["…/ddp-ranks-late.rank0.sqlite", "B", "r0"],
+        ["…/ddp-ranks-late.rank1.sqlite", "B", "r1"]]
     text = done.stdout
     assert text.index("JOB A  BALANCED  2 ranks") < text.index("JOB B  STRAGGLER  2 ranks")
     job_b = text[text.index("JOB B"):]
     assert job_b.index("Rank 1 is the straggler: rank 0 waits 8.28 ms") \
-        < job_b.index("Ranks (ms per steady") < job_b.index("rank 1 (ddp-ranks-late")
+        < job_b.index("Ranks (ms per steady") < job_b.index("rank 1 (…/ddp-ranks-late")
     assert "formed: 2 reports, RANK 0-1 of WORLD_SIZE 2, same TORCHELASTIC_RUN_ID, " \
         "MASTER_ADDR, MASTER_PORT, program ddp_train.py, one host (vm), sessions overlap " \
         "12.7 s" in " ".join(job_b.split())
@@ -395,6 +397,10 @@ def test_unrelated_reports_form_no_job(captures_view):
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, done.stdout
     assert lines[0] == "17 reports: no job, 17 on their own"
+    # Its subfolders are not read, and it says so (on stderr: stdout may be --json).
+    assert done.stderr.splitlines() == [
+        f"gpugap: note: {CAPTURES}: its subfolders are not read (ranks, runs hold "
+        "reports); pass them too to include them"]
     rows = [ln for ln in lines if ln.split()[:1] and ln.split()[0].endswith(".sqlite")]
     assert len(rows) == 17 and all(row.split()[1] == "-" for row in rows)
     assert "JOB" not in done.stdout and "straggler" not in done.stdout
@@ -426,7 +432,11 @@ def test_duplicate_ranks_and_other_programs_never_merge_edited_identities():
     with the same launch variables (run id 'none', one port) at the same time, and the
     same launch running another program."""
     rank0, rank1 = (read_identity(p) for p in job_paths("late"))
-    twin0, twin1 = (dataclasses.replace(i, report=i.report + ".again") for i in (rank0, rank1))
+    # Started 5 ms later (a run started at the very same nanosecond is the same capture:
+    # a duplicate, tested below).
+    twin0, twin1 = (dataclasses.replace(i, report=i.report + ".again",
+                                        start_ns=i.start_ns + 5_000_000,
+                                        end_ns=i.end_ns + 5_000_000) for i in (rank0, rank1))
     grouping = group([rank0, twin0, rank1, twin1])
     assert sorted(sorted(job.ranks.values()) for job in grouping.jobs) == [[0, 1], [0, 1]]
     assert all(len(set(job.ranks.values())) == len(job.members) for job in grouping.jobs)
@@ -469,3 +479,64 @@ def test_grouped_summaries_keep_each_job_apart():
     assert [job.kind for _, job in jobs.jobs] == ["balanced", "straggler"]
     assert jobs.job("B").straggler == 1
     assert jobs.job("B").rank_source == "RANK recorded in each report's environment"
+
+
+# --- the same capture twice is one report, not two ranks (issue 40) -----------------
+
+def test_two_copies_of_one_report_are_duplicates_not_a_job(tmp_path, capsys):
+    """Two copies of train-workers0 in a directory: the same host, program and session
+    to the nanosecond, so one capture given twice; no job, the copy says whose it is."""
+    for name in ("a.sqlite", "b.sqlite"):
+        shutil.copyfile(CAPTURES / "train-workers0.sqlite", tmp_path / name)
+    grouping = gpugap_api.group_reports(tmp_path)
+    assert (grouping.jobs, grouping.alone, grouping.duplicates) == ([], [0], {1: 0})
+    code, out, _ = gpugap(capsys, "analyze", tmp_path, "--workers", "1", "--no-config")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "2 reports: no job, 1 on its own, 1 duplicate"
+    assert lines[3] == "…/b.sqlite  dup  a duplicate of …/a.sqlite (the same capture)"
+    assert "JOB" not in out and "Reports marked dup are the same capture" in out
+    code, out, _ = gpugap(capsys, "analyze", tmp_path, "--json", "--workers", "1",
+                          "--no-config")
+    doc = json.loads(out)
+    assert doc["duplicates"] == [{"report": str(tmp_path / "b.sqlite"),
+                                  "of": str(tmp_path / "a.sqlite")}]
+    assert [r["duplicate_of"] for r in doc["verdicts"]] == [None, str(tmp_path / "a.sqlite")]
+
+
+def test_a_copy_of_a_rank_leaves_its_job_whole(tmp_path):
+    """The ranks of job A and a copy of rank 0: still job A of 2 ranks; the copy is a
+    duplicate, not a rank of a second job; job gates refuse them together."""
+    paths = job_paths("balanced")
+    copy = tmp_path / "copy-of-rank0.sqlite"
+    shutil.copyfile(paths[0], copy)
+    grouping = group([read_identity(p) for p in [*paths, copy]])
+    assert [j.members for j in grouping.jobs] == [[0, 1]]
+    assert (grouping.alone, grouping.duplicates) == ([], {2: 0})
+    with pytest.raises(gpugap_api.UsageError, match=r"1 job and 1 duplicate: .*"
+                                                    r"copy-of-rank0.sqlite is the same "
+                                                    r"capture as .*rank0.sqlite"):
+        gpugap_api.analyze_many([*paths, copy], workers=1)
+
+
+def test_reports_without_session_times_are_duplicates_by_their_bytes():
+    from gpugap.analysis.grouping import ReportIdentity
+
+    ids = [ReportIdentity(report=n, program="p", content=c)
+           for n, c in (("a", "h1"), ("b", "h2"), ("c", "h1"))]
+    assert group(ids).duplicates == {2: 0}
+
+
+def test_ranks_on_one_gpu_at_once_share_it_edited_summaries():
+    """Ranks whose steady states ran on one GPU at the same time share it (issue 38): the
+    job says so first. No capture here has two ranks on one GPU, so the two real ranks'
+    summaries are edited to name one GPU (their steady states do overlap in time); with
+    their own GPUs they share nothing."""
+    alone = summaries("balanced")
+    assert alone[0].gpu_uuid and alone[0].gpu_uuid != alone[1].gpu_uuid
+    assert combine(alone).shared_gpus == {}
+    same = [dataclasses.replace(s, gpu_uuid="GPU-same") for s in alone]
+    job = combine(same)
+    assert job.shared_gpus == {"GPU-same": [0, 1]}
+    assert job.headline.startswith("Ranks 0, 1 share one GPU (GPU-same)")
+    assert job.to_dict()["shared_gpus"] == {"GPU-same": [0, 1]}

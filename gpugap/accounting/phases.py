@@ -78,7 +78,8 @@ class Phases:
             return tl.EMPTY
         return tl.subtract(span, self.first_use_windows()) if self.first_use.size else span
 
-    def iteration_windows(self, which: range | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def iteration_windows(self, which: range | np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray]:
         if self.iterations is None:
             z = np.zeros(0, dtype=np.int64)
             return z, z

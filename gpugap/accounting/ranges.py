@@ -104,6 +104,9 @@ def select(trace: Trace, name: str) -> Table:
                          & _folded_match(code, names, short))
         if match.any():
             return nv.rows(np.flatnonzero(match))
+    if program_ranges(trace).empty:
+        raise UsageError(f"no NVTX range named '{name}': {trace.info.path} has no NVTX "
+                         f"ranges of its own; leave {option('range')} out")
     raise UsageError(f"no NVTX range named '{name}' in {trace.info.path} (ranges: "
                      f"{known_names(trace)}); pick one of those with {option('range')}")
 
@@ -355,10 +358,12 @@ def reported_ranges(trace: Trace, *, all_domains: bool = False,
     return RangeTable([row for _, row in out], omitted)
 
 
-def shallow_names(trace: Trace, max_depth: int = 1) -> list[str]:
+def shallow_names(trace: Trace, max_depth: int = 1, *, folded: bool = False) -> list[str]:
     """Distinct names of the user's ranges at nesting depth <= *max_depth*, in order of
-    first appearance (of any instance of the name): the ranges ``check`` and ``diff``
-    measure one by one."""
+    first appearance (of any instance of the name): the ranges ``check`` measures one
+    by one. *folded*: numbered instances as one name, as the range table shows them
+    (``step N`` for ``step 0``, ``step 1``...: :func:`folded_names`), which ``diff``
+    measures."""
     nv = program_ranges(trace)
     if nv.empty:
         return []
@@ -368,4 +373,9 @@ def shallow_names(trace: Trace, max_depth: int = 1) -> list[str]:
     # The shallow names in order of first appearance, then by first start (stable).
     shallow = unique_in_order(code[nv["depth"] <= max_depth])
     order = np.argsort(first[shallow], kind="stable")
-    return [str(n) for n in names[shallow[order]].tolist()]
+    found = [str(n) for n in names[shallow[order]].tolist()]
+    if folded:
+        fold = dict(zip([str(n) for n in names.tolist()],
+                        folded_names(names).tolist(), strict=True))
+        found = list(dict.fromkeys(fold[n] for n in found))
+    return found

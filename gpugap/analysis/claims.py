@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gpugap.analysis.core import Analysis
+from gpugap.rules.base import ONE_TIME_PHASES
+
+# An analysis (gpugap.analysis.core.Analysis, which runs these checks: typed by what is
+# read of it, not imported, so that the two modules do not import each other).
+Analysis = Any
 
 # "3 of 47 iterations", "in 38 of 39": k of n.
 _K_OF_N = re.compile(r"\b(\d+) of (\d+)\b(?! ?(?:%|ms|us|ns|s\b|MB|GB|KB|B\b))")
@@ -137,6 +140,6 @@ def _phase_walls(analysis: Analysis) -> dict[tuple[int | None, str | None], int]
         if analysis.scope_windows is not None:
             out[(device, "range")] = out.pop((device, "steady"))
         whole = int(dev.window[1] - dev.window[0])
-        for phase in ("start-up", "tail"):
+        for phase in ONE_TIME_PHASES:
             out[(device, phase)] = whole
     return out

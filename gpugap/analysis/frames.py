@@ -22,6 +22,7 @@ import numpy as np
 from gpugap.accounting import BUCKETS, IDS, PHASES, Accounting
 from gpugap.accounting.metrics import METRIC_NAMES, Metrics
 from gpugap.jsonout import Record
+from gpugap.report.trace import NO_CALL
 from gpugap.rules.base import Finding
 
 # pandas is imported by the functions that build DataFrames: an analysis itself never
@@ -84,7 +85,10 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     for column in ("start_ns", "end_ns", "cost_ns", "count"):
         frame[column] = frame[column].astype(np.int64)
-    for column in ("device", "pid", "median_ns_per_iteration"):
+    # A process id as the trace's frames hold one: int64, -1 (NO_CALL) where no process
+    # is known, never a nullable column.
+    frame["pid"] = frame["pid"].fillna(NO_CALL).astype(np.int64)
+    for column in ("device", "median_ns_per_iteration"):
         frame[column] = frame[column].astype("Int64")       # None where not known
     frame["share_pct"] = frame["share_pct"].astype(np.float64)
     return frame

@@ -40,6 +40,10 @@ twice starts another job (two runs of one program with the default run id 'none'
 port 29500 do not merge). Reports that record no rank join only others that record
 none, with the same program and overlapping sessions; their ranks are then the order of
 the files, and the job says so. A report left alone is analyzed on its own.
+
+Two reports of the same capture (copies of one file, or a .nsys-rep and its export: the
+same host, program, launcher variables and session span to the nanosecond, else the
+same bytes) are one report given twice: the later is a duplicate, in no job.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from gpugap.errors import GpugapError
-from gpugap.report.cache import resolve_sqlite
+from gpugap.report.cache import content_key, sqlite_export
 from gpugap.report.database import Database
 from gpugap.report.validate import as_int
 
@@ -90,6 +94,19 @@ class ReportIdentity:
     end_ns: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    # The bytes' hash (gpugap.report.cache.content_key), read only where the session's
+    # span is not recorded: what tells a copy of the report then.
+    content: str | None = None
+
+    @property
+    def capture(self) -> tuple | None:
+        """What one capture alone has: its host, program, launcher variables and session
+        span (to the nanosecond), else its bytes. Two reports with the same are copies
+        of one capture (or its .nsys-rep and its export), never two ranks."""
+        if self.start_ns is not None and self.end_ns is not None:
+            return ("session", self.host, self.program, self.start_ns, self.end_ns,
+                    tuple(sorted(self.env.items())))
+        return None if self.content is None else ("bytes", self.content)
 
     @property
     def rank_variable(self) -> str | None:
@@ -139,14 +156,20 @@ def environment_variables(environment: str | None) -> dict[str, str]:
 def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
                   shown: str | None = None) -> ReportIdentity:
     """The :class:`ReportIdentity` of one report (a .nsys-rep is exported once, as
-    gpugap.report.load does, into the same cache). Never raises for a bad report: its
-    identity has ``error`` set."""
+    gpugap.report.load does, into the same cache; a compressed one decompressed for the
+    while). Never raises for a bad report: its identity has ``error`` set."""
     out = ReportIdentity(report=shown or str(path))
     try:
-        db = Database(resolve_sqlite(Path(path), nsys=nsys))
+        with sqlite_export(Path(path), nsys=nsys) as export:
+            _read_identity(Database(export), out)
+            if out.error is None and out.start_ns is None:
+                out.content = content_key(export)
     except (GpugapError, OSError) as exc:
         out.error = (str(exc).splitlines() or ["unreadable"])[0]
-        return out
+    return out
+
+
+def _read_identity(db: Database, out: ReportIdentity) -> None:
     try:
         env = db.system_env
         out.host = env.get("Hostname")
@@ -164,7 +187,6 @@ def read_identity(path: str | os.PathLike[str], *, nsys: str | None = None,
         out.error = (str(exc).splitlines() or ["unreadable"])[0]
     finally:
         db.close()
-    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,19 +212,25 @@ class JobGroup:
 
 @dataclass
 class Grouping:
-    """The reports given, grouped: ``jobs`` (two reports or more each) and ``alone``
-    (positions of the reports that form no job with others, analyzed on their own)."""
+    """The reports given, grouped: ``jobs`` (two reports or more each), ``alone``
+    (positions of the reports that form no job with others, analyzed on their own) and
+    ``duplicates`` (the position of each report that is a copy of an earlier one -> that
+    one's: the same capture, counted once, never a rank)."""
 
     identities: list[ReportIdentity]
     jobs: list[JobGroup]
     alone: list[int]
+    duplicates: dict[int, int] = field(default_factory=dict)
 
     def job_of(self, position: int) -> JobGroup | None:
         return next((j for j in self.jobs if position in j.ranks), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": [j.to_dict(self.identities) for j in self.jobs],
-                "alone": [self.identities[i].report for i in self.alone]}
+                "alone": [self.identities[i].report for i in self.alone],
+                "duplicates": [{"report": self.identities[d].report,
+                                "of": self.identities[o].report}
+                               for d, o in self.duplicates.items()]}
 
 
 def _overlap(span: tuple[int, int], identity: ReportIdentity) -> tuple[int, int] | None:
@@ -301,12 +329,27 @@ def _how(members: list[int], ids: Sequence[ReportIdentity], ranked: bool) -> str
     return ", ".join(parts)
 
 
+def _duplicates(ids: Sequence[ReportIdentity]) -> dict[int, int]:
+    """Each report that is the same capture as an earlier one (ReportIdentity.capture)
+    -> the first of them."""
+    first: dict[tuple, int] = {}
+    out: dict[int, int] = {}
+    for p, identity in enumerate(ids):
+        key = identity.capture if identity.error is None else None
+        if key is not None:
+            out_of = first.setdefault(key, p)
+            if out_of != p:
+                out[p] = out_of
+    return out
+
+
 def group(identities: Sequence[ReportIdentity]) -> Grouping:
     """The jobs among *identities* (positions as given): see the module docstring."""
     ids = list(identities)
+    duplicates = _duplicates(ids)
     buckets: dict[tuple, list[int]] = {}
     for p, identity in enumerate(ids):
-        if identity.error is not None:
+        if identity.error is not None or p in duplicates:
             continue
         key = (identity.program, identity.rank_variable, identity.launch,
                identity.world_size if identity.rank_variable else None)
@@ -332,4 +375,6 @@ def group(identities: Sequence[ReportIdentity]) -> Grouping:
                              rank_source=source, how=_how(order, ids, ranked)))
     grouped = {m for j in jobs for m in j.members}
     return Grouping(identities=ids, jobs=jobs,
-                    alone=[p for p in range(len(ids)) if p not in grouped])
+                    alone=[p for p in range(len(ids))
+                           if p not in grouped and p not in duplicates],
+                    duplicates=duplicates)

@@ -135,9 +135,16 @@ class RankSummary(Record):
     # back (gpugap.accounting.phases.align), for the job's phases (settle_start).
     warm_ns: int | None = None
     held_by: dict[str, Any] | None = None
+    # The GPU it ran on (its UUID) and the end of its steady state: two ranks on one GPU
+    # at the same time share it (:func:`combine`).
+    gpu_uuid: str | None = None
+    steady_end_ns: int | None = None
     analysis: dict[str, Any] | None = field(default=None, repr=False)  # to_dict, if asked
     # What the report records of its job (gpugap.analysis.grouping), for grouping.
     identity: ReportIdentity | None = field(default=None, repr=False)
+    # The error was the options' (a UsageError: --iteration naming no range of the
+    # report), not the report's: its message, options spelled by whoever shows it.
+    usage_error: str | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -189,7 +196,10 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
     dev = accounting.devices[device]
     out.device = int(device)
     out.warm_ns = int(dev.phases.spans["steady"][0])
+    out.steady_end_ns = int(dev.phases.spans["steady"][1])
     out.held_by = dev.phases.held_by
+    row = trace.device_row(int(device))
+    out.gpu_uuid = None if row is None or not row.get("uuid") else str(row["uuid"])
     verdict = next((d["verdict"] for d in analysis.devices if d["device"] == device), None)
     if verdict is not None:
         out.verdict = {k: verdict.get(k) for k in ("kind", "rule", "cause", "headline",
@@ -254,13 +264,15 @@ def summarize_report(path: str | os.PathLike[str], index: int = 0, *,
         return out
     except (GpugapError, OSError) as exc:
         message = str(exc)
+        usage = exc.args[0] if isinstance(exc, UsageError) and exc.args else None
     except Exception as exc:           # a bug: still one line, the job goes on
         message = f"internal error ({type(exc).__name__}): {exc}"
+        usage = None
     first = message.splitlines()[0] if message else "unreadable"
     # Its metadata may still say which job it belongs to (the job then lists it as a
     # report that could not be analyzed).
     return RankSummary(report=str(path), index=index, status="error", error=first,
-                       identity=read_identity(path, nsys=nsys))
+                       identity=read_identity(path, nsys=nsys), usage_error=usage)
 
 
 # ---------------------------------------------------------------------------------------
@@ -361,6 +373,8 @@ class Job(Shown, Record):
     # rank -> who it waited for at start-up: its steady state began once that rank was
     # warm (the job's phases), its waits before then counted as start-up.
     held: dict[int, str] = field(default_factory=dict)
+    # GPU UUID -> the ranks whose steady states ran on it at the same time (a shared GPU).
+    shared_gpus: dict[str, list[int]] = field(default_factory=dict)
     # rank -> its summed waits in each matched iteration (ns, in ``iterations`` order)
     waits_by_iteration: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     iterations: list[str] = field(default_factory=list, repr=False)
@@ -441,6 +455,7 @@ class Job(Shown, Record):
                 "iterations_matched": self.iterations_matched,
                 "metrics": self.metrics, "ranks": self.table(),
                 "held_at_start_up": {str(r): who for r, who in sorted(self.held.items())},
+                "shared_gpus": self.shared_gpus,
                 "failed": [{"report": s.report, "index": s.index, "error": s.error}
                            for s in self.failed]}
 
@@ -499,6 +514,20 @@ def _clock(ok: list[RankSummary], align: str) -> tuple[dict[int, int], str]:
     shifted = {i: base[i] + int(np.median(reference - e)) for i, e in ends.items()}
     return shifted, (f"aligned on the ends of {len(common)} collectives ({len(hosts)} "
                      "hosts: median difference of their end times)")
+
+
+def _sharing(ok: list[RankSummary], rank: dict[int, int], offsets: dict[int, int]
+             ) -> dict[str, list[int]]:
+    """GPUs (by UUID, on one host) that two or more ranks used at the same time: their
+    steady states overlap on the job's clock."""
+    by_gpu: dict[tuple[str | None, str], list[tuple[int, int, int]]] = {}
+    for s in ok:
+        if s.gpu_uuid and s.warm_ns is not None and s.steady_end_ns is not None:
+            by_gpu.setdefault((s.host, s.gpu_uuid), []).append(
+                (rank[s.index], s.warm_ns + offsets[s.index],
+                 s.steady_end_ns + offsets[s.index]))
+    return {uuid: sorted(r for r, _, _ in spans) for (_, uuid), spans in by_gpu.items()
+            if len(spans) > 1 and max(lo for _, lo, _ in spans) < min(hi for _, _, hi in spans)}
 
 
 def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
@@ -638,7 +667,13 @@ def combine(summaries: Sequence[RankSummary], *, align: str = "auto",
     # ranks of one report: gpugap.accounting.phases.align).
     held = {rank[s.index]: s.held_by["who"] or f"GPU {s.held_by['device']}"
             for s in ok if s.held_by}
+    shared = _sharing(ok, rank, offsets)
+    if shared:
+        head = ("; ".join(f"Ranks {', '.join(map(str, ranks))} share one GPU ({uuid}): "
+                          "their steady states ran at the same time on it, time-sliced"
+                          for uuid, ranks in shared.items()) + ". " + head)
     return Job(ranks=ok, failed=failed, rank_source=source, clock=clock, held=held,
+               shared_gpus=shared,
                offsets_ns={rank[i]: int(o - min(offsets.values()))
                            for i, o in offsets.items()},
                headline=head, kind=kind, straggler=straggler,
@@ -668,7 +703,10 @@ class Jobs(Shown):
                  f"job{'s' if len(self.jobs) != 1 else ''}"
                  + (f" ({names})" if names else "")
                  + (f", {len(self.grouping.alone)} of no job" if self.grouping.alone
-                    else "")]
+                    else "")
+                 + (f", {len(self.grouping.duplicates)} duplicate"
+                    f"{'s' if len(self.grouping.duplicates) != 1 else ''}"
+                    if self.grouping.duplicates else "")]
         for group_, job in self.jobs:
             lines.append(f"  job {group_.name} ({len(job.ranks)} ranks, {job.kind}): "
                          f"{one_line(job.headline, None)}")
@@ -697,16 +735,20 @@ class Jobs(Shown):
 
     def verdicts(self) -> list[dict[str, Any]]:
         """One row per report, in the order given: its job and rank (None when it forms
-        no job with others), its status and its own verdict's headline."""
+        no job with others), its status, its own verdict's headline, and the report it
+        is a copy of (``duplicate_of``: the same capture given twice), if any."""
         rows = []
         for i, s in enumerate(self.summaries):
             group_ = self.grouping.job_of(i)
             headline = (f"not analyzed: {s.error or s.status}" if not s.ok
                         else (s.verdict or {}).get("headline") or "no verdict")
+            first = self.grouping.duplicates.get(i)
             rows.append({"report": s.report, "job": None if group_ is None else group_.name,
                          "rank": None if group_ is None else group_.ranks[i],
                          "status": s.status, "kind": (s.verdict or {}).get("kind"),
-                         "headline": headline})
+                         "headline": headline,
+                         "duplicate_of": None if first is None
+                         else self.summaries[first].report})
         return rows
 
     def frame(self) -> pd.DataFrame:
@@ -714,7 +756,7 @@ class Jobs(Shown):
         import pandas as pd  # the users' DataFrame: an analysis never imports it
 
         return pd.DataFrame(self.verdicts(), columns=["report", "job", "rank", "status",
-                                                      "kind", "headline"])
+                                                      "kind", "headline", "duplicate_of"])
 
     def to_dict(self) -> dict[str, Any]:
         """The ``verdicts`` (one row per report) and ``jobs`` (each: its name, how it was
@@ -723,7 +765,10 @@ class Jobs(Shown):
         return {"verdicts": self.verdicts(),
                 "jobs": [group_.to_dict(self.grouping.identities) | job.to_dict()
                          for group_, job in self.jobs],
-                "alone": [self.summaries[i].report for i in self.grouping.alone]}
+                "alone": [self.summaries[i].report for i in self.grouping.alone],
+                "duplicates": [{"report": self.summaries[d].report,
+                                "of": self.summaries[o].report}
+                               for d, o in self.grouping.duplicates.items()]}
 
 
 def settle_start(summaries: Sequence[RankSummary], members: Sequence[Sequence[int]],
@@ -832,6 +877,11 @@ def require_one_job(paths: Sequence[str | os.PathLike[str]], *,
     alone = [i for i in grouping.alone if identities[i].error is None]
     if alone:
         parts.append(f"{len(alone)} reports of no job")
+    if grouping.duplicates:
+        d, o = next(iter(grouping.duplicates.items()))
+        parts.append(f"{len(grouping.duplicates)} duplicate"
+                     f"{'s' if len(grouping.duplicates) != 1 else ''}: {paths[d]} is the "
+                     f"same capture as {paths[o]}")
     raise UsageError(f"these {len(readable)} reports are not the ranks of one job (by what "
                      f"they record: {' and '.join(parts)}); {fix}")
 

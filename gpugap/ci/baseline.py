@@ -87,6 +87,7 @@ from gpugap.errors import ReportError, UsageError
 from gpugap.files import BASELINE_MAX_BYTES, read_text, write_atomic
 from gpugap.jsonout import dumps
 from gpugap.rules.model import Severity
+from gpugap.text import shown_path
 
 FORMAT = 2                  # 2: findings.* count warning/error findings only
 # Findings below this severity are never gated by a baseline: info findings describe
@@ -394,7 +395,8 @@ def judge(m, metric: str, stats: Stats | None, policy: Policy,
     if beyond and worse:
         verb = "dropped" if direction == HIGHER else "rose"
         return GateResult(m.report, m.scope, metric, BASELINE, limit, value, FAIL,
-                          f"{metric} {verb} {shift} in {m.report}, beyond the noise: {rule}",
+                          f"{metric} {verb} {shift} in {shown_path(m.report)}, beyond the "
+                          f"noise: {rule}",
                           BASELINE, info)
     if beyond:
         note = f"{metric} improved {shift}, beyond the noise; save a new baseline to keep it"
@@ -426,7 +428,7 @@ def judge_new(m: Measurement, metric: str, stats: Stats | None, runs: int,
             "delta": round(float(value or 0) - median, 6), "beyond_noise": True}
     return GateResult(
         m.report, m.scope, metric, BASELINE, 0, value, FAIL,
-        f"new {severity} {what} in {scope_label(m.scope)} of {m.report}: {count} "
+        f"new {severity} {what} in {scope_label(m.scope)} of {shown_path(m.report)}: {count} "
         f"occurrence{'s' if count != 1 else ''}{cost}; absent from all {runs} baseline "
         f"run{'s' if runs != 1 else ''}", BASELINE, info)
 
@@ -449,21 +451,21 @@ def compare(measured: Measurements, baseline: Baseline, *, scopes: Sequence[str 
     severity = baseline.min_severity
     notes = []
     if measured.thresholds != baseline.thresholds:
-        notes.append(f"{measured.report} was analysed with other rule thresholds than the "
-                     "baseline: its findings may not compare; save the baseline again "
-                     "with the same configuration")
+        notes.append(f"{shown_path(measured.report)} was analysed with other rule "
+                     "thresholds than the baseline: its findings may not compare; save "
+                     "the baseline again with the same configuration")
     if Severity(measured.min_severity) > Severity(severity):
-        notes.append(f"{measured.report} keeps findings from severity "
+        notes.append(f"{shown_path(measured.report)} keeps findings from severity "
                      f"'{measured.min_severity}', the baseline gates them from "
                      f"'{severity}': its findings do not compare; check with "
                      f"--min-severity {severity}")
     if baseline.gpu and measured.gpu and baseline.gpu != measured.gpu:
-        notes.append(f"{measured.report} ran on {measured.gpu}, the baseline on "
+        notes.append(f"{shown_path(measured.report)} ran on {measured.gpu}, the baseline on "
                      f"{baseline.gpu}: timings may not compare")
     if baseline.program and measured.program and baseline.program != measured.program:
-        notes.append(f"{measured.report} is a run of '{measured.program}', the baseline of "
-                     f"'{baseline.program}': another program's baseline; save one from "
-                     "this program's runs (gpugap baseline save)")
+        notes.append(f"{shown_path(measured.report)} is a run of '{measured.program}', "
+                     f"the baseline of '{baseline.program}': another program's baseline; "
+                     "save one from this program's runs (gpugap baseline save)")
     runs = len(baseline.reports)
     results = []
     for scope in scopes:

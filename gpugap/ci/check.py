@@ -21,6 +21,7 @@ from gpugap.ci.gates import (
 )
 from gpugap.ci.measure import Measurement, Measurements, measure, null_result
 from gpugap.report.trace import Trace
+from gpugap.text import shown_path
 
 
 def evaluate(source: Trace | Measurements, gates: Iterable[Gate] = (), *,
@@ -78,7 +79,8 @@ def hold(gate: Gate, m: Measurement, allow_missing: bool = False) -> GateResult:
                           f"({'>=' if gate.op == MIN else '<='} {limit})", gate.where)
     side = "below the minimum" if gate.op == MIN else "above the maximum"
     return GateResult(m.report, m.scope, gate.metric, gate.op, gate.limit, value, FAIL,
-                      f"{gate.metric} = {shown} in {where} of {m.report}, {side} {limit}",
+                      f"{gate.metric} = {shown} in {where} of {shown_path(m.report)}, "
+                      f"{side} {limit}",
                       gate.where)
 
 
@@ -89,7 +91,8 @@ def data_result(measured: Measurements, allow_lost_gpu_data: bool) -> GateResult
     why = measured.gpu_data_lost
     if why is None:
         return None
-    message = f"{measured.report} lost GPU data: {why}; its metrics are incomplete"
+    message = (f"{shown_path(measured.report)} lost GPU data: {why}; its metrics are "
+               "incomplete")
     if allow_lost_gpu_data:
         return GateResult(measured.report, None, LOST_GPU_DATA, DATA, None, True, SKIP,
                           f"{message}; skipped (allow_lost_gpu_data)", DATA)

@@ -19,6 +19,7 @@ from gpugap.analysis import Analyzer
 from gpugap.ci.gates import FAIL, SKIP, STEADY_NAMES, GateResult, finding_metric_names, scope_label
 from gpugap.errors import UsageError
 from gpugap.rules.model import Severity
+from gpugap.text import shown_path
 
 
 @dataclass
@@ -29,6 +30,13 @@ class Measurement:
     scope: str | None
     values: dict[str, float | int | None]
     findings: list  # the scope's findings (gpugap.rules.base.Finding), at/above min_severity
+    # The scope's verdict (gpugap.analysis.verdict.Verdict), what diff judges by: None
+    # where nothing was analyzed.
+    verdict: Any = None
+    # The time the steady.*_pct shares are of, in ms: the steady state's GPU time per
+    # iteration (summed over the devices) when it has iterations, else all of it (the
+    # scope's, for an NVTX range). diff weighs each bucket's share with it.
+    unit_ms: float | None = None
 
     def value(self, metric: str) -> float | int | None:
         return self.values.get(metric, 0 if metric.startswith("findings.") else None)
@@ -67,7 +75,7 @@ class Measurements:
         try:
             return self.scopes[scope]
         except KeyError:
-            raise UsageError(f"{self.report} was not measured over {scope_label(scope)}"
+            raise UsageError(f"{shown_path(self.report)} was not measured over {scope_label(scope)}"
                              ) from None
 
 
@@ -122,9 +130,10 @@ def measure(trace, *, ranges: Iterable[str] = (), whole: bool = True,
                                   thresholds=analysis.thresholds, min_severity=min_severity,
                                   scopes={}, warnings=list(analysis.warnings))
         findings = [f for f in analysis.findings if Severity(f.severity) >= floor]
-        values = {**analysis.metrics.to_dict(), **steady_values(analysis, trace),
-                  **finding_values(findings)}
-        result.scopes[name] = Measurement(analysis.report, name, values, findings)
+        steady, unit_ms = steady_measures(analysis, trace)
+        values = {**analysis.metrics.to_dict(), **steady, **finding_values(findings)}
+        result.scopes[name] = Measurement(analysis.report, name, values, findings,
+                                          verdict=analysis.verdict, unit_ms=unit_ms)
     if result is None:          # nothing asked: still say which report it was
         analysis = analyzer.analyze(None)
         result = Measurements(report=analysis.report, nsys_version=analysis.nsys_version,
@@ -146,13 +155,14 @@ def lost_gpu_data(info) -> str | None:
     return "most of its kernel launch calls have no kernel in the report"
 
 
-def steady_values(analysis, trace) -> dict[str, float | int | None]:
+def steady_measures(analysis, trace) -> tuple[dict[str, float | int | None], float | None]:
     """steady.* metrics: the steady state of the report's devices (all of them: busy and
     bucket shares of their summed steady time; iteration times of the slowest device).
-    In a --range scope they describe the range instead (its accounting, no iterations)."""
+    In a --range scope they describe the range instead (its accounting, no iterations).
+    Then the time their shares are of (Measurement.unit_ms)."""
     values: dict[str, float | int | None] = {name: None for name in STEADY_NAMES}
     if analysis.accounting is None:
-        return values
+        return values, None
 
     walls, buckets, medians, counts = 0, dict.fromkeys(IDS, 0), [], []
     comm, hidden, exposed = 0, 0, []
@@ -177,7 +187,7 @@ def steady_values(analysis, trace) -> dict[str, float | int | None]:
         else:
             exposed.append(totals.get("communication", 0))
     if walls <= 0:
-        return values
+        return values, None
     busy = sum(buckets[b] for b in BUSY_IDS)
     values["steady.gpu_busy_pct"] = round(100.0 * busy / walls, 3)
     values["steady.idle_pct"] = round(100.0 - 100.0 * busy / walls, 3)
@@ -189,7 +199,7 @@ def steady_values(analysis, trace) -> dict[str, float | int | None]:
     if comm > 0:
         values["steady.comm_compute_overlap_pct"] = round(100.0 * hidden / comm, 3)
         values["steady.exposed_comm_ms"] = round(max(exposed) / 1e6, 6)
-    return values
+    return values, walls / (min(counts) if counts else 1) / 1e6
 
 
 def job_measurements(job, *, thresholds: Mapping[str, Mapping[str, float]] | None = None,
@@ -211,16 +221,17 @@ def is_job_metric(metric: str) -> bool:
     return metric.startswith("job.")
 
 
-def reported_range_names(trace) -> list[str]:
+def reported_range_names(trace, *, folded: bool = False) -> list[str]:
     """The user's NVTX ranges of depth <= 1, by name (all instances of a name together),
-    in order of first appearance."""
-    return nvtx_ranges.shallow_names(trace, max_depth=1)
+    in order of first appearance; *folded*: numbered instances as one (``step N``), as
+    ``analyze``'s range table shows them."""
+    return nvtx_ranges.shallow_names(trace, max_depth=1, folded=folded)
 
 
 def null_result(m: Measurement, metric: str, kind: str, limit: float | None, source: str,
                 allow_missing: bool, baseline: dict[str, Any] | None = None) -> GateResult:
     """A gate on a metric that is null here: fails (says why) unless allowed to be missing."""
-    why = f"{metric} is null in {m.report} ({m.null_reason(metric)})"
+    why = f"{metric} is null in {shown_path(m.report)} ({m.null_reason(metric)})"
     if allow_missing:
         return GateResult(m.report, m.scope, metric, kind, limit, None, SKIP,
                           f"{why}; skipped (allow_missing)", source, baseline)

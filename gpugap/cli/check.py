@@ -26,13 +26,14 @@ from gpugap.cli.root import (
     job_progress,
     load_trace,
     parse_thresholds,
+    reports_named,
     status,
     stderr,
     stdout,
 )
 from gpugap.errors import UsageError
 from gpugap.render.outputs import CHECK, DIFF, View
-from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+from gpugap.text import MESSAGE_LIMIT, fit_path, name_paths, safe_rich, safe_text, shown_path
 
 if TYPE_CHECKING:                   # the library is imported inside commands (start-up)
     from rich.text import Text
@@ -157,13 +158,12 @@ def check(
         raise UsageError("no gates to check: give --min/--max METRIC=VALUE or --baseline "
                          "FILE, or configure [tool.gpugap.gates] in pyproject.toml or "
                          "gpugap.toml (see docs/ci.md)")
-    from gpugap.files import expand_reports
-
     if scheduler is not None:
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)
-    reports = expand_reports(reports)
+    reports = reports_named(reports)
+    name_paths(reports)
     inputs = [*reports, cfg.path, baseline_file]
     outputs.check(CHECK, inputs)
     known = load_baseline(baseline_file) if baseline_file is not None else None
@@ -248,13 +248,13 @@ def render_check(result: Check) -> None:
                 print_labelled(stdout, "FAIL", "bold red", safe_text(r.message, MESSAGE_LIMIT))
         for w in report.warnings:
             print_labelled(stdout, "warning:", "yellow",
-                           safe_text(f"{report.report}: {w}" if several else w,
+                           safe_text(f"{shown_path(report.report)}: {w}" if several else w,
                                      MESSAGE_LIMIT))
     style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for report in result.reports:
         where = "whole report" if report.scope is None else \
             f"range '{safe_text(report.scope)}'"
-        title = Text(f"{safe_text(report.report)} ({where})")
+        title = Text(f"{fit_path(shown_path(report.report), stdout.width)} ({where})")
         ranges = any(r.scope != report.scope for r in report.results)
         medians = any(r.kind == BASELINE for r in report.results)
         headers = ["result", *(["range"] if ranges else []), "metric", "value",
@@ -272,8 +272,11 @@ def render_check(result: Check) -> None:
                   if medians else []),
                 limit_text(r)])
         first_number = 3 if ranges else 2
+        # The title on a line of its own, as wide as the terminal (a table's own title
+        # wraps at the table's width).
+        stdout.print(title)
         stdout.print(fitted_table(stdout.width, headers, rows, name_column=first_number - 1,
-                                  right=range(first_number, len(headers)), title=title))
+                                  right=range(first_number, len(headers))))
     stdout.print(check_result_line(result))
 
 
@@ -305,7 +308,7 @@ def baseline_save(
     """Store the metrics of REPORTs (whole report and per NVTX range) as a baseline; with
     --job, the job.* metrics of the REPORTs taken together as the ranks of one job (which
     they must be, by what they record)."""
-    from gpugap.analysis.job import analyze_job, expand_reports
+    from gpugap.analysis.job import analyze_job
     from gpugap.ci import baseline as baselines
     from gpugap.ci.measure import job_measurements, measure, reported_range_names
     from gpugap.files import validate_outputs
@@ -320,7 +323,8 @@ def baseline_save(
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)
-    reports = expand_reports(reports)
+    reports = reports_named(reports)
+    name_paths(reports)
     validate_outputs([("-o", output)], [*reports, cfg.path], force=force)
     wanted = [*filter(None, [cfg.range]), *cfg.gated_ranges, *(range_ or [])]
     runs = []
@@ -381,6 +385,7 @@ def diff_command(
     from gpugap.ci.diff import diff
 
     cfg = project_config(config, no_config, set_=set_, min_severity=min_severity)
+    name_paths([before, after])
     inputs = [before, after, cfg.path]
     outputs.check(DIFF, inputs)
     traces = [load_trace(before, nsys), load_trace(after, nsys)]
@@ -405,6 +410,7 @@ def render_diff(result: Diff, everything: bool = False) -> None:
     from gpugap.ci.gates import fmt_value
     from gpugap.render.fit import fitted_table, leaves_room, print_labelled
     from gpugap.render.markdown import fmt_delta
+    from gpugap.render.terminal import joined
     from gpugap.units import fmt_ns
 
     colour = {"better": "green", "worse": "bold red", "fixed": "green", "new": "bold red"}
@@ -429,14 +435,27 @@ def render_diff(result: Diff, everything: bool = False) -> None:
     moving = [m for m in metrics if m.moved]
     by_change = {c: sum(m.change == c for m in moving) for c in ("better", "worse", "changed")}
     summary = result.summary()
-    worse = [f for f in result.findings if f.status == "changed" and f.cost_ms_delta > 0]
-    stdout.print(Text(f"gpugap diff {safe_text(result.before)} -> "
-                      f"{safe_text(result.after)} ({where})", style="bold"))
+    moved = {c: sum(f.change == c for f in result.findings)
+             for c in ("worse", "better", "changed")}
+    before, after = (fit_path(shown_path(p), width - len("gpugap diff "))
+                     for p in (result.before, result.after))
+    # Each report whole on a line, the scope too.
+    stdout.print(joined([Text(f"gpugap diff {before}"), Text(f"-> {after}"),
+                         Text(f"({where})")], width, indent=2, sep=" ", first_indent=0),
+                 style="bold")
+    # Better or worse first, by the time the program lost.
+    if result.judgement is not None:
+        verdict = result.judgement.text(result.range)
+        word, _, rest = verdict.partition(": ")
+        print_labelled(stdout, f"{word}:", colour.get(word, ""), safe_text(rest, MESSAGE_LIMIT))
+    for w in result.warnings:           # two programs, other thresholds: read them first
+        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
     stdout.print(Text.assemble(
         "findings: ", (f"{summary['fixed']} fixed", "green" if summary["fixed"] else ""),
         ", ", (f"{summary['new']} new", "bold red" if summary["new"] else ""),
-        f", {summary['changed']} changed ({len(worse)} worse, "
-        f"{summary['changed'] - len(worse)} better), {summary['unchanged']} unchanged"))
+        f", {summary['changed']} changed ({moved['worse']} worse, {moved['better']} better"
+        + (f", {moved['changed']} in count only" if moved["changed"] else "")
+        + f"), {summary['unchanged']} unchanged"))
     stdout.print(Text.assemble(
         "metrics: ", (f"{by_change['better']} better", "green" if by_change["better"] else ""),
         ", ", (f"{by_change['worse']} worse", "bold red" if by_change["worse"] else ""),
@@ -444,17 +463,13 @@ def render_diff(result: Diff, everything: bool = False) -> None:
         + (f", {len(moving) - sum(by_change.values())} on one side only"
            if len(moving) > sum(by_change.values()) else "")
         + f"; {len(metrics) - len(moving)} within noise"))
-    for w in result.warnings:
-        print_labelled(stdout, "warning:", "yellow", safe_text(w, MESSAGE_LIMIT))
 
     findings = result.findings if everything else \
         [f for f in result.findings if f.status != "unchanged"]
     if findings:
         def status(f: FindingChange) -> Text:
-            if f.status == "changed":
-                word = "worse" if f.cost_ms_delta > 0 else "better"
-                return Text(word, colour[word])
-            return Text(f.status, colour.get(f.status, ""))
+            return Text("count" if f.change == "changed" else f.change,
+                        colour.get(f.change, ""))
 
         def finding_rows(sep: str) -> list[list[Cell]]:
             return [[status(f),

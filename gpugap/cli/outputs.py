@@ -118,15 +118,29 @@ class Outputs:
         *drawing*, last when *files_last*), then the document on standard output or else
         *terminal* (the terminal view), then annotation lines (GitHub's workflow commands
         work on either stream: to *errors* when standard output holds a document, so
-        that it stays parseable)."""
+        that it stays parseable).
+
+        Standard output closed early (``| head -1``, quitting ``less``) stops what goes
+        there, not the files: they are written whole, each said on *errors* ('wrote
+        F'), and then the closed pipe goes on up (exit 141)."""
         if not files_last:
             self._write_files(subject, result, view, inputs, errors, drawing)
         document = self.document(subject)
-        if document is not None:
-            text = _data(document, document.render(subject, result, view))
-            print_document(text if isinstance(text, str) else text.decode())
-        else:
-            terminal()
+        try:
+            if document is not None:
+                text = _data(document, document.render(subject, result, view))
+                print_document(text if isinstance(text, str) else text.decode())
+            else:
+                terminal()
+        except (BrokenPipeError, SystemExit) as exc:
+            # rich meets a closed stdout with exit(1), the closed pipe its context.
+            if not isinstance(exc, BrokenPipeError) \
+                    and not isinstance(exc.__context__, BrokenPipeError):
+                raise
+            if files_last:
+                self._write_files(subject, result, view, inputs, errors, drawing,
+                                  pipe_closed=True)
+            raise
         if files_last:
             self._write_files(subject, result, view, inputs, errors, drawing)
         for fmt in self.offered(subject):
@@ -136,12 +150,16 @@ class Outputs:
 
     def _write_files(self, subject: str, result: Any, view: View,
                      inputs: Sequence[Path | None], errors: Console,
-                     drawing: AbstractContextManager[Any] | None) -> None:
+                     drawing: AbstractContextManager[Any] | None,
+                     pipe_closed: bool = False) -> None:
         from gpugap.files import append_text, write_atomic
 
         files = [f for f in self.offered(subject) if f.target == FILE]
         if drawing is None or not any(self.given.get(f.name) for f in files):
             drawing = nullcontext()
+        if pipe_closed and any(self.given.get(f.name) for f in files):
+            errors.print("gpugap: standard output was closed early; writing the files "
+                         "asked for", markup=False, highlight=False, soft_wrap=True)
         with drawing:
             for fmt in files:
                 path = self.given.get(fmt.name)

@@ -9,6 +9,7 @@ were), 141 the reader of stdout closed it early (`gpugap analyze R | head -1`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,23 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "they are there and how to fix them.")
 
 
+# Spaces (and tabs) at the end of a line, before any style codes that close it.
+_TRAILING = re.compile(r"[ \t]+(?=(?:\x1b\[[0-9;]*m)*\n)")
+
+
+def _trimmed_console(**options: Any) -> Console:
+    """A rich Console whose lines end without spaces: rich pads a table's title, a grid's
+    last column and a wrapped line's end to the width, which a CI log keeps (and a diff
+    of two logs shows)."""
+    from rich.console import Console
+
+    class TrimmedConsole(Console):
+        def _render_buffer(self, buffer: Any) -> str:
+            return _TRAILING.sub("", super()._render_buffer(buffer))
+
+    return TrimmedConsole(**options)
+
+
 class _LazyConsole:
     """A rich Console made on first use, standing in for it. Most runs print nothing
     through rich (``analyze --json`` writes its document straight to standard output;
@@ -55,9 +73,7 @@ class _LazyConsole:
 
     def _made(self) -> Console:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
+            self._console = _trimmed_console(**self._options)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -227,14 +243,31 @@ def job_progress(count: int) -> Iterator[Progress | None]:
         task = bar.add_task("Analyzing reports", total=count)
 
         def arrived(summary: RankSummary) -> None:
-            from gpugap.text import safe_text
+            from gpugap.text import safe_text, shown_path
 
             what = "ok" if summary.ok else f"{summary.status}: {summary.error}"
-            bar.console.print(safe_text(f"{summary.report}: {what}", 200), markup=False,
+            bar.console.print(safe_text(f"{shown_path(summary.report)}: {what}", 200),
+                              markup=False,
                               highlight=False)
             bar.advance(task)
 
         yield arrived
+
+
+def reports_named(items: list[Path]) -> list[Path]:
+    """The reports *items* name (gpugap.files.expand_reports), and a note on stderr for
+    each directory among them whose subfolders hold reports too: they are not read."""
+    from gpugap.files import expand_reports, folder_names, folders_with_reports
+
+    found = expand_reports(items)
+    for item in items:
+        if item.is_dir():
+            inside = folders_with_reports(item)
+            if inside:
+                stderr.print(f"gpugap: note: {item}: its subfolders are not read "
+                             f"({folder_names(inside)} hold reports); pass them too to "
+                             "include them", markup=False, highlight=False, soft_wrap=True)
+    return found
 
 
 def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[str] | None,
@@ -255,6 +288,15 @@ def analyze_job_reports(reports: list[Path], *, outputs: Outputs, rules: list[st
         summaries = summarize_all(reports, workers=workers, scheduler=scheduler,
                                   scheduler_timeout=scheduler_timeout, progress=progress,
                                   **options)
+    usage = [s.usage_error for s in summaries if s.usage_error is not None]
+    if usage and not any(s.ok for s in summaries):
+        # An option that names what no report has (--iteration): one line, as for one
+        # report; the view of reports none of which could be analyzed says no more.
+        others = len(summaries) - 1
+        raise UsageError(usage[0] + (
+            "" if len(usage) < len(summaries) or not others else
+            "; the other report has none either" if others == 1 else
+            f"; the other {others} reports have none either"))
     jobs = group_settled(summaries, workers=workers, scheduler=scheduler,
                          scheduler_timeout=scheduler_timeout, **options)
     outputs.write(JOB, jobs, View(min_severity=severity), inputs=reports,
@@ -307,12 +349,16 @@ def analyze(
         from gpugap.analysis.scheduler import check_address
 
         check_address(scheduler)         # before any report is read
-    from gpugap.files import expand_reports
+    from gpugap.text import name_paths
 
-    found = expand_reports(reports)
+    found = reports_named(reports)
+    name_paths(found)
     if max_events is not None and not any(f.timeline for f in outputs.asked(ANALYSIS)):
         raise UsageError("--max-events is the timeline's budget: give it with --html, "
                          "--svg or --png")
+    from gpugap.rules import select
+
+    select(rule)            # an unknown rule named before any report is read
     if len(found) > 1:
         outputs.refuse(JOB, f"takes one report, not the {len(found)} of a job")
         if range_:
@@ -342,10 +388,7 @@ def analyze(
     severity = checked_severity(min_severity, cfg.min_severity)
     thresholds = cfg.merged_thresholds(parse_thresholds(set_, min_gap_us))
     outputs.check(ANALYSIS, [report, cfg.path])
-    from gpugap.rules import select
-
-    select(rule)            # an unknown rule named before the report is read
-    collect_from_here()     # and the analysis's imports frozen too
+    collect_from_here()     # the analysis's imports frozen
     trace = load_trace(report, nsys)
     with status("Analyzing"):
         result = run_analysis(trace, rules=rule, thresholds=thresholds, range_name=range_,

@@ -152,11 +152,39 @@ def _distinct_strings(labels: Labels) -> tuple[np.ndarray, list[str]]:
     return codes[labels.codes], distinct.tolist()
 
 
+def _used(labels: Labels) -> list[str]:
+    """The distinct strings the rows of *labels* hold."""
+    return [str(labels.categories[c]) for c in np.unique(labels.codes).tolist() if c >= 0]
+
+
+def _check_named(trace: Trace, wanted: str) -> None:
+    """UsageError unless some process of the report has an NVTX range that *wanted*
+    selects as _nvtx_candidates does (``step``, ``step N``, ``domain:step``): a name
+    given for the iterations that matches nothing is a mistake, never a report without
+    iterations."""
+    nv = program_ranges(trace)
+    if nv.empty:
+        raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')}: "
+                         f"{trace.info.path} has no NVTX ranges; leave the option out to "
+                         "find the iterations from the repeating GPU work")
+    names = _used(nv.labels("name"))
+    bases = {base_name(n) for n in names}
+    wants = [wanted] + [wanted[len(d) + 1:] for d in _used(nv.labels("domain"))
+                        if wanted.startswith(d + ":")]
+    if wanted in names or any(base_name(w.removesuffix(" N")) in bases for w in wants):
+        return
+    raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
+                     f"{trace.info.path} (ranges: {', '.join(sorted(bases)[:12])}); name "
+                     "one of those, or leave the option out to find the iterations")
+
+
 def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_Level]:
     """Groups of repeated ranges: one per (thread, domain, base name, depth), the
     likeliest iterations first (shallowest, then most instances, then earliest)."""
     nv = _user_ranges(trace, ops.pids)
     if nv.empty:
+        if wanted is not None:
+            _check_named(trace, wanted)     # another process may have it: not an error
         return []
     name_code, name_of = _distinct_strings(nv.labels("name"))
     domain_code, domain_of = _distinct_strings(nv.labels("domain"))
@@ -176,9 +204,8 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
                 | (np.array(base_of, dtype=object)[base_code] == needed)
                 | (np.array(name_of, dtype=object) == wanted)[name_code])
         if not keep.any():
-            known = sorted({base_of[c] for c in np.unique(base_code).tolist()})[:12]
-            raise UsageError(f"no NVTX range named '{wanted}' for {option('iteration')} in "
-                             f"{trace.info.path} (ranges: {', '.join(known) or 'none'})")
+            _check_named(trace, wanted)     # another process may have it: not an error
+            return []
     rows = np.flatnonzero(keep)
     group = _first_appearance_groups([k[rows] for k in (gtid, domain_code, base_code, depth)])
     if wanted is None:      # groups too small to repeat, left out before the loop over groups

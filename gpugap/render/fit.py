@@ -5,9 +5,10 @@ cell that does not fit its column wherever the column ends, which cut names such
 ``findings.copy-compute-serialized.count`` into ``findings.copy-compute-serialized.c`` /
 ``ount``. Here every column but one holds short values (numbers, PASS, ``≥ 5%``) and is
 never wrapped; the one *name* column gets the width that is left, and its names are
-broken after a ``.``, ``-`` or space (after ``_`` only where they must): where a
+broken after a ``.``, ``-``, ``/`` or space (after ``_`` only where they must): where a
 reader splits them too.
-Messages (FAIL lines, warnings) wrap at spaces under a hanging label.
+Messages (FAIL lines, warnings) wrap at spaces under a hanging label; a word longer than
+the line (a path) breaks as a name does.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from rich.table import Table
 from rich.text import Text
 
 MIN_NAME_WIDTH = 16             # narrower than this, names are cut anyway
-_PIECE = re.compile(r"[^.\- ]+[.\- ]*|[.\- ]+")
+_PIECE = re.compile(r"[^./\- ]+[./\- ]*|[./\- ]+")
 _UNDERSCORED = re.compile(r"[^_]+_*|_+")
 
 Cell = str | Text
 
 
 def _pieces(name: str, width: int) -> list[str]:
-    """*name* cut after each '.', '-' or ' '; a piece still longer than *width*
+    """*name* cut after each '.', '-', '/' or ' '; a piece still longer than *width*
     after each '_' too, and one longer still into pieces of *width*."""
     pieces = []
     for piece in _PIECE.findall(name):
@@ -41,7 +42,7 @@ def _pieces(name: str, width: int) -> list[str]:
 
 
 def wrap_name(name: str, width: int) -> str:
-    """*name* on lines of at most *width* cells, broken after '.', '-' or ' ' (after
+    """*name* on lines of at most *width* cells, broken after '.', '-', '/' or ' ' (after
     '_' only inside a part that is too long on its own; cut where nothing else fits)."""
     if width <= 0 or cell_len(name) <= width:
         return name
@@ -113,7 +114,9 @@ def fitted_table(width: int, headers: Sequence[str], rows: Sequence[Sequence[Cel
 
 def print_labelled(console: Console, label: str, style: str, message: str) -> None:
     """'LABEL message', the message wrapped at spaces under a hanging indent (a word
-    longer than the line is folded)."""
+    longer than the line, such as a path, broken as :func:`wrap_name` breaks a name)."""
+    room = max(console.width - cell_len(label) - 1, MIN_NAME_WIDTH)
+    message = " ".join(wrap_name(word, room) for word in message.split(" "))
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")

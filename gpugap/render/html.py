@@ -59,7 +59,7 @@ from gpugap.render.timeline import (
 )
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Finding
-from gpugap.text import safe_text
+from gpugap.text import safe_text, shown_path
 from gpugap.units import fmt_ns
 
 # --- JSON payload ------------------------------------------------------------------
@@ -290,8 +290,8 @@ def _panel_header(tl: Timeline) -> str:
     scope = f"range {tl.scope}" if tl.scope else "whole report"
     verdict = (f'<div class="panel-verdict verdict {_esc(a.verdict.kind)}">'
                f'{_esc(a.verdict.headline)}</div>' if a.verdict is not None else "")
-    about = (f"{a.report} · nsys {a.nsys_version or 'unknown'} · {gpu_text} · {scope} · "
-             f"t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events")
+    about = (f"{shown_path(a.report)} · nsys {a.nsys_version or 'unknown'} · {gpu_text} · "
+             f"{scope} · t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events")
     return (f'<div class="panel-title" title="{_esc(about)}"><b>{_esc(tl.label)}</b> '
             f'<span class="muted">{_esc(about)}</span></div>{verdict}{_metrics_line(a)}')
 

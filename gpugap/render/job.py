@@ -7,8 +7,6 @@ elsewhere.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich import box
 from rich.console import Console
 from rich.panel import Panel
@@ -16,8 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from gpugap.analysis.grouping import JobGroup
-from gpugap.analysis.job import Job, Jobs
-from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+from gpugap.analysis.job import Job, Jobs, RankSummary
+from gpugap.errors import UsageError
+from gpugap.render.fit import wrap_name
+from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text, shown_path, shown_paths
 
 REPORT_WIDTH = 34        # a report's name in the table of verdicts folds past this
 RANKS_SHOWN = 8          # ranks whose own verdict a job's section spells out
@@ -32,16 +32,35 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _name(report: str) -> str:
-    return safe_text(Path(report).name, 80)
+def _names(reports: list[str]) -> dict[str, str]:
+    """Each report as the job view names it: as every view does (gpugap.text.shown_path),
+    or, where one of those is too wide for the table's column, each by the end of its
+    path that tells it from the others."""
+    names = [shown_path(r) for r in reports]
+    if max(map(len, names), default=0) > REPORT_WIDTH:
+        names = shown_paths(reports, relative=False)
+    return {r: safe_text(n, 80) for r, n in zip(reports, names, strict=True)}
+
+
+def _failure(s: RankSummary, names: dict[str, str]) -> str:
+    """'REPORT: why' for a report that could not be analyzed, its path named as the view
+    names it (in the error too, which names it as it was given), options as the command
+    line spells them."""
+    report, error = s.report, s.error or s.status
+    if s.usage_error is not None:
+        error = UsageError(s.usage_error).cli_message()
+    name = names.get(report) or shown_path(report)
+    return error.replace(report, name) if report in error else f"{name}: {error}"
 
 
 def verdicts_table(jobs: Jobs, width: int = 80) -> Table:
     """One line per report: the report, its job and rank, its own verdict's headline
     (cut to what is left of *width*)."""
     rows = jobs.verdicts()
-    names = [_name(row["report"]) for row in rows]
-    where = ["-" if row["job"] is None else f"{row['job']} r{row['rank']}" for row in rows]
+    named = _names([row["report"] for row in rows])
+    names = [named[row["report"]] for row in rows]
+    where = ["dup" if row["duplicate_of"] is not None else "-" if row["job"] is None
+             else f"{row['job']} r{row['rank']}" for row in rows]
     # The report and the job keep their width (a name folds past REPORT_WIDTH); the
     # verdict takes what is left (two spaces between columns), cut with an ellipsis.
     report_width = min(max(map(len, [*names, "report"])), REPORT_WIDTH)
@@ -53,14 +72,23 @@ def verdicts_table(jobs: Jobs, width: int = 80) -> Table:
     table.add_column("verdict", no_wrap=True, width=verdict_width)
     for row, name, job in zip(rows, names, where, strict=True):
         style = "red" if row["status"] == "error" else ""
-        table.add_row(safe_rich(name), job,
-                      safe_rich(row["headline"], style, limit=verdict_width))
+        headline = row["headline"]
+        if row["status"] == "error":
+            headline = headline.replace(row["report"], name)
+        if row["duplicate_of"] is not None:
+            headline = f"a duplicate of {named[row['duplicate_of']]} (the same capture)"
+        table.add_row(safe_rich(wrap_name(name, report_width), limit=None), job,
+                      safe_rich(headline, style, limit=verdict_width))
     return table
 
 
-def render_job(job: Job, console: Console, group: JobGroup | None = None) -> None:
+def render_job(job: Job, console: Console, group: JobGroup | None = None,
+               names: dict[str, str] | None = None) -> None:
     """One job: its verdict (the straggler and why) first, how it was formed, one row
-    per rank, each rank's own verdict, where the ranks and the clock come from."""
+    per rank, each rank's own verdict, where the ranks and the clock come from. *names*:
+    the reports as the view names them (default: the job's alone)."""
+    if names is None:
+        names = _names([s.report for s in [*job.ranks, *job.failed]])
     style = JOB_STYLE.get(job.kind, "bold")
     name = f"JOB {group.name}  " if group is not None else "JOB "
     console.print(Panel(safe_rich(job.headline, limit=MESSAGE_LIMIT),
@@ -90,7 +118,7 @@ def render_job(job: Job, console: Console, group: JobGroup | None = None) -> Non
     for row in shown:
         cause = row["top_cause"] or {}
         console.print(Text.assemble((f"rank {row['rank']}", "bold"),
-                                    f" ({_name(row['report'])}): ",
+                                    f" ({names.get(row['report'], row['report'])}): ",
                                     safe_rich(cause.get("headline") or "no verdict",
                                               limit=MESSAGE_LIMIT)))
     if len(rows) > len(shown):
@@ -108,7 +136,7 @@ def render_job(job: Job, console: Console, group: JobGroup | None = None) -> Non
                             "dim", limit=MESSAGE_LIMIT))
     for s in job.failed:
         console.print(Text.assemble(("not analyzed: ", "bold red"),
-                                    safe_rich(f"{s.report}: {s.error}", limit=MESSAGE_LIMIT)))
+                                    safe_rich(_failure(s, names), limit=MESSAGE_LIMIT)))
 
 
 def render_jobs(jobs: Jobs, console: Console) -> None:
@@ -118,20 +146,27 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
     what = (f"{len(jobs.jobs)} job{'s' if len(jobs.jobs) != 1 else ''} ({names})"
             if jobs.jobs else "no job")
     alone = len(jobs.grouping.alone)
+    copies = len(jobs.grouping.duplicates)
     head = f"{count} reports: {what}"
     if alone:
         head += f", {alone} on {'its' if alone == 1 else 'their'} own"
+    if copies:
+        head += f", {copies} duplicate{'s' if copies != 1 else ''}"
     console.print(Text(head, style="bold"))
     console.print(verdicts_table(jobs, console.width))
+    names = _names([s.report for s in jobs.summaries])
     # The whole error of each report of no job that could not be analyzed (a job's own
     # are in its section).
     for i in jobs.grouping.alone:
         s = jobs.summaries[i]
         if not s.ok:
-            error = s.error or s.status
             console.print(Text.assemble(("not analyzed: ", "bold red"), safe_rich(
-                error if s.report in error else f"{s.report}: {error}",
-                limit=MESSAGE_LIMIT)))
+                _failure(s, names), limit=MESSAGE_LIMIT)))
+    if copies:
+        console.print(Text("Reports marked dup are the same capture as another (the same "
+                           "host, program and session, to the nanosecond, or the same "
+                           "bytes): one report given twice, counted once and never a "
+                           "rank of a job.", style="dim"))
     if not jobs.jobs:
         console.print(Text("No two reports are ranks of one job (a job's reports record "
                            "one launch, run one program at the same time, each rank "
@@ -142,4 +177,4 @@ def render_jobs(jobs: Jobs, console: Console) -> None:
                            "REPORT shows one report's findings.", style="dim"))
     for group, job in jobs.jobs:
         console.print()
-        render_job(job, console, group)
+        render_job(job, console, group, names)

@@ -12,7 +12,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from gpugap.ci.gates import FAIL, SKIP, Check, fmt_value
-from gpugap.text import MESSAGE_LIMIT, safe_text
+from gpugap.text import MESSAGE_LIMIT, safe_text, shown_path
 
 if TYPE_CHECKING:
     from gpugap.render.outputs import View
@@ -27,7 +27,7 @@ def check_junit(check: Check, view: View | None = None) -> str:
                       skipped=str(counts["skipped"]))
     for report in check.reports:
         statuses = [r.status for r in report.results]
-        suite = ET.SubElement(root, "testsuite", name=safe_text(report.report),
+        suite = ET.SubElement(root, "testsuite", name=shown_path(report.report),
                               tests=str(len(statuses)), failures=str(statuses.count(FAIL)),
                               errors="0", skipped=str(statuses.count(SKIP)), time="0")
         props = ET.SubElement(suite, "properties")

@@ -17,7 +17,7 @@ from gpugap.ci.gates import (
     fmt_value,
     is_pct,
 )
-from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text
+from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text, shown_path
 
 if TYPE_CHECKING:
     from gpugap.render.outputs import View
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
 CHANGE_ICON = {"better": "🟢 better", "worse": "🔴 worse", "unchanged": "unchanged",
                "changed": "changed", "n/a": ""}
-STATUS_ICON = {FIXED: "✅ fixed", NEW: "🆕 new", "changed": "changed", "unchanged": "same"}
+STATUS_ICON = {FIXED: "✅ fixed", NEW: "🆕 new", "worse": "🔴 worse", "better": "🟢 better",
+               "changed": "count", "unchanged": "same"}
 # The per-range table of a diff: the metrics that say whether the timeline has holes.
 RANGE_COLUMNS = (("GPU busy", "gpu_busy_pct"), ("kernel overlap", "kernel_overlap_pct"),
                  ("copy/compute overlap", "copy_compute_overlap_pct"),
@@ -111,7 +112,8 @@ def check_markdown(check: Check, view: View | None = None) -> str:
         lines += [f"Baseline: {code(check.baseline)}", ""]
     for report in check.reports:
         verdict = "✅ passed" if report.passed else f"❌ {len(report.failures)} failed"
-        lines += [f"**{code(report.report)}** · {scope_name(report.scope)} · {verdict}", ""]
+        lines += [f"**{code(shown_path(report.report))}** · {scope_name(report.scope)} · "
+                  f"{verdict}", ""]
         # Failures first: in a PR comment they are what the reader is looking for.
         ordered = sorted(report.results, key=lambda r: r.status != FAIL)
         lines += table(["", "Gate", "Value", "Limit", "Detail"],
@@ -142,11 +144,16 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
     """The findings first (what the change fixed or broke), then the metrics of the
     scope, then the NVTX ranges: a PR comment is read from the top."""
     summary = diff.summary()
-    lines = [f"### gpugap diff: {code(diff.before)} → {code(diff.after)}", "",
-             f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
-             f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
+    lines = [f"### gpugap diff: {code(shown_path(diff.before))} → "
+             f"{code(shown_path(diff.after))}", ""]
+    if diff.judgement is not None:
+        word, _, rest = diff.judgement.text(diff.range).partition(": ")
+        lines += [f"**{CHANGE_ICON.get(word) or word}**: {text(rest)}", ""]
+    lines += [f"> ⚠️ {text(w)}" for w in diff.warnings] + ([""] if diff.warnings else [])
+    lines += [f"Findings: {summary[FIXED]} fixed, {summary[NEW]} new, "
+              f"{summary['changed']} changed, {summary['unchanged']} unchanged", ""]
     if diff.findings:
-        rows = [[STATUS_ICON[f.status], f"{f.rule} [{f.cause}]",
+        rows = [[STATUS_ICON[f.change], f"{f.rule} [{f.cause}]",
                  " > ".join(f.where) or "outside NVTX ranges",
                  arrow("count", f.count_before, f.count_after),
                  f"{arrow('cost', f.cost_ms_before, f.cost_ms_after)} "
@@ -167,7 +174,6 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
                                          for _, m in RANGE_COLUMNS)])
         lines += ["#### NVTX ranges", "",
                   *table(["Range", *(c for c, _ in RANGE_COLUMNS)], rows, "lrrrrr"), ""]
-    lines += [f"> ⚠️ {text(w)}" for w in diff.warnings]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -12,7 +12,6 @@ verdict first, how it was formed, one row per rank, each rank's own verdict.
 from __future__ import annotations
 
 import html
-from pathlib import Path
 
 from gpugap.analysis import Analysis
 from gpugap.analysis.grouping import JobGroup
@@ -20,6 +19,7 @@ from gpugap.analysis.job import Job, Jobs
 from gpugap.render.html import render_html
 from gpugap.render.timeline import build_panels
 from gpugap.report.trace import Trace
+from gpugap.text import shown_path
 from gpugap.units import fmt_ns
 
 # Rows of the findings table (the rest are counted below it) and of the breakdown.
@@ -43,7 +43,7 @@ def _e(value: object) -> str:
 
 
 def _verdict(analysis: Analysis) -> str:
-    parts = [f"<h3>gpugap: {_e(analysis.report)}"
+    parts = [f"<h3>gpugap: {_e(shown_path(analysis.report))}"
              + (f" (range {_e(analysis.scope)})" if analysis.scope else "") + "</h3>"]
     if analysis.program is not None:
         parts.append(f"<p><b>Program:</b> {_e(analysis.program.line())}</p>")
@@ -95,7 +95,7 @@ def _timeline(analysis: Analysis, trace: Trace) -> str:
     if analysis.status != "ok":
         return ""
     panels = build_panels(analysis, trace, range_name=analysis.scope)
-    page = render_html(panels, title=f"gpugap: {analysis.report}")
+    page = render_html(panels, title=f"gpugap: {shown_path(analysis.report)}")
     return (f'<iframe class="gpugap-timeline" srcdoc="{_e(page)}" '
             f'style="width:100%;height:{TIMELINE_HEIGHT_PX}px;border:1px solid #ddd" '
             'title="gpugap timeline"></iframe>')
@@ -136,7 +136,7 @@ def _job(job: Job, group: JobGroup | None) -> str:
     rows = job.table()
     body = "".join(
         f'<tr><td class="nw">{row["rank"]}{" *" if row["rank"] == job.straggler else ""}'
-        f'</td><td class="nw">{_e(Path(row["report"]).name)}</td>'
+        f'</td><td class="nw">{_e(shown_path(row["report"]))}</td>'
         f'<td class="num">{_ms(row["iteration_median_ms"])}</td>'
         f'<td class="num">{_ms(row["iteration_p90_ms"])}</td>'
         f'<td class="num">{_pct(row["gpu_busy_pct"])}</td>'
@@ -158,7 +158,7 @@ def _job(job: Job, group: JobGroup | None) -> str:
         notes.append("* the straggler; waits: time inside collectives before the last "
                      "rank started them")
     parts += [f"<p>{note}</p>" for note in notes]
-    parts += [f'<p class="sev-error">not analyzed: {_e(s.report)}: {_e(s.error)}</p>'
+    parts += [f'<p class="sev-error">not analyzed: {_e(shown_path(s.report))}: {_e(s.error)}</p>'
               for s in job.failed]
     return "".join(parts)
 
@@ -168,7 +168,7 @@ def jobs_html(jobs: Jobs) -> str:
     job, rank and own verdict), then each job's view."""
     head = "<tr><th>report</th><th>job</th><th>rank</th><th>verdict</th></tr>"
     body = "".join(
-        f'<tr><td class="nw">{_e(Path(row["report"]).name)}</td>'
+        f'<tr><td class="nw">{_e(shown_path(row["report"]))}</td>'
         f'<td>{_e(row["job"] or "-")}</td>'
         f'<td>{"-" if row["rank"] is None else row["rank"]}</td>'
         f'<td class="{"sev-error" if row["status"] == "error" else ""}">'

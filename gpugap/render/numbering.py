@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from string import ascii_lowercase
 
-from gpugap.rules.base import Finding
-
-ONE_TIME_PHASES = ("start-up", "tail")
+from gpugap.rules.base import ONE_TIME_PHASES, Finding
 
 
 def partition(findings: Sequence[Finding], scope: str | None

@@ -20,7 +20,7 @@ from gpugap.render.fit import table_width, text_width, wrap_name
 from gpugap.render.numbering import partition
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
-from gpugap.text import MESSAGE_LIMIT, safe_rich, safe_text
+from gpugap.text import MESSAGE_LIMIT, fit_path, safe_rich, safe_text, shown_path
 from gpugap.units import fmt_ns
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -199,6 +199,17 @@ def title_form(findings: list[Finding], width: int | None) -> int:
     return max((needed(i, f) for i, f in enumerate(findings, 1)), default=0)
 
 
+def per_iteration_text(per: dict) -> str:
+    """'per iteration: median 2.05 ms, p90 2.29 ms (in 39 of 39)'; a cost in a few
+    iterations only (median 0): 'in 1 of 39 iterations: 6.36 ms at most', not a median
+    of nothing."""
+    if per["median_ns"] <= 0:
+        return (f"in {per['with_cost']} of {per['iterations']} iterations only: "
+                f"{fmt_ns(per.get('max_ns', 0))} at most in one")
+    return (f"per iteration: median {fmt_ns(per['median_ns'])}, p90 "
+            f"{fmt_ns(per['p90_ns'])} (in {per['with_cost']} of {per['iterations']})")
+
+
 def finding_panel(f: Finding, index: int, consequences: list[Finding],
                   width: int | None = None, form: int = 0) -> Panel:
     where = " > ".join(f.ranges) or "outside NVTX ranges"
@@ -217,9 +228,7 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding],
     body.append(f"; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
     per = f.per_iteration
     if per and per.get("iterations"):
-        body.append(f"\nper iteration: median {fmt_ns(per['median_ns'])}, p90 "
-                    f"{fmt_ns(per['p90_ns'])} (in {per['with_cost']} of {per['iterations']})",
-                    style="dim")
+        body.append(f"\n{per_iteration_text(per)}", style="dim")
     body.append("\n")
     body.append_text(safe_rich(f.message, limit=MESSAGE_LIMIT))
     body.append("\nfix: ", style="bold green")
@@ -297,19 +306,45 @@ def devices_table(analysis: Analysis) -> Table:
     return table
 
 
-def _one_time_line(f: Finding) -> Text:
-    line = Text("  ")
-    line.append(f"{f.severity.upper():7} ", style=SEVERITY_STYLE.get(f.severity, ""))
-    line.append_text(safe_rich(f"{f.phase}: {f.rule} [{f.cause}] {fmt_ns(f.cost_ns)}"
-                               + (f" x{f.count}" if f.count > 1 else "")
-                               + (f" on GPU {f.device}" if f.device is not None else "")))
+def _one_time_line(f: Finding, width: int | None = None) -> Text:
+    """'  INFO    start-up: launch-gap [module-load] 219 ms x16 on GPU 0 in step N',
+    wrapped between its parts to *width* under the text (never to column 0); what the
+    finding's evidence notes about it (``note``: 'waiting for rank 1's start-up') after
+    its cost."""
+    parts = [Text(f"{f.severity.upper():7}", style=SEVERITY_STYLE.get(f.severity, "")),
+             safe_rich(f"{f.phase}: {f.rule} [{f.cause}]"),
+             safe_rich(fmt_ns(f.cost_ns) + (f" x{f.count}" if f.count > 1 else ""))]
+    if f.device is not None:
+        parts.append(Text(f"on GPU {f.device}" + (":" if f.evidence.get("note") else "")))
     note = f.evidence.get("note")
     if note:
-        line.append_text(safe_rich(f": {note}", limit=80))
+        parts.append(safe_rich(note, limit=50))
     where = " > ".join(f.ranges)
     if where:
-        line.append_text(safe_rich(f"  in {where}", "dim", limit=80))
-    return line
+        parts.append(safe_rich(f"in {where}", "dim", limit=80))
+    return joined(parts, width, indent=10, sep=" ", first_indent=2)
+
+
+# One-time costs on more GPUs than this are summed without naming each one's.
+ONE_TIME_DEVICES_NAMED = 4
+
+
+def one_time_total(findings: list[Finding]) -> list[str]:
+    """['7.01 s']; on several GPUs, each GPU's time counted (GPU time, not the wall's):
+    ['4.75 s summed over 2 GPUs:', 'GPU 0 2.4 s,', 'GPU 1 2.35 s'] (parts a line
+    breaks between)."""
+    per: dict[int | None, int] = {}
+    for f in findings:
+        per[f.device] = per.get(f.device, 0) + f.cost_ns
+    total = fmt_ns(sum(per.values()))
+    if len(per) < 2:
+        return [total]
+    if len(per) > ONE_TIME_DEVICES_NAMED:
+        return [f"{total} summed over {len(per)} GPUs"]
+    each = [f"GPU {d} {fmt_ns(ns)}" if d is not None else fmt_ns(ns)
+            for d, ns in sorted(per.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
+    return [f"{total} summed over {len(per)} GPUs:",
+            *(f"{e}," for e in each[:-1]), each[-1]]
 
 
 def _hidden_line(console: Console, count: int, shown: int) -> None:
@@ -323,7 +358,8 @@ def _hidden_line(console: Console, count: int, shown: int) -> None:
 def render(analysis: Analysis, console: Console, max_findings: int = 20,
            min_severity: str = Severity.INFO) -> None:
     gpu = analysis.gpu
-    header = Text.assemble(("gpugap ", "bold"), safe_rich(analysis.report, limit=None), "\n")
+    header = Text.assemble(("gpugap ", "bold"), fit_path(shown_path(analysis.report),
+                                                         console.width - len("gpugap ")), "\n")
     header.append_text(joined([
         Text.assemble(("nsys ", "dim"), safe_rich(analysis.nsys_version or "unknown")),
         Text.assemble(("GPU ", "dim"), safe_rich(
@@ -375,11 +411,14 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            + ".",
                            style="green"))
     if one_time:
-        total = sum(f.cost_ns for f in one_time)
-        console.print(Text(f"\nStart-up and other one-time costs ({fmt_ns(total)})",
-                           style="bold"))
+        parts = one_time_total(one_time)
+        parts[0] = f"Start-up and other one-time costs ({parts[0]}"
+        parts[-1] += ")"
+        console.print()
+        console.print(joined([Text(p, style="bold") for p in parts], console.width,
+                             indent=2, sep=" ", first_indent=0))
         for f in sorted(one_time, key=lambda f: -f.cost_ns)[:max_findings]:
-            console.print(_one_time_line(f))
+            console.print(_one_time_line(f, console.width))
         _hidden_line(console, len(one_time), max_findings)
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,

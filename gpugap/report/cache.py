@@ -1,15 +1,20 @@
 """The export cache: a .nsys-rep is exported once with nsys, into a private directory,
-filed under its content; a .sqlite export is read where it is."""
+filed under its content; a .sqlite export is read where it is; a compressed one
+(.sqlite.xz, .gz, .zst) from a temporary copy, decompressed while it is read
+(:func:`sqlite_export`, gpugap.report.compressed)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from gpugap.errors import ReportError
+from gpugap.errors import GpugapError, ReportError
 from gpugap.files import open_regular
+from gpugap.report.compressed import DECOMPRESS, MAGIC, Decompressed
 from gpugap.report.database import sniff
 from gpugap.report.nsys import export_sqlite, find_nsys
 
@@ -85,6 +90,9 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
     kind = sniff(report)
     if kind == "sqlite":
         return report
+    if kind in MAGIC:
+        raise ReportError(f"{report} is {kind}-compressed: read it through open_export, "
+                          f"or decompress it first ({DECOMPRESS[kind]} {report})")
     if kind != "nsys-rep":
         raise ReportError(f"{report} is neither an nsys report (.nsys-rep) nor an SQLite "
                           "export; pass the file nsys profile wrote, or its "
@@ -122,3 +130,46 @@ def resolve_sqlite(report: Path, *, nsys: str | None = None, cache: Path | None 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def open_export(report: Path, *, nsys: str | None = None, cache: Path | None = None,
+                status=None) -> tuple[Path, Decompressed | None]:
+    """The SQLite export to read for *report*: as :func:`resolve_sqlite` finds it, or,
+    for a compressed file (xz, gzip, zstd: a .sqlite.xz, a .nsys-rep.gz...), the export
+    of what it holds, decompressed into a private temporary directory (never beside the
+    input). Then also what holds that directory: the export is there as long as it is
+    (None: nothing to hold)."""
+    kind = sniff(report)
+    if kind not in MAGIC:
+        return resolve_sqlite(report, nsys=nsys, cache=cache, status=status), None
+    with status(f"Decompressing {report.name}") if status is not None else nullcontext():
+        held = Decompressed(report, kind)
+    try:
+        if sniff(held.path) not in ("sqlite", "nsys-rep"):
+            raise ReportError(f"{report} is {kind}-compressed, and what it holds is "
+                              "neither an nsys report (.nsys-rep) nor an SQLite export; "
+                              "pass the file nsys profile wrote, or its nsys export "
+                              "--type sqlite")
+        export = resolve_sqlite(held.path, nsys=nsys, cache=cache, status=status)
+    except GpugapError as exc:
+        held.remove()
+        raise held.named(exc, report) from None
+    except BaseException:
+        held.remove()
+        raise
+    if export != held.path:             # a .nsys-rep's export, kept in the cache
+        held.remove()
+        return export, None
+    return export, held
+
+
+@contextmanager
+def sqlite_export(report: Path, *, nsys: str | None = None, cache: Path | None = None,
+                  status=None) -> Iterator[Path]:
+    """:func:`open_export`'s export for as long as the context lasts."""
+    export, held = open_export(report, nsys=nsys, cache=cache, status=status)
+    try:
+        yield export
+    finally:
+        if held is not None:
+            held.remove()

@@ -27,6 +27,7 @@ else:
 
 from gpugap.errors import ReportError
 from gpugap.files import kind_of
+from gpugap.report import compressed
 from gpugap.report.reader import read_columns, read_rows, row_bound
 from gpugap.report.validate import Problems, as_int, as_text, decode_text
 from gpugap.text import one_line, short_path
@@ -47,8 +48,10 @@ _VALUE_OPTIONS = ("-X", "-W", "-Q")
 
 
 def sniff(path: Path) -> str:
-    """'sqlite', 'nsys-rep' or 'unknown' from the first bytes; ReportError if unreadable
-    or not a regular file (a FIFO or a device is refused, never read: no hang)."""
+    """'sqlite', 'nsys-rep', a compression ('xz', 'gzip', 'zstd':
+    gpugap.report.compressed) or 'unknown' from the first bytes; ReportError if
+    unreadable or not a regular file (a FIFO or a device is refused, never read: no
+    hang)."""
     try:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)
     except (FileNotFoundError, NotADirectoryError):
@@ -78,7 +81,7 @@ def sniff(path: Path) -> str:
         return "sqlite"
     if head.startswith(NSYS_REP_MAGIC):
         return "nsys-rep"
-    return "unknown"
+    return compressed.kind_of(head) or "unknown"
 
 
 def _reason(exc: BaseException) -> str:

@@ -20,16 +20,17 @@ from typing import Any
 import numpy as np
 
 from gpugap import intervals as tl
-from gpugap.errors import ReportError
+from gpugap.errors import GpugapError, ReportError
 from gpugap.memory import give_back
 from gpugap.report import columns as reads
 from gpugap.report import prefetch
 from gpugap.report import schema as S
 from gpugap.report import validate as V
-from gpugap.report.cache import resolve_sqlite
+from gpugap.report.cache import open_export
 from gpugap.report.columns import ID_FILL, int_sql, text_sql
 from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
+from gpugap.report.compressed import Decompressed
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col
 from gpugap.report.table import (
@@ -815,9 +816,12 @@ class OsrtSource:
     counted in the report's warnings, which were given out already."""
 
     def __init__(self, path: Path, limit: int | None = None,
-                 strings: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 strings: tuple[np.ndarray, np.ndarray] | None = None, *,
+                 held: Decompressed | None = None) -> None:
         self.path = path
         self.limit = limit
+        # A compressed report's temporary export: there while this source is.
+        self.held = held
         # StringIds as the loading read them (Loader.strings), if it did: each read of
         # the calls names them from these instead of reading the table again.
         self.strings = strings
@@ -1046,7 +1050,8 @@ def _present(values: np.ndarray) -> np.ndarray:
     return np.not_equal(values, np.array(None)) & np.equal(values, values)
 
 
-def load_database(db: Database, shown_path: str) -> Trace:
+def load_database(db: Database, shown_path: str, *,
+                  held: Decompressed | None = None) -> Trace:
     loader = Loader(db)
     problems = loader.problems
     for line in reads.check_schema(db):
@@ -1121,7 +1126,8 @@ def load_database(db: Database, shown_path: str) -> Trace:
                   # (one GPU: no stream can wait for another GPU's event)
                   event_waits=(loader.event_waits() if len(devices) > 1
                                else Table.empty_of(EVENT_WAIT_COLUMNS)),
-                  osrt_source=OsrtSource(db.path, loader._limit, loader._strings),
+                  osrt_source=OsrtSource(db.path, loader._limit, loader._strings,
+                                           held=held),
                   memcpy_calls=memcpy_calls)
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
@@ -1132,18 +1138,31 @@ def load_database(db: Database, shown_path: str) -> Trace:
     return trace
 
 
-def load_sqlite(path: str | Path, shown_path: str | None = None) -> Trace:
+def load_sqlite(path: str | Path, shown_path: str | None = None, *,
+                held: Decompressed | None = None) -> Trace:
+    """The Trace of an SQLite export; *held*: what keeps the export there (a compressed
+    report's temporary copy), held by the trace as long as it may read the file."""
     path = Path(path)
     db = Database(path)
     try:
-        return load_database(db, shown_path or str(path))
+        return load_database(db, shown_path or str(path), held=held)
     finally:
         db.close()
 
 
 def load(path: str | os.PathLike[str], *, nsys: str | None = None, cache: Path | None = None,
          status: Callable[[str], AbstractContextManager[Any]] | None = None) -> Trace:
-    """Load any nsys report (.nsys-rep or .sqlite) into a :class:`Trace`."""
+    """Load any nsys report (.nsys-rep or .sqlite, either compressed: .sqlite.xz...)
+    into a :class:`Trace`."""
     report = Path(path)
-    sqlite_path = resolve_sqlite(report, nsys=nsys, cache=cache, status=status)
-    return load_sqlite(sqlite_path, shown_path=str(report))
+    sqlite_path, held = open_export(report, nsys=nsys, cache=cache, status=status)
+    if held is None:
+        return load_sqlite(sqlite_path, shown_path=str(report))
+    try:
+        return load_sqlite(sqlite_path, shown_path=str(report), held=held)
+    except GpugapError as exc:
+        held.remove()
+        raise held.named(exc, report) from None
+    except BaseException:
+        held.remove()
+        raise

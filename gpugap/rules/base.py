@@ -29,19 +29,23 @@ from gpugap.rules.model import Cause, Mark, Severity
 
 # Formatting lives in gpugap.units; imported from here by branches still in flight.
 
-# What a finding belongs to: one-time costs before the steady state (start-up and
-# warm-up iterations), the steady state, or what follows it; under --range, the range:
-# the user chose that window, so it is one scope, never split into phases (a cause is
-# one finding there, its share of the range, as the range's breakdown counts it).
-FINDING_PHASES = ("start-up", "steady", "tail", "range")
+# What a finding belongs to: the accounting's phases (one-time costs before the steady
+# state: start-up, then the warm-up iterations; the steady state; what follows it), so
+# that a finding and the accounting's frame name the same nanoseconds alike; under
+# --range, the range: the user chose that window, so it is one scope, never split into
+# phases (a cause is one finding there, its share of the range, as the range's
+# breakdown counts it).
+FINDING_PHASES = ("start-up", "warm-up", "steady", "tail", "range")
 RANGE_PHASE = "range"
+# The phases of one-time costs: each a share of the device's whole window.
+ONE_TIME_PHASES = ("start-up", "warm-up", "tail")
 _FINDING_PHASE_NAMES = np.array(FINDING_PHASES, dtype=object)
 _STEADY = FINDING_PHASES.index("steady")
 _RANGE = FINDING_PHASES.index(RANGE_PHASE)
-# accounting.phases.PHASES (then -1: outside the window) -> FINDING_PHASES: warm-up
-# iterations are one-time costs, as start-up is; outside the window reads 'steady'.
-_FINDING_PHASE_OF = np.array([FINDING_PHASES.index({"warm-up": "start-up"}.get(p, p))
-                              for p in PHASES] + [_STEADY], dtype=np.int8)
+# accounting.phases.PHASES (then -1: outside the window) -> FINDING_PHASES; outside the
+# window reads 'steady'.
+_FINDING_PHASE_OF = np.array([FINDING_PHASES.index(p) for p in PHASES] + [_STEADY],
+                             dtype=np.int8)
 
 
 @dataclass
@@ -140,7 +144,7 @@ class Context:
             return
         dev = self.accounting.devices[int(device)]
         whole = dev.window[1] - dev.window[0]
-        for phase in ("start-up", "steady", "tail"):
+        for phase in ("start-up", "warm-up", "steady", "tail"):
             span = self.phase_span(device, phase)
             wall = tl.total(span)
             if wall > 0:
@@ -155,14 +159,11 @@ class Context:
         ph = dev.phases
         if phase == "steady":                   # but its first-use iterations
             return ph.steady_windows()
-        spans = ph.spans
-        parts = {"start-up": ("start-up", "warm-up"), "tail": ("tail",)}[phase]
-        lo = np.array([spans[p][0] for p in parts], dtype=np.int64)
-        hi = np.array([spans[p][1] for p in parts], dtype=np.int64)
-        if phase == "start-up" and ph.first_use.size:       # one-time: first uses too
+        lo, hi = ph.spans[phase]
+        if phase == "warm-up" and ph.first_use.size:   # the first uses are warm-up too
             extra = ph.first_use_windows()
-            lo, hi = np.r_[lo, extra[0]], np.r_[hi, extra[1]]
-        return tl.union(lo, hi)
+            return tl.union(np.r_[lo, extra[0]], np.r_[hi, extra[1]])
+        return tl.union(np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
 
 
 @dataclass(frozen=True)

@@ -214,7 +214,7 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
     top = max(collectives.items(), key=lambda kv: kv[1], default=("", 0))
     # A wait in the warm-up that the job's phases gave this device because another was
     # still starting up (gpugap.accounting.phases.align): that device's start-up.
-    held = dev.phases.held_by if phase == "start-up" else None
+    held = dev.phases.held_by if phase in ("start-up", "warm-up") else None
     program = context.accounting.program
     starting = None
     if held is not None and cause == "waiting-for-peer" and start[hit].size and \

@@ -16,7 +16,7 @@ synchronizations than the other iterations, or several times their launches: cuD
 XLA's or Triton's autotuner timing candidates), ``module-load`` (kernels loaded on first
 use), else ``new-work``. Cost: the idle time of those iterations, every idle bucket,
 settled before launch-gap (what the GPU waited for there is the first use); a one-time
-cost (the finding's phase is start-up), named in the verdict beside the steady state it
+cost (the finding's phase is warm-up), named in the verdict beside the steady state it
 left out.
 """
 
@@ -82,7 +82,11 @@ CAUSES = (
 
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    if context.scope is not None:
+        # A --range is one scope, never split into phases: a recompile inside it is its
+        # compilation (launch-gap), as the range's breakdown counts it.
+        return findings
     program = context.accounting.program
     for device, dev in context.accounting.devices.items():
         ph = dev.phases
@@ -91,20 +95,19 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             continue
         lo, hi = ph.iteration_windows(ph.first_use)
         windows = tl.union(lo, hi)
-        if context.scope is not None:
-            windows = tl.intersect(windows, context.scope.get(int(device), tl.EMPTY))
-        if not windows[0].size:
-            continue
         extra = np.asarray(ev["extra_ns"])
-        cause = _cause(ev)
+        # Compilers the program model saw, or the accounting's compilation (a JIT's first
+        # launches: Inductor compiling in the process, no compiler process to see).
+        compiled = max(int(np.sum(ev["compile_ns"])), dev.totals_in(windows)["compilation"])
+        cause = _cause(ev, compiled)
         labels = [it.labels[i] if it.labels else f"#{i}" for i in ph.first_use.tolist()]
-        what = _what(cause, program, ev)
+        what = _what(cause, program, ev, compiled)
         steady = int(len(ph.steady_iterations) + ph.first_use.size)
         findings.append(Finding(
             rule=RULE.id, cause=cause, severity=Severity.INFO,
             start_ns=int(windows[0][0]), end_ns=int(windows[1][-1]),
             cost_ns=int(tl.total(windows)), at_ns=int(windows[0][0]),
-            phase=context.whole_phase or "start-up",
+            phase="warm-up",
             message=message(iterations=labels, steady=steady, what=what,
                             extra_ns=int(extra.sum()),
                             new_ops=int(np.sum(ev["new_launches"]))),
@@ -114,16 +117,18 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                    for a, b in zip(lo.tolist(), hi.tolist(), strict=True)],
             claim=Claim(int(device), windows, IDLE_IDS),
             evidence={"iterations": labels, "of_iterations": steady, "title_detail": what,
-                      "inside_loop": True, "note": f"{what} in {', '.join(labels[:4])}"
-                      + (", ..." if len(labels) > 4 else ""), **ev}))
+                      "inside_loop": True, "compiled_ns": compiled,
+                      "note": "first use in " + ", ".join(labels[:3])
+                      + (", ..." if len(labels) > 3 else ""), **ev}))
     return findings
 
 
-def _cause(ev: dict) -> str:
-    extra, compiled = np.asarray(ev["extra_ns"]), np.asarray(ev["compile_ns"])
+def _cause(ev: dict, compiled: int) -> str:
+    """The cause of the first uses (module doc), *compiled*: the time compiling in them."""
+    extra = np.asarray(ev["extra_ns"])
     syncs = np.asarray(ev["synchronizations"])
     launches = np.asarray(ev["launches"])
-    if compiled.sum() >= extra.sum() / 3:
+    if compiled >= extra.sum() / 3:
         return "compilation"
     if (syncs >= ev["median_synchronizations"] + 3).any() or \
             (launches >= 3 * max(ev["median_launches"], 1.0)).all():
@@ -133,7 +138,7 @@ def _cause(ev: dict) -> str:
     return "new-work"
 
 
-def _what(cause: str, program, ev: dict) -> str:
+def _what(cause: str, program, ev: dict, compiled: int) -> str:
     """What the iterations show: 'cuDNN autotuning: 849 GPU launches instead of 77, 168
     synchronizations'."""
     libraries = program.libraries if program is not None else []
@@ -146,7 +151,7 @@ def _what(cause: str, program, ev: dict) -> str:
         return (f"{who + ' ' if who else ''}autotuning: {launches} GPU launches instead "
                 f"of {usual}, {int(np.median(ev['synchronizations']))} synchronizations")
     if cause == "compilation":
-        return f"compilers ran {fmt_ns(int(np.sum(ev['compile_ns'])))}"
+        return f"compiling {fmt_ns(compiled)}"
     if cause == "module-load":
         return f"{int(np.sum(ev['module_loads']))} module loads"
     return f"{launches} GPU launches instead of {usual}"
@@ -164,7 +169,7 @@ def message(*, iterations: list[str], steady: int, what: str, extra_ns: int,
 
 RULE = Rule(
     id="first-use",
-    title="First use of new work inside the loop (autotuning, recompilation, lazy loading)",
+    title="First use of new work inside the loop (new shapes, new code)",
     thresholds={},
     rationale=("A cost on the first use of new work happens once per new shape or path; "
                "called recurring, its fix (move work off the launching thread, save less "

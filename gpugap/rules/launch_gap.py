@@ -514,8 +514,12 @@ def finish(trace: Trace, findings: list[Finding]) -> None:
             marks += _marks(f, item, next_op)
         f.evidence |= {"idle_ns": f.cost_ns, "gaps": examples}
         f.marks = marks
+        # The length the accounting took for host work on this device (min_gap_us, or
+        # in a Python framework up to ten times the thread's pace): launch-bound gaps
+        # are shorter than it, and the message says so with the number it used.
         f.message = message(f.cause, device=f.device, phase=f.phase, idle_ns=f.cost_ns,
-                            share_pct=f.share_pct, gaps=f.count, min_gap_us=min_gap_us,
+                            share_pct=f.share_pct, gaps=f.count,
+                            min_gap_us=max(min_gap_us, dev.host_work_gap_ns / 1e3),
                             longest=examples[0] if examples else None, evidence=f.evidence)
 
 
@@ -545,6 +549,7 @@ def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
     share = "" if share_pct is None else f"{share_pct:.1f}% of "
     where = {"steady": f"{share}the steady state",
              "start-up": "before the steady state (one-time)",
+             "warm-up": "in the warm-up iterations (one-time)",
              "tail": "after the steady state",
              "range": f"{share}the range"}.get(phase or "steady", "")
     awaited = (evidence or {}).get("awaited_devices") or []

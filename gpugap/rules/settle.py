@@ -32,7 +32,7 @@ import numpy as np
 from gpugap import forkjoin
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import IDS
-from gpugap.rules.base import FINDING_PHASES, Context, Finding, Rule, severity_for
+from gpugap.rules.base import FINDING_PHASES, ONE_TIME_PHASES, Context, Finding, Rule, severity_for
 from gpugap.rules.model import Severity
 
 ONE_TIME_WARNING_NS = 10e9
@@ -306,7 +306,7 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
         if f.consequence_of in dropped:
             f.consequence_of = None
     # The steady state first (a --range is one scope: by cost alone).
-    rank = {"steady": 0, "start-up": 1, "tail": 2} if scope is None else {}
+    rank = {"steady": 0, "start-up": 1, "warm-up": 2, "tail": 3} if scope is None else {}
     kept.sort(key=lambda f: (rank.get(f.phase or "steady", 0), -f.cost_ns,
                              -Severity(f.severity).rank))
     return kept
@@ -327,7 +327,7 @@ def _wall(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None
     dev = context.accounting.devices.get(device)
     if dev is None:
         return 0
-    if f.phase in ("start-up", "tail"):       # one-time: a share of the whole timeline
+    if f.phase in ONE_TIME_PHASES:            # one-time: a share of the whole timeline
         return dev.window[1] - dev.window[0]
     return tl.total(context.phase_span(device, f.phase or "steady"))
 

@@ -323,7 +323,8 @@ def _items_module_load(trace: Trace, config: Mapping[str, float]) -> list[dict]:
             if cost >= config["min_excess_us"] * 1e3:
                 names = ", ".join(sorted(set(load_names[burst])))
                 items.append({"cause": "module-load",
-                              "what": f"{burst.size} module loads ({names})",
+                              "what": f"{burst.size} module load"
+                                      f"{'s' if burst.size != 1 else ''} ({names})",
                               "start": int(s[burst[0]]), "end": int(e[burst[-1]]),
                               "gtid": int(g["gtid"][0]), "cost": cost,
                               "calls": int(burst.size)})
@@ -448,11 +449,11 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         g = [items[i] for i in rows.tolist()]
         worst = g[0]
         cost = int(costs[rows].sum())
-        text = message(cause, cost_ns=cost, what=str(worst["what"]),
-                       item_cost_ns=int(worst["cost"]),
-                       first_ns=int(worst.get("first_ns", 0)),
-                       typical_ns=int(worst.get("typical_ns", 0)), calls=int(worst["calls"]),
-                       module_load_ns=int(worst.get("module_load_ns", 0)), more=len(g) - 1)
+        words = {"what": str(worst["what"]), "item_cost_ns": int(worst["cost"]),
+                 "first_ns": int(worst.get("first_ns", 0)),
+                 "typical_ns": int(worst.get("typical_ns", 0)), "calls": int(worst["calls"]),
+                 "module_load_ns": int(worst.get("module_load_ns", 0)), "more": len(g) - 1}
+        text = message(cause, cost_ns=cost, **words)
         start, end = starts[rows], ends[rows]
         # first-call / first-iteration: only the excess over a typical call is warm-up.
         share = np.where(np.isin(causes[rows], ["first-call", "first-iteration"]),
@@ -468,8 +469,18 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             device=device, count=len(g), phase=phase,
             ranges=ranges_of(trace, start),
             claim=Claim(device, tl.union(start, end), IDLE_IDS, weight=weight),
-            evidence={"items": shown}))
+            evidence={"items": shown}, pending=(cost, words)))
     return findings
+
+
+def finish(trace: Trace, findings: list[Finding]) -> None:
+    """Each message again with the settled cost: the GPU's idle time the warm-up caused
+    that no other finding counted, beside what the items took (the GPU may have had work
+    meanwhile, or another finding counted that time)."""
+    for f in findings:
+        took, words = f.pending
+        f.pending = None
+        f.message = message(f.cause, cost_ns=f.cost_ns, took_ns=took, **words)
 
 
 def _marks(items: list[dict]) -> list[Mark]:
@@ -482,12 +493,15 @@ def _marks(items: list[dict]) -> list[Mark]:
 
 
 def message(cause: str, *, cost_ns: int, what: str, item_cost_ns: int, first_ns: int,
-            typical_ns: int, calls: int, module_load_ns: int, more: int) -> str:
-    """The warm-up cost of a finding, with its costliest item (*what*, its cost; for
-    first-call and first-iteration its first and typical time over *calls*) and how many
-    *more* items it has."""
+            typical_ns: int, calls: int, module_load_ns: int, more: int,
+            took_ns: int | None = None) -> str:
+    """The warm-up cost of a finding (its settled cost), with its costliest item (*what*,
+    its cost; for first-call and first-iteration its first and typical time over
+    *calls*) and how many *more* items it has; *took_ns*: what its items took in all,
+    said where the settled cost is less."""
     detail = {
-        "module-load": f"{fmt_ns(cost_ns)} loading modules ({what})",
+        "module-load": f"{fmt_ns(cost_ns if took_ns is None else took_ns)} loading "
+                       f"modules ({what})",
         "library-init": f"{what} took {fmt_ns(item_cost_ns)}",
         "first-call": (f"{what} took {fmt_ns(first_ns)} vs {fmt_ns(typical_ns)} typical over "
                        f"{calls} calls"),
@@ -497,7 +511,15 @@ def message(cause: str, *, cost_ns: int, what: str, item_cost_ns: int, first_ns:
                                if module_load_ns else "")),
     }[cause]
     others = f" (+{more} more)" if more > 0 else ""
-    return f"Warm-up cost {fmt_ns(cost_ns)}: {detail}{others}."
+    head = f"Warm-up cost {fmt_ns(cost_ns)}"
+    if took_ns is not None and fmt_ns(took_ns) != fmt_ns(cost_ns):
+        if cost_ns <= 0:
+            head = (f"Warm-up that took {fmt_ns(took_ns)} but cost no GPU idle time of its "
+                    "own (the GPU had work meanwhile, or another finding counts it)")
+        else:
+            head += (f" of GPU idle time, of the {fmt_ns(took_ns)} it took (the rest the "
+                     "GPU had work for, or another finding counts)")
+    return f"{head}: {detail}{others}."
 
 
 RULE = Rule(
@@ -516,6 +538,7 @@ RULE = Rule(
     fix=FIX,
     causes=CAUSES,
     detect=detect,
+    finish=finish,
     color="#0b84a5",
     priority=60,      # last: the module loading that launch-gap settles explains it
 )

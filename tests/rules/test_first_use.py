@@ -56,10 +56,10 @@ def test_the_autotuned_sizes_leave_the_steady_state():
     """The README's truth: steps 8, 16 and 24 (first use of sizes 192, 224, 256) take
     517-702 ms on the host, with ~270 GPU operations instead of ~34 and dozens of
     synchronizations; the other steps are at least 96.9% busy. They are one-time costs
-    (start-up), out of the steady state the verdict judges, and the verdict names them."""
+    (warm-up), out of the steady state the verdict judges, and the verdict names them."""
     a = analyze_report("corpus:ext-b4-cudnn_varshape")
     [f] = a.findings_of(RULE)
-    assert f.phase == "start-up" and f.evidence["iterations"] == ["step 8", "step 16",
+    assert f.phase == "warm-up" and f.evidence["iterations"] == ["step 8", "step 16",
                                                                    "step 24"]
     assert all(s >= 30 for s in f.evidence["synchronizations"])
     assert min(f.evidence["launches"]) > 5 * f.evidence["median_launches"]
