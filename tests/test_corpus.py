@@ -92,13 +92,12 @@ CONTROLS = ["cpp-graph-replay", "cpp-mallocasync", "cpp-pinned", "cpp-threads-st
             # shared/external's healthy programs (their READMEs: nothing to fix)
             "ext-b1-ddp_overlap", "ext-b1-mlp_graph", "ext-b2-healthy_gemm",
             "ext-b2-stream_pipeline", "ext-b3-jax_train", "ext-b4-mallocasync_train",
-            "ext-ddp-balanced_rank0", "ext-ddp-balanced_rank1", "ext-ddp-straggler_rank1"]
-WARNED = {
-    "jax-sharded-2gpu": "GPU 1 waits 5.4% of the steady state inside its all-reduce for "
-                        "GPU 0's (the two launcher threads' skew; truth: 5.49% exposed)",
-    "pt-cudnn-bench": "cuDNN's batch-norm kernels (64 blocks on 132 SMs) leave half the "
-                      "SMs idle for 12.8% of the steady state",
-}
+            "ext-ddp-balanced_rank0", "ext-ddp-balanced_rank1", "ext-ddp-straggler_rank1",
+            # the public split's (a program nobody here wrote)
+            "pub-cuda-matrixmul"]
+# Healthy controls gpugap once warned about (issue 39 made them context: a library
+# kernel's grid, a few percent of skew between ranks); none is left.
+WARNED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [
@@ -129,7 +128,7 @@ def test_the_sealed_split_is_complete_and_never_scored():
 def test_the_controls_are_the_registered_ones():
     registered = sorted(o.program for o in outcomes() for c in o.checks
                         if c.key == "silent.no_warnings")
-    assert registered == CONTROLS
+    assert registered == sorted(CONTROLS)
 
 
 def test_finding_costs_never_exceed_their_scope():

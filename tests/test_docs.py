@@ -13,7 +13,7 @@ from rich.console import Console
 
 from gpugap.cli import app, main
 from gpugap.cli import root as cli
-from gpugap.render.rules_doc import rules_markdown
+from gpugap.render.rules_doc import causes_markdown, rules_markdown
 from gpugap.rules import registry
 
 ROOT = Path(__file__).parent.parent
@@ -107,15 +107,24 @@ def test_the_buckets_are_listed_as_the_code_has_them():
         idle.removeprefix("or idle by cause (").split(", ")]
 
 
+def test_causes_doc_is_generated_from_the_catalogue():
+    assert (ROOT / "docs" / "causes.md").read_text() == causes_markdown() + "\n", \
+        "docs/causes.md is stale: gpugap rules --causes > docs/causes.md"
+
+
 def test_readme_counts_the_corpus_programs():
     from tests.corpus import score
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     total = len(list((ROOT / "tests" / "corpus" / "programs").glob("*/expected.toml")))
-    splits = [len(score.programs(s)) for s in ("dev", "held-out", score.SEALED)]
+    names = ("dev", "held-out", score.SEALED, "external", "public", score.PUBLIC_HELD_OUT)
+    splits = [len(score.programs(s)) for s in names]
     assert sum(splits) == total
     assert (f"a corpus of {total} programs" in readme
-            and f"{splits[0]} dev, {splits[1]} held-out, {splits[2]} sealed" in readme)
+            and f"{splits[0]} dev, {splits[1]} held-out, {splits[2]} sealed" in readme
+            and f"{splits[3]} external" in readme
+            and f"{splits[4] + splits[5]} public programs" in readme
+            and f"{splits[4]} public, {splits[5]} public-held-out" in readme)
 
 
 def test_troubleshooting_a_script_beside_a_clone(tmp_path):

@@ -66,7 +66,8 @@ def account(trace: Trace, settings: Settings | None = None, *,
     for device, seen in program.devices.items():
         devices[device] = account_device(trace, works[device], phases[device], settings,
                                          waits, compiling, lambda seen=seen: seen.driver,
-                                         interpreted, index, processes)
+                                         interpreted, index, processes,
+                                         loader=program.data_loader is not None)
     _cross_device_waits(devices, program)
     give_back()                                   # the batches' memory, to the system
     return Accounting(devices, settings, program, index)

@@ -200,7 +200,7 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
                    driver: Callable[[], int] | None = None,
                    interpreted: bool = False,
                    index: AccountingIndex | None = None,
-                   processes: int | None = 1) -> DeviceAccount:
+                   processes: int | None = 1, loader: bool = False) -> DeviceAccount:
     """The partition of *work*'s device (module doc); *waits*: the launching threads
     of each process whose waits on other threads tell waiting for work apart
     (host.ThreadWaits; no waits are looked at without them); *compiling*: when
@@ -209,7 +209,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     asked only when there was compiling);
     *interpreted*: it launches from a Python framework (policy.host_work_gap_ns); *index*:
     the trace's AccountingIndex (by default, AccountingIndex.of(trace)); *processes*: at
-    most this many work on its slices (gpugap.forkjoin.run; None: every core)."""
+    most this many work on its slices (gpugap.forkjoin.run; None: every core); *loader*:
+    a data loader feeds the program (policy step 5b)."""
     settings = settings or Settings()
     window = phases.window
     it = phases.iterations
@@ -243,7 +244,8 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
         facts = _gap_facts(trace, work, (ops, o0), gap_start[g0:g1], gap_next[g0:g1], hi,
                            main_gtid, uploads, iterations_from, compiling, settings)
         del ops
-        is_, ie, ic = policy.idle_pieces(facts, settings, long_gap_ns, calls.of_thread)
+        is_, ie, ic = policy.idle_pieces(facts, settings, long_gap_ns, calls.of_thread,
+                                         loader)
         # 3. The slice's pieces, a block of the partition.
         return PartitionWriter.block(t0, np.r_[bs, is_], np.r_[be, ie],
                                      np.r_[bc, ic].astype(np.int8))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap.accounting.buckets import CODE
 from gpugap.accounting.host import MODULE_LOAD, SYNCHRONIZE
 from gpugap.accounting.work import DeviceWork
 from gpugap.memory import isin
@@ -26,6 +27,11 @@ from gpugap.report.trace import Trace
 
 PHASES = ("start-up", "warm-up", "steady", "tail")
 WARMUP_FACTOR = 2.0
+# A steady iteration among the first PEER_START_UP_ITERATIONS whose collective lasted
+# this many times the usual longest one waited for a peer's start-up (_peer_start_up).
+PEER_START_UP_ITERATIONS = 3
+PEER_START_UP_FACTOR = 10.0
+PEER_START_UP_SLOW = 0.25          # ... and that iteration took a quarter longer or more
 # First uses (first_uses): steady iterations needed to compare; slow is this many times
 # the median iteration; new work is this many launches of a kernel (with its grid) or
 # graph first run there; more launches is this factor over the median, more host
@@ -138,6 +144,43 @@ def _warmup(durations: np.ndarray, factor: float) -> int:
     return w
 
 
+def _peer_start_up(work: DeviceWork, it: Iterations, w: int
+                   ) -> tuple[int, dict | None]:
+    """The warm-up extended past the first steady iterations (PEER_START_UP_ITERATIONS
+    at most) that are slow because a collective in them waited: one communication
+    kernel PEER_START_UP_FACTOR x longer than the longest of a typical steady iteration.
+    With one rank's report alone, that is the wait for a peer still starting up (its
+    first step compiling, loading, warming up), not a steady cost; the job's phases see
+    the peer itself (align). (*w*, None) when there is none."""
+    n = len(it)
+    if n - w < PEER_START_UP_ITERATIONS + 3:
+        return w, None
+    positions = work.positions(CODE["communication"])
+    if positions.size < n:
+        return w, None
+    ops = work.take(positions)
+    b = it.bounds
+    k = np.searchsorted(b, ops.start, side="right") - 1
+    inside = (k >= 0) & (k < n)
+    longest = np.zeros(n, dtype=np.int64)
+    np.maximum.at(longest, k[inside], (ops.end - ops.start)[inside])
+    typical = float(np.median(longest[w:]))
+    durations = it.durations
+    median = float(np.median(durations[w:]))
+    last = w
+    for i in range(w, w + PEER_START_UP_ITERATIONS):
+        if durations[i] - median >= PEER_START_UP_SLOW * median and \
+                longest[i] >= PEER_START_UP_FACTOR * max(typical, 1.0) and \
+                longest[i] - typical >= 0.5 * (durations[i] - median):
+            last = i + 1
+    if last == w:
+        return w, None
+    # No later iteration may look the same: a wait that recurs is a late rank's.
+    if (longest[last:] >= PEER_START_UP_FACTOR * max(typical, 1.0)).any():
+        return w, None
+    return last, {"device": None, "who": "a peer rank", "until_ns": int(b[last])}
+
+
 def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
            warmup_factor: float = WARMUP_FACTOR) -> Phases:
     """The phases of *device* (the program model's view of it: window, iterations)."""
@@ -146,10 +189,12 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
     iterations = device.iterations
     if iterations is not None and len(iterations) >= 1:
         w = _warmup(iterations.durations, warmup_factor)
+        w, held = _peer_start_up(work, iterations, w)
         b = iterations.bounds
         spans = {"start-up": (lo, int(b[0])), "warm-up": (int(b[0]), int(b[w])),
                  "steady": (int(b[w]), int(b[-1])), "tail": (int(b[-1]), hi)}
-        return Phases(work.device, window, iterations, w, spans, iterations.how)
+        return Phases(work.device, window, iterations, w, spans, iterations.how,
+                      held_by=held)
     # No iterations: start-up ends with the last module load before regular work.
     first_op = work.bounds()[0] if len(work) else lo
     end = first_op
@@ -183,6 +228,11 @@ def align(phases: dict[int, Phases], peers: dict[int, set[int]],
             continue
         ready, last, who = max(others, key=lambda o: o[0])
         if ready <= ph.spans["steady"][0]:
+            if ph.held_by is not None and ph.held_by["device"] is None:
+                # This device's own evidence already put a peer's start-up in its warm-up
+                # (_peer_start_up); the job knows which peer it was.
+                ph.held_by = {"device": None if last is None else int(last), "who": who,
+                              "until_ns": ph.held_by["until_ns"]}
             continue
         lo, hi = ph.window
         it = ph.iterations
@@ -234,11 +284,12 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     A steady iteration is a first use when it is slow (FIRST_USE_SLOW x the median) and
     runs new work: FIRST_USE_NEW launches of a kernel (by its full name and grid: a new
     shape) or a CUDA graph first run there, with more launches than usual
-    (FIRST_USE_MORE x the median) or module loads; or more launches and more host
-    synchronizations (FIRST_USE_SYNCS above the median: an autotuner timing candidates,
-    whose kernels may all have run before); or several times the usual launches (3 x
-    FIRST_USE_MORE); or compilers ran in it (the program model's compile spans) where
-    they do not in most iterations. Copies are left out: a checkpoint's copies and
+    (FIRST_USE_MORE x the median), module loads or more host synchronizations
+    (FIRST_USE_SYNCS above the median: an autotuner timing candidates); or compilers ran
+    in it (the program model's compile spans) where they do not in most iterations. An
+    iteration that only runs more of what ran before (far more launches, or more
+    launches and syncs: an autotuner re-timing kernels it has run) is a first use when
+    it is the only one; several (an evaluation every N steps) recur. Copies are left out: a checkpoint's copies and
     synchronizations are data, not new work. At most FIRST_USE_MAX_SHARE of the steady
     iterations: more is the loop's own work recurring."""
     it = ph.iterations
@@ -253,7 +304,9 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     start = taken.start[launched]
     codes = op_codes(trace, work, every[launched])
     grid = _grids(trace, taken.source[launched], taken.row[launched])
-    _, first = np.unique(np.column_stack([codes, grid]), axis=0, return_index=True)
+    _, first, kind = np.unique(np.column_stack([codes, grid]), axis=0, return_index=True,
+                               return_inverse=True)
+    kind = kind.ravel()
     ops = _count_in(start, lo, hi)
     new = _count_in(start[first], lo, hi)
     cpu_lo, cpu_hi = it.cpu_start[its], it.cpu_end[its]
@@ -272,15 +325,35 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     median_syncs = float(np.median(syncs))
     extra = np.maximum(dur - median_dur, 0)
     more = ops >= FIRST_USE_MORE * median_ops
-    novel = (((new >= FIRST_USE_NEW) & (more | (loads > 0)))
-             | (more & (syncs >= median_syncs + FIRST_USE_SYNCS))
-             | (ops >= 3 * FIRST_USE_MORE * median_ops))
+    novel = (new >= FIRST_USE_NEW) & (more | (loads > 0)
+                                      | (syncs >= median_syncs + FIRST_USE_SYNCS))
+    # Without new work, an autotuner's signature (far more launches, more syncs) is a
+    # first use only once: seen again (an evaluation every N steps, however many more
+    # operations it launches) it is a recurring cost of that work.
+    alike = ~novel & ((more & (syncs >= median_syncs + FIRST_USE_SYNCS))
+                      | (ops >= 3 * FIRST_USE_MORE * median_ops)) \
+        & (dur >= FIRST_USE_SLOW * median_dur)
+    if int(alike.sum()) == 1:
+        novel = novel | alike
     compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (np.median(compiled) == 0)
     hit = np.flatnonzero((dur >= FIRST_USE_SLOW * median_dur) & (novel | compiling))
     if not hit.size or hit.size > FIRST_USE_MAX_SHARE * its.size:
         return
     ph.first_use = its[hit]
+    # Does the loop keep the new work afterwards (a shape that changed for good: every
+    # later step runs the recompiled kernels), or go back to what it ran before (an
+    # evaluation's first call)? The share of the later iterations that run any of it.
+    at = np.searchsorted(lo, start, side="right") - 1
+    inside = (at >= 0) & (start < hi[np.maximum(at, 0)])
+    first_at = np.full(first.size, -1, dtype=np.int64)
+    first_at[inside[first]] = at[first][inside[first]]
+    kept = []
+    for j in hit.tolist():
+        later = inside & (at > j) & np.isin(kind, np.flatnonzero(first_at == j))
+        after = its.size - j - 1
+        kept.append(round(np.unique(at[later]).size / after, 3) if after else 0.0)
     ph.first_use_evidence = {
+        "kept_after": kept,
         "new_launches": new[hit].astype(int).tolist(),
         "launches": ops[hit].astype(int).tolist(), "median_launches": median_ops,
         "synchronizations": syncs[hit].astype(int).tolist(),

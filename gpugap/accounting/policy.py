@@ -28,7 +28,9 @@ the gap (the trailing gap: the device's main launching thread):
       loading its kernels does host work between the loads (cuBLAS initialising);
    b. thread-wait, in a long gap (below), inside an OS wait on another thread while no
       thread of the process that launches GPU work had any (host.ThreadWaits): nothing to
-      do;
+      do; but when a data loader feeds the program (its threads: the program model's
+      ``data_loader``) and the gap ends in a batch upload (d), the wait is for the
+      loader's next batch: input;
    c. results, in a long gap that began as a batch's results came back (a
       device-to-host copy of at least ``input_min_bytes`` ended just before it);
    d. input, when the next operation uploads a batch inside the iterations: the first of
@@ -140,9 +142,11 @@ ThreadTime = Callable[[int, int, int, tl.Intervals],
 
 
 def idle_pieces(facts: GapFacts, settings: Settings, host_work_gap_ns: float,
-                thread_time: ThreadTime) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                thread_time: ThreadTime, loader: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The labelled partition of the gaps of one time slice (module doc), as (starts,
-    ends, bucket codes); *thread_time* gives each thread's time in a window."""
+    ends, bucket codes); *thread_time* gives each thread's time in a window; *loader*:
+    a data loader feeds the program (5b)."""
     gs, ge, api_end, gtid = facts.start, facts.end, facts.api_end, facts.gtid
     # 1. queued: after the next op's launch call returned.
     q0 = np.maximum(np.nan_to_num(api_end, nan=np.inf), gs)
@@ -172,7 +176,7 @@ def idle_pieces(facts: GapFacts, settings: Settings, host_work_gap_ns: float,
                                    max(int(re_[-1]), int(ce_all[-1]) if ce_all.size else 0))
         ps, pe, pg, tile = tl.pieces_in(rs, re_, (ts, te))
         labelled = label_host_pieces(HostPieces(ps, pe, tc[tile], idx[pg], ts[tile]),
-                                     facts, host_work_gap_ns)
+                                     facts, host_work_gap_ns, loader)
         for part, values in zip((out_s, out_e, out_c), labelled, strict=True):
             part.append(values)
     return np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_c)
@@ -194,8 +198,8 @@ def _with_outside(s: np.ndarray, e: np.ndarray, c: np.ndarray, lo: int, hi: int
     return ts[keep], te[keep], tc[keep]
 
 
-def label_host_pieces(pieces: HostPieces, facts: GapFacts, host_work_gap_ns: float
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def label_host_pieces(pieces: HostPieces, facts: GapFacts, host_work_gap_ns: float,
+                      loader: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Buckets of one thread's pieces of its gaps, by steps 3 to 5 of the module doc.
     Returns (starts, ends, bucket codes); an aftermath (5e) that covers part of a piece
     splits it in two. Per-gap figures are taken once per gap and spread over its run of
@@ -238,7 +242,11 @@ def label_host_pieces(pieces: HostPieces, facts: GapFacts, host_work_gap_ns: flo
     # 5b. Waiting on another thread while no launching thread had work: nothing to do.
     waits = pc == host.WAIT
     if waits.any():
-        bucket[waits & spread(long_gap)] = CODE["thread-wait"]
+        # (A data loader's next batch, when one feeds the program: input, as 5d said.)
+        waiting = waits & spread(long_gap)
+        if loader and gap_input is not None:
+            waiting &= ~gap_input
+        bucket[waiting] = CODE["thread-wait"]
     # 5a. Between the first and the last module load of a gap: loading in progress.
     loading = compiling = None
     loads = np.flatnonzero(pc == host.MODULE)

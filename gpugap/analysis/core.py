@@ -286,7 +286,7 @@ class Analyzer:
         # big report's peak would otherwise grow by them step after step.
         settled = settle(detected, self.selected, context, scope, self.processes)
         give_back()
-        findings = rule_registry.finish(trace, self.selected, settled)
+        findings = rule_registry.finish(trace, self.selected, settled, context)
         give_back()
         for f in findings:
             # Name the process of a finding's device when one process drove it.

@@ -43,6 +43,9 @@ HEALTHY_BUSY_PCT = 90.0
 # A problem costs time in an iteration when it takes at least this share of the median
 # iteration there (a recompile's few microseconds of leftovers elsewhere do not count).
 NOTICEABLE = 0.05
+# A first use whose new work this share of the later iterations kept running: the
+# loop's shape changed for good (_first_use_first).
+FIRST_USE_KEPT = 0.5
 # A bucket of problem time that no finding explains must hold this much of the scope to
 # be the verdict: with no rule to explain it, a small share is more likely the edge of
 # the scope (a pipeline filling, the first copy of a range) than a problem.
@@ -179,9 +182,14 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     breakdown = {b: _pct(v, wall) for b, v in sorted(totals.items(), key=lambda kv: -kv[1])
                  if v > 0}
     phase = None if scope is not None else "steady"
+    # Not the findings their rule holds to be context (max_severity info: a library
+    # kernel's grid, a small skew between ranks): never the bottleneck.
     mine = [f for f in findings if f.device == dev.device and f.cost_ns > 0
-            and (phase is None or f.phase == phase)]
-    explained = {b for f in mine if f.claim is not None for b in f.claim.buckets}
+            and (phase is None or f.phase == phase) and f.max_severity != Severity.INFO]
+    # (Context findings explain their time too: it is no unexplained bottleneck.)
+    explained = {b for f in findings if f.device == dev.device and f.claim is not None
+                 and (phase is None or f.phase == phase) and f.cost_ns > 0
+                 for b in f.claim.buckets}
     unexplained = [(v, b) for b, v in totals.items() if b not in WORK_IDS
                    and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
     steady = _representative(dev, None) if scope is None else None
@@ -190,6 +198,17 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     top_cost, top, bucket = max(candidates, key=lambda c: c[0], default=(0, None, None))
     # A share of the scope is at most 100% (garbled launch times can say otherwise).
     share = min(_pct(top_cost, wall), 100.0)
+    steady_share = share
+    if share < WARN_PCT and scope is None:
+        # Nothing to fix: then why the GPU idles is what to say, when a context finding
+        # explains it (a server waiting for requests: idle capacity, at info).
+        held = [f for f in findings if f.device == dev.device and f.phase == "steady"
+                and f.max_severity == Severity.INFO and f.cost_ns > 0
+                and f.evidence.get("note", "").startswith("idle capacity")]
+        if held:
+            top = max(held, key=lambda f: f.cost_ns)
+            top_cost, bucket = top.cost_ns, None
+            share = min(_pct(top_cost, wall), 100.0)
     iterated = steady is not None and steady["count"] >= 3 and steady["median_ns"] > 0
     # A cost under this share of the median iteration does not show in an iteration.
     floor = NOTICEABLE * steady["median_ns"] if iterated and steady is not None else 0.0
@@ -197,9 +216,27 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     def recurring(f: Finding) -> bool:
         return _recurring(f, floor)
     inside = _inside_loop(findings, causes, dev, wall) if scope is None else []
+    context = [c for c in (_context(findings, causes, dev, wall) if scope is None else [])
+               if top is None or c["finding"] != top.id]
     busy_pct = _pct(busy, wall)
     iteration = _representative(dev, top) if scope is None else None
     per = f"the {label}"
+    first = _first_use_first(findings, causes, dev, wall, busy_pct, label,
+                             steady_share >= WARN_PCT) if scope is None else None
+    if first is not None:
+        # The loop spent more on the first use of new work (one-time, out of the steady
+        # state) than on all its steady iterations: that is what to say first (see
+        # _first_use_first for when a steady bottleneck still comes first).
+        f, head, loop_share = first
+        return Verdict("bottleneck", dev.device, label, head, share_pct=loop_share,
+                       severity=f.severity, finding=f.id, rule=f.rule, cause=f.cause,
+                       fix=f.fix, busy_pct=busy_pct, wall_ns=wall,
+                       iteration=_representative(dev, None), breakdown=breakdown,
+                       also=[a for a in ([{"finding": top.id, "headline": _occasional_headline(
+                           top, _cause(causes, top), wall, floor) if not recurring(top)
+                           else _title(top, _cause(causes, top))
+                           + f": {share:.1f}% of the {label} on GPU {dev.device}"}]
+                           if top is not None and share >= WARN_PCT else [])] + context)
     if top_cost <= 0 or share < WARN_PCT:
         if busy_pct >= HEALTHY_BUSY_PCT:
             head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}: compute-bound; look "
@@ -214,7 +251,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
             kind = "spread"
         return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
                        iteration=_representative(dev, None) if scope is None else None,
-                       breakdown=breakdown, also=inside)
+                       breakdown=breakdown, also=inside + context)
     also = []
     if iterated and top is not None and not recurring(top):
         # The iterations an occasional problem spared: how the others fare there.
@@ -230,7 +267,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                 for f in sorted((f for f in mine if f is not top and not recurring(f)
                                  and _pct(f.cost_ns, wall) >= WARN_PCT),
                                 key=lambda f: -f.cost_ns)[:1]]
-    also += inside
+    also += inside + context
     if top is not None and not recurring(top) and iterated and iteration is not None:
         # An occasional problem as the verdict: where it struck, not a typical iteration.
         iteration = _representative(dev, None)
@@ -291,6 +328,55 @@ def _recurring_headline(f: Finding, cause: Cause, dev: DeviceAccount, keep: np.n
              else f"the {it['count']} other iterations")
     return (f"{_title(f, cause)}: {share:.1f}% of {where} on GPU {f.device}: "
             f"{_per_iteration(it)}")
+
+
+def _first_use_first(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
+                     dev: DeviceAccount, wall: int, busy_pct: float, label: str,
+                     steady_bottleneck: bool) -> tuple[Finding, str, float] | None:
+    """The first use of new work inside the loop (left out of the steady state), when it
+    cost more than the steady state's whole wall time: (its finding, the headline, its
+    share of the loop: steady state and first uses together). 'Recompilation for new
+    shapes (...): 5.92 s in 1 of 59 iterations (step 20) on GPU 0 (83.1% of the loop's
+    time; a one-time cost per new shape, left out of the steady state, where GPU 0 is
+    busy 96.0%)'. Where the steady state has a bottleneck of its own
+    (*steady_bottleneck*), that recurs for as long as the program runs and comes first,
+    unless the loop kept the new work (FIRST_USE_KEPT of the later iterations ran it: its
+    input shape changed for good, and will again with the next one), rather than going
+    back to what it ran before (an evaluation's first call, once)."""
+    inside = [f for f in findings if f.device == dev.device and f.phase != "steady"
+              and f.evidence.get("inside_loop") and f.cost_ns > 0]
+    if not inside or wall <= 0:
+        return None
+    f = max(inside, key=lambda f: f.cost_ns)
+    if f.cost_ns <= wall:
+        return None
+    if steady_bottleneck and max(f.evidence.get("kept_after") or [0.0]) < FIRST_USE_KEPT:
+        return None
+    named = f.evidence.get("iterations") or []
+    of = f.evidence.get("of_iterations") or len(named)
+    loop = wall + f.evidence.get("window_ns", f.cost_ns)
+    share = min(_pct(f.cost_ns, loop), 100.0)
+    head = (f"{_title(f, _cause(causes, f))}: {fmt_ns(f.cost_ns)} in {len(named)} of {of} "
+            "iterations (" + ", ".join(named[:4]) + (", ..." if len(named) > 4 else "")
+            + f") on GPU {dev.device} ({share:.1f}% of the loop's time; a one-time cost "
+            f"per new shape or path, left out of the {label}, where GPU {dev.device} is "
+            f"busy {busy_pct:.1f}%)")
+    return f, head, share
+
+
+def _context(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
+             dev: DeviceAccount, wall: int) -> list[dict[str, Any]]:
+    """A steady-state finding its rule holds to be context (max_severity info: idle
+    capacity, a library kernel's grid) that reaches WARN_PCT: said beside the verdict,
+    never as its bottleneck ('context: Waiting for work from another thread: 53.4% of
+    the steady state (idle capacity: ...)')."""
+    held = sorted((f for f in findings if f.device == dev.device and f.phase == "steady"
+                   and f.max_severity == Severity.INFO and f.cost_ns > 0
+                   and _pct(f.cost_ns, wall) >= WARN_PCT), key=lambda f: -f.cost_ns)
+    return [{"finding": f.id, "headline": (
+        f"context: {_title(f, _cause(causes, f))}: {_pct(f.cost_ns, wall):.1f}% of the "
+        "steady state" + (f" ({f.evidence['note']})" if f.evidence.get("note") else "")
+        + ", not counted as a bottleneck")} for f in held[:1]]
 
 
 def _inside_loop(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
@@ -383,7 +469,51 @@ def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
     bottlenecks = [v for v in per_device.values() if v.kind == "bottleneck"]
     first = max(bottlenecks, key=lambda v: v.share_pct or 0) if bottlenecks else \
         next(iter(per_device.values()))
-    return _cause_before_symptom(first, per_device, accounting, causes), per_device
+    first = _cause_before_symptom(first, per_device, accounting, causes)
+    return _waited_for(first, per_device, findings, accounting, causes), per_device
+
+
+def _waited_for(first: Verdict, per_device: dict[int, Verdict], findings: list[Finding],
+                accounting: Accounting, causes: Mapping[tuple[str, str], Cause]
+                ) -> Verdict:
+    """The worst bottleneck is a device's own (launch-bound...) while another rank waits
+    for it inside collectives in the steady state, at WARN_PCT or more of that rank's
+    steady state: the device is the job's late rank, and the headline says so ('Rank 0
+    (GPU 0) is late: launch-bound ...; rank 1 (GPU 1) waits for it 20.3% of its steady
+    state')."""
+    if first.kind != "bottleneck" or first.device is None or len(per_device) < 2 \
+            or first.headline.casefold().startswith(("rank", "gpu")):
+        return first
+    cause = causes.get((first.rule or "", first.cause or ""))
+    if cause is not None and cause.waits_for_device:
+        return first
+    waiting = []
+    for f in findings:
+        c = causes.get((f.rule, f.cause))
+        other = per_device.get(f.device)
+        if (c is None or c.waits_for_device != "collective" or f.device == first.device
+                or f.phase != "steady" or f.severity < Severity.WARNING or other is None
+                or not other.wall_ns):
+            continue
+        share = _pct(f.cost_ns, other.wall_ns)
+        if share >= WARN_PCT:
+            waiting.append((share, f))
+    if not waiting:
+        return first
+    # With more ranks, the one waited for is the one that waits least itself.
+    if len(per_device) > 2 and any(f.device == first.device and
+                                   _pct(f.cost_ns, first.wall_ns or 1) >= WARN_PCT
+                                   for _, f in waiting):
+        return first
+    share, f = max(waiting, key=lambda w: w[0])
+    who, whom = _who(first.device, accounting), _who(f.device, accounting)
+    head = first.headline
+    if head[1:2].islower():                     # 'Launch-bound: ...', not 'GPU 0 ...'
+        head = head[:1].lower() + head[1:]
+    waits_line = {"finding": f.id, "headline": f"{_capital(whom)} waits for {who} inside "
+                  f"collectives: {share:.1f}% of its steady state"}
+    return replace(first, headline=_capital(f"{who} is late: {head}"),
+                   also=[waits_line, *first.also])
 
 
 def _cause_before_symptom(first: Verdict, per_device: dict[int, Verdict],

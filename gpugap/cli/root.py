@@ -414,10 +414,18 @@ def analyze(
 @app.command("rules", short_help="List the rules, their causes, thresholds and fixes.")
 def list_rules(json_: JsonOpt = False,
                markdown: Annotated[bool, typer.Option(
-                   "--markdown", help="print docs/rules.md")] = False) -> int:
+                   "--markdown", help="print docs/rules.md")] = False,
+               causes: Annotated[bool, typer.Option(
+                   "--causes", help="print the catalogue of causes the findings are "
+                   "named from (docs/causes.md)")] = False) -> int:
     """List the rules with their causes, thresholds (defaults) and fixes."""
     from gpugap.rules import registry
 
+    if causes:
+        from gpugap.render.rules_doc import causes_markdown
+
+        stdout.out(causes_markdown(), highlight=False)
+        return 0
     if markdown:
         from gpugap.render.rules_doc import rules_markdown
 

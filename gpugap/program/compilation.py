@@ -107,12 +107,14 @@ def _compiler_processes(trace: Trace, process_names: dict[int, str]
 CHILD_MAX_NS = 60_000_000_000      # a child waited for longer is no compiler run
 
 
-def _child_runs(os_calls: Table | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _child_runs(os_calls: Table | None, trace: Trace | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, gtid) of child processes a thread started and then waited for (from
     *os_calls*, gpugap.program.oscalls): each wait paired with the thread's latest start
-    before it. (A child the program did not wait on while it went on working is no
-    compilation: the accounting keeps only the spans during which the device's work
-    stopped, gpugap.accounting.policy.compile_windows.)"""
+    before it. A thread that made CUDA calls between the start and the wait went on
+    working meanwhile (a data loader's worker processes, joined at the end of an epoch):
+    no compiler run; with *trace*, those are left out. (The accounting keeps only the
+    spans during which the device's work stopped: policy.compile_windows.)"""
     calls = oscalls.named(os_calls, re.compile(f"{oscalls.CHILD_START.pattern}|"
                                                f"{oscalls.CHILD_WAIT.pattern}"))
     if calls is None or not len(calls):
@@ -131,6 +133,12 @@ def _child_runs(os_calls: Table | None) -> tuple[np.ndarray, np.ndarray, np.ndar
         waits = np.flatnonzero(~spawn)
         k = np.searchsorted(spawned, s[waits], side="right") - 1
         ok = (k >= 0) & (e[waits] - spawned[np.maximum(k, 0)] <= CHILD_MAX_NS)
+        if trace is not None and ok.any():
+            api = trace.table("api")
+            cuda = np.sort(api["start"][api["gtid"] == g]) if len(api) else np.zeros(0)
+            between = (np.searchsorted(cuda, s[waits]) -
+                       np.searchsorted(cuda, spawned[np.maximum(k, 0)], side="right"))
+            ok &= between <= 0
         starts.append(spawned[k[ok]])
         ends.append(e[waits][ok])
         gtids.append(np.full(int(ok.sum()), int(g), dtype=np.int64))
@@ -146,7 +154,7 @@ def spans(trace: Trace, process_names: dict[int, str],
     whose child runs count."""
     xla = _xla_ranges(trace)
     ps, pe, pwhat = _compiler_processes(trace, process_names)
-    cs, ce, cg = _child_runs(os_calls)
+    cs, ce, cg = _child_runs(os_calls, trace)
     start = np.r_[xla["start"].astype(np.int64), ps, cs]
     end = np.r_[xla["end"].astype(np.int64), pe, ce]
     what = ["XLA"] * len(xla) + pwhat + ["child process"] * cs.size

@@ -30,6 +30,7 @@ of everything launched before it). The boundaries tile the timeline.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,8 +58,15 @@ BRIDGED = 2
 # Repetitions are exact (source "kernels") when this share of consecutive pairs are
 # identical, else approximate (they drift).
 EXACT = 0.9
+# Repetitions are even when the 90th percentile of their lengths is at most REGULAR x
+# the 10th; an even anchor covering REGULAR_COVERAGE of the best beats an uneven one.
+REGULAR = 1.1
+REGULAR_COVERAGE = 0.8
 # Anchors covering at least this share of the best coverage are near ties.
 NEAR_COVERAGE = 0.9
+# Loops of different threads covering about the same work compare by how alike their
+# repetitions are, in steps of this much.
+ALIKE_STEP = 0.05
 # Beyond this many ops the anchor is chosen on the middle of the sequence (the steady
 # part of most programs), then its repetitions are found over all of it.
 CHOOSE_ON = 200_000
@@ -337,24 +345,59 @@ def _longest_alike_run(share: np.ndarray, lengths: np.ndarray) -> tuple[int, int
     return int(run_start[k]), int(run_end[k])
 
 
+def _alike_runs(share: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every run of alike pairs (_longest_alike_run's, bridged alike), as [first, last]
+    pair indexes: (firsts, lasts)."""
+    good = share >= ALIKE
+    if not good.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    edges = np.diff(np.r_[1, good.astype(np.int8), 1])
+    bad_start, bad_end = np.flatnonzero(edges == -1), np.flatnonzero(edges == 1)
+    short = (bad_end - bad_start <= BRIDGED) & (bad_start > 0) & (bad_end < good.size)
+    before = lengths[np.maximum(bad_start, 0)]
+    after = lengths[np.minimum(bad_end + 1, lengths.size - 1)]
+    short &= (np.minimum(before, after) * 1.5 >= np.maximum(before, after))
+    if short.any():
+        mark = np.zeros(good.size + 1, dtype=np.int64)
+        np.add.at(mark, bad_start[short], 1)
+        np.add.at(mark, bad_end[short], -1)
+        good = good | (np.cumsum(mark)[:-1] > 0)
+    edges = np.diff(np.r_[0, good.astype(np.int8), 0])
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+
+
 def _anchor_run(codes: np.ndarray, positions: np.ndarray
                 ) -> tuple[np.ndarray, int, float] | None:
-    """The longest run of alike repetitions that start at the occurrences *positions* of
-    one code: (their starts, the index after the last, how alike they are: the share of
-    matching ops over all the pairs, so that a short pair weighs little)."""
+    """The repetitions of one loop that start at the occurrences *positions* of one
+    code: the longest run of alike repetitions, and every other run as long (at least
+    MIN_ITERATIONS) whose repetitions are about as long: the same loop, resumed after
+    other work (an evaluation every epoch, a checkpoint), which joins the repetition
+    before it. Returns (their starts, the index after the last, how alike they are: the
+    share of matching ops over all the pairs, so that a short pair weighs little)."""
     if positions.size < MIN_ITERATIONS:
         return None
     spacing = np.diff(positions)
     stop = int(positions[-1] + np.median(spacing))
     stop = min(stop, codes.size)
     share, _, weight = _pair_alike(codes, positions, stop)
-    first, last = _longest_alike_run(share, np.diff(np.r_[positions, stop]))
-    if first < 0 or last - first + 2 < MIN_ITERATIONS:
+    lengths = np.diff(np.r_[positions, stop])
+    firsts, lasts = _alike_runs(share, lengths)
+    long_enough = lasts - firsts + 2 >= MIN_ITERATIONS
+    firsts, lasts = firsts[long_enough], lasts[long_enough]
+    if not firsts.size:
         return None
-    starts = positions[first:last + 2]
+    k = int(np.argmax(lasts - firsts))
+    period = float(np.median(lengths[firsts[k]:lasts[k] + 2]))
+    runs = np.array([float(np.median(lengths[a:b + 2]))
+                     for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)])
+    same = (runs <= 1.5 * period) & (period <= 1.5 * runs)
+    chosen = np.flatnonzero(same)
+    starts = np.concatenate([positions[firsts[i]:lasts[i] + 2] for i in chosen.tolist()])
+    last = int(lasts[chosen[-1]])
     end = int(positions[last + 2]) if last + 2 < positions.size else stop
-    w = weight[first:last + 1]
-    alike = float((share[first:last + 1] * w).sum() / max(int(w.sum()), 1))
+    pairs = np.concatenate([np.arange(firsts[i], lasts[i] + 1) for i in chosen.tolist()])
+    w = weight[pairs]
+    alike = float((share[pairs] * w).sum() / max(int(w.sum()), 1))
     return starts, end, alike
 
 
@@ -395,14 +438,27 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
         pause = (float(np.median(pause_before[at])) if pause_before is not None and at.size
                  else 0.0)
         graph = bool(is_graph[lo + starts[0]]) if is_graph is not None else False
+        lengths = np.diff(np.r_[starts, end])
+        regular = bool(np.percentile(lengths, 90) <= REGULAR * max(
+            float(np.percentile(lengths, 10)), 1.0))
         # A graph launch that starts alike repetitions is the iteration (module doc).
         scored.append((coverage, graph and alike >= GRAPH_ALIKE, round(alike / 0.02), pause,
-                       int(values[ci])))
+                       int(values[ci]), regular))
     if not scored:
         return None
     best = max(s[0] for s in scored)
     near = [s for s in scored if s[0] >= NEAR_COVERAGE * best]
-    anchor = max(near, key=lambda s: s[1:4])[4]
+    choice = max(near, key=lambda s: s[1:4])
+    if not choice[5]:
+        # Repetitions of uneven length (a forward pass that starts both the evaluation's
+        # forwards and the training steps) lose to an anchor whose repetitions are even
+        # and about as alike (the training steps, the evaluations inside two of them)
+        # where it covers nearly as much: what it leaves out is a start-up's work.
+        even = [s for s in scored if s[5] and s[0] >= REGULAR_COVERAGE * best
+                and s[2] >= choice[2]]
+        if even:
+            choice = max(even, key=lambda s: (s[0], s[1:4]))
+    anchor = choice[4]
     # The chosen anchor's repetitions over the whole sequence.
     found = _anchor_run(codes, np.flatnonzero(codes == anchor))
     if found is None:
@@ -491,6 +547,11 @@ class _MainOps:
     pause: np.ndarray
     is_graph: np.ndarray
     weight: np.ndarray
+    start: np.ndarray | None = None      # when each ran on the GPU
+    # Every op of the device (all threads) in launch order: launch times and the running
+    # sum of their weights, for what a loop's time span covers of the device's work.
+    device_launch: np.ndarray | None = None
+    device_covered: np.ndarray | None = None
 
     def launched(self, lo: float, hi: float) -> int:
         """How many of the ops were launched in [lo, hi)."""
@@ -498,19 +559,76 @@ class _MainOps:
         return b - a
 
 
-def _main_ops(trace: Trace, ops: DeviceOps) -> _MainOps | None:
+# Launching threads whose loop is looked for: the one that kept the GPU busy longest,
+# the one that launched most, and the one that launched most CUDA graphs (XLA runs a
+# jitted step as a graph from the Python thread, while its compile threads run
+# autotuning kernels that can keep the GPU busier).
+def _launching_threads(ops: DeviceOps, order: np.ndarray) -> tuple[list[int], np.ndarray,
+                                                                    np.ndarray]:
+    """The candidate threads (module comment), the launching thread of each op of
+    *order*, and each op's GPU duration."""
+    rows = ops.take(order)
+    gtid = ops.threads_of(rows.source, rows.row)
+    dur = np.maximum(rows.end - rows.start, 0)
+    (threads,), busy = group_sums([gtid], dur)
+    (_,), launched = group_sums([gtid])
+    graphs = np.array([int(((gtid == g) & (rows.source == 3)).sum()) for g in threads])
+    picks = [int(threads[int(np.argmax(busy))]), int(threads[int(np.argmax(launched))])]
+    if graphs.max(initial=0) >= MIN_ITERATIONS:
+        picks.append(int(threads[int(np.argmax(graphs))]))
+    return list(dict.fromkeys(p for p in picks if p >= 0)), gtid, dur
+
+
+# An autotuner's own kernels (XLA times candidate kernels between a delay kernel and
+# red-zone checks of their buffers): a thread where these are more than a few of its
+# launches is a compiler's, whatever its loops (XLA's convolution autotuning runs one
+# red-zone check per 50 to 120 candidate kernels: cuDNN's transforms, FFTs, GEMMs).
+AUTOTUNER_KERNEL = re.compile(r"RedzoneAllocator|^DelayKernel|xla_fp_comparison|redzone",
+                              re.IGNORECASE)
+AUTOTUNER_SHARE = 0.005
+
+
+def _main_ops(trace: Trace, ops: DeviceOps) -> list[_MainOps]:
+    """The candidate launching threads' ops (_launching_threads), the device's busiest
+    thread first; each op weighed against the whole device (coverage_weights over all
+    its ops: the threads' loops compare)."""
     if len(ops) < 2 * MIN_ITERATIONS:
-        return None
+        return []
     order = ops.launch_order()
     if order.size < 2 * MIN_ITERATIONS:
-        return None
-    main, gtid = driver(ops, order)
-    seq = order[gtid == main]
-    codes = op_codes(trace, ops, seq)
-    launch = np.nan_to_num(ops.gather("api_start", seq))
+        return []
+    threads, gtid, dur = _launching_threads(ops, order)
+    total_ops, total_ns = float(order.size), max(float(dur.sum()), 1.0)
+    every_launch = np.nan_to_num(ops.gather("api_start", order))
+    covered = np.r_[0.0, np.cumsum(1.0 / total_ops + np.nan_to_num(dur) / total_ns)]
+    out = []
+    for main in threads:
+        mine = gtid == main
+        seq = order[mine]
+        if seq.size < 2 * MIN_ITERATIONS:
+            continue
+        rows = ops.take(seq)
+        # (A thread that replays CUDA graphs runs the program's steps: never a tuner's.)
+        if len(threads) > 1 and not (rows.source == 3).any() and _autotuner(trace, ops, seq):
+            continue
+        codes = op_codes(trace, ops, seq)
+        launch = np.nan_to_num(ops.gather("api_start", seq))
+        weight = 1.0 / total_ops + np.nan_to_num(dur[mine]) / total_ns
+        out.append(_MainOps(seq, codes, launch, np.r_[0.0, np.diff(launch)],
+                            rows.source == 3, weight, rows.start, every_launch, covered))
+    return out
+
+
+def _autotuner(trace: Trace, ops: DeviceOps, seq: np.ndarray) -> bool:
+    """Are AUTOTUNER_SHARE of the ops at *seq* an autotuner's own kernels?"""
     rows = ops.take(seq)
-    return _MainOps(seq, codes, launch, np.r_[0.0, np.diff(launch)], rows.source == 3,
-                    coverage_weights(rows.start, rows.end))
+    kernels = trace.table("kernels")
+    if not len(kernels):
+        return False
+    names = kernels.labels("name")
+    tuned = names.matching(AUTOTUNER_KERNEL)
+    mine = rows.row[rows.source == 0]
+    return bool(tuned[mine].sum() >= AUTOTUNER_SHARE * seq.size)
 
 
 def _ops_repetition(main: _MainOps) -> Repetition | None:
@@ -531,8 +649,34 @@ def _ops_repetition(main: _MainOps) -> Repetition | None:
     return found
 
 
+def _spanned(main: _MainOps, rep: Repetition) -> float:
+    """The GPU time the repetitions of *rep* span (from each one's first operation to
+    the next one's: the host may queue them all at once), each counted up to 3x the
+    median one: a loop resumed after other work (an evaluation between epochs) does not
+    span that work."""
+    times = main.launch if main.start is None else main.start.astype(np.float64)
+    at = np.r_[rep.starts, min(rep.stop, times.size - 1)]
+    each = np.diff(times[at])
+    if not each.size:
+        return 0.0
+    return float(np.minimum(each, 3 * np.median(each)).sum())
+
+
 def _covers(rep: Repetition, weight: np.ndarray) -> float:
     return float(weight[int(rep.starts[0]):rep.stop].sum())
+
+
+def _covers_device(main: _MainOps, rep: Repetition) -> float:
+    """What the loop's time span covers of the device's work, every thread's launches
+    included (XLA launches a step's graphs from one thread and its convolutions from
+    another: the loop of either covers both)."""
+    if main.device_launch is None or main.device_covered is None:
+        return _covers(rep, main.weight)
+    first = main.launch[int(rep.starts[0])]
+    last = main.launch[min(rep.stop, main.launch.size) - 1]
+    a, b = np.searchsorted(main.device_launch, [first, last], side="left").tolist()
+    b = int(np.searchsorted(main.device_launch, last, side="right"))
+    return float(main.device_covered[b] - main.device_covered[a])
 
 
 def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
@@ -579,11 +723,31 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     marked = _from_level(cands[0], cands, ops, window) if cands else None
     if iteration is not None:
         return marked
-    main = _main_ops(trace, ops)
-    rep = _ops_repetition(main) if main is not None else None
-    repeated = _from_repetition(trace, ops, window, main, rep) if rep is not None else None
-    if main is None or repeated is None:
+    # Each candidate thread's loop, scored by what it covers of the device's operations
+    # and GPU time, and of the time the candidates' loops span (a compile thread's
+    # autotuning burst, an evaluation's eager work, covers much work in little time; the
+    # training loop spans the run). A loop of CUDA graph replays covers its graphs'
+    # whole steps: its share counts twice (XLA runs a jitted step as one graph).
+    loops = [(c, found) for c in _main_ops(trace, ops)
+             if (found := _ops_repetition(c)) is not None]
+    if not loops:
         return marked
+    spans = [_spanned(c, found) for c, found in loops]
+    widest = max(max(spans), 1.0)
+    covers = [_covers(found, c.weight) * (2.0 if found.graph else 1.0)
+              for c, found in loops]
+    scores = [v + s / widest for v, s in zip(covers, spans, strict=True)]
+    # Loops whose spans cover about as much of the device's work are the same program
+    # seen from different threads: the one whose iterations repeat most alike marks it
+    # (150 identical steps of graphs, not 5 'epochs' of another thread's kernels).
+    spread = [_covers_device(c, found) for c, found in loops]
+    near = [i for i, v in enumerate(spread) if v >= NEAR_COVERAGE * max(spread)]
+    best = max(range(len(loops)), key=lambda i: scores[i])
+    alike = max(near, key=lambda i: (round(loops[i][1].alike / ALIKE_STEP), scores[i]))
+    if alike != best and loops[alike][1].starts.size > loops[best][1].starts.size:
+        best = alike
+    main, rep = loops[best]
+    repeated = _from_repetition(trace, ops, window, main, rep)
     if marked is None:
         chosen, other = repeated, None
     else:

@@ -92,6 +92,9 @@ class Program(Record):
     waits: Table | None = field(default=None, repr=False)
     # The GPU processes' waits, child runs and file writes (gpugap.program.oscalls).
     os_calls: Table | None = field(default=None, repr=False)
+    # What says the program is fed by a data loader (threads.data_loader), or None: its
+    # launching thread's waits before a batch upload are then waits for input.
+    data_loader: str | None = None
 
     _extra_keys = ("frameworks", "libraries", "framework")
 
@@ -167,6 +170,7 @@ class Program(Record):
                 "devices": [d.to_dict() for d in self.devices.values()],
                 "links": [link.to_dict() for link in self.links],
                 "library_domains": self.library_domains,
+                "data_loader": self.data_loader,
                 "compilation": self.compile_spans.summary()}
 
 
@@ -251,4 +255,5 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     os_calls = reading.result()
     processes, waits = threads.roles(trace, names, os_calls)
     return Program(components, processes, devices, _links(trace), library_domains(trace),
-                   compilation.spans(trace, names, os_calls), waits, os_calls)
+                   compilation.spans(trace, names, os_calls), waits, os_calls,
+                   threads.data_loader(trace, [p.pid for p in processes]))

@@ -92,6 +92,30 @@ def _most_first(launches: np.ndarray) -> np.ndarray:
     return (n - 1 - np.argsort(launches[::-1], kind="quicksort"))[::-1]
 
 
+# A data loader's own threads and processes, by the names frameworks give them: PyTorch's
+# DataLoader names its pin-memory thread 'pt_data_pin' and its worker processes
+# 'pt_data_worker'.
+LOADER_PIN, LOADER_WORKER = "pt_data_pin", "pt_data_worker"
+
+
+def data_loader(trace: Trace, gpu_pids: list[int]) -> str | None:
+    """What says the program is fed by a data loader, for people ("a DataLoader: 2
+    worker processes, a pin-memory thread"), None when nothing does: a pin-memory thread
+    in a process that launched GPU work, or worker processes. (A server's request thread
+    is no loader: its waits are for work that has not arrived, not the next batch.)"""
+    threads = trace.table("threads")
+    if not len(threads) or not gpu_pids:
+        return None
+    gtid = threads["gtid"].astype(np.int64)
+    pid = (gtid >> 24) & 0xFFFFFF
+    names = threads.labels("name").strings()
+    pin = bool(((names == LOADER_PIN) & np.isin(pid, np.asarray(gpu_pids))).any())
+    workers = np.unique(pid[names == LOADER_WORKER]).size
+    parts = ([f"{workers} worker process{'es' if workers != 1 else ''}"] if workers else []) \
+        + (["a pin-memory thread"] if pin else [])
+    return "a DataLoader: " + ", ".join(parts) if parts else None
+
+
 def roles(trace: Trace, process_names: dict[int, str], os_calls: Table | None
           ) -> tuple[list[ProcessRole], Table | None]:
     """The processes that launched GPU work, each with its launching threads (most

@@ -10,6 +10,7 @@ from gpugap import intervals as tl
 from gpugap.errors import UsageError
 from gpugap.memory import give_back
 from gpugap.report.trace import Trace
+from gpugap.rules import catalogue
 from gpugap.rules.base import Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, Severity
 from gpugap.rules.settle import settle
@@ -50,14 +51,19 @@ def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
     gpugap.rules.settle): steady-state findings first, largest cost first."""
     rules = rules or select()
     return finish(trace, rules, settle(detect(trace, context, rules, thresholds), rules,
-                                       context, scope))
+                                       context, scope), context)
 
 
-def finish(trace: Trace, rules: list[Rule], findings: list[Finding]) -> list[Finding]:
-    """Each rule completes the settled findings it made (see Rule.finish)."""
+def finish(trace: Trace, rules: list[Rule], findings: list[Finding],
+           context: Context | None = None) -> list[Finding]:
+    """Each rule completes the settled findings it made (see Rule.finish); then each is
+    named from the catalogue of causes, its fix read from the evidence
+    (gpugap.rules.catalogue, with *context*)."""
     for rule in rules:
         if rule.finish is not None:
             rule.finish(trace, [f for f in findings if f.rule == rule.id])
+    if context is not None:
+        catalogue.refine(trace, context, findings)
     return findings
 
 

@@ -200,6 +200,10 @@ class Finding(Record):
     # Dropped when its settled share of its scope is below this (rules that report a
     # share of time whatever its size, e.g. launch-gap's min_share_pct).
     min_share_pct: float | None = field(default=None, repr=False, compare=False)
+    # At most this severity, whatever its share (a rule's judgement that the evidence is
+    # not worth acting on: a library kernel's grid, a few percent of skew between ranks);
+    # INFO: context, never the verdict's bottleneck.
+    max_severity: Severity | None = field(default=None, repr=False, compare=False)
     # What the rule's finish() still has to do (evidence worth gathering only for the
     # findings that settling keeps).
     pending: Any = field(default=None, repr=False, compare=False)
@@ -209,7 +213,7 @@ class Finding(Record):
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
                if k not in ("claim", "iteration_costs", "min_share_pct",
-                            "pending", "marks")}
+                            "pending", "marks", "max_severity")}
         return asdict_plain(out)
 
 

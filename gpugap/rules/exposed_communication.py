@@ -51,7 +51,13 @@ CAUSES = (
           "Run collectives on their own stream so compute can proceed beside them (NCCL's "
           "default in PyTorch: don't force them onto the compute stream), ordered with "
           "events rather than by sharing one stream.",
-          title="Exposed communication (on the compute stream)"),
+          title="Exposed communication (on the compute stream)",
+          fixes={"JAX": "Let XLA schedule the collectives beside compute: keep the step one "
+                        "jitted, sharded program (jax.jit with NamedSharding, or shard_map) "
+                        "so its latency-hiding scheduler overlaps each collective with "
+                        "independent work, and avoid host syncs between the pieces.",
+                 "CUDA C++": "Issue the collectives (ncclAllReduce...) on a stream of their "
+                             "own, ordered with events, so compute kernels run beside them."}),
     Cause("waiting-for-peer", "a collective lasting far longer than needed: a peer is late",
           "Another rank is late: this one waits inside the collective. Analyze the late "
           "rank's report (its own verdict says why: data loading, host work, a slower GPU) "
@@ -157,7 +163,10 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         for phase, span, _, base in context.judged_phases(device):
             mine = tl.intersect(exposed, span)
             cost = tl.total(mine)
-            if cost <= 0 or 100.0 * cost / base < config["min_share_pct"]:
+            # (A wait for another rank's start-up is named whatever its share: it is why
+            # the first steps were slow, and the job's late rank at start-up.)
+            held = dev.phases.held_by is not None and phase in ("start-up", "warm-up")
+            if cost <= 0 or (100.0 * cost / base < config["min_share_pct"] and not held):
                 continue
             findings.append(_finding(trace, config, context, dev, phase, span, mine, ops,
                                      wait, cost))
@@ -200,6 +209,10 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
         cause = "same-stream"
     else:
         cause = "after-compute"
+    # A few percent of waiting is the ranks' skew (launcher threads, clocks), not a late
+    # rank: context, not the verdict (late_rank_pct).
+    skew = (cause == "waiting-for-peer" and phase == "steady"
+            and 100.0 * cost / max(tl.total(span), 1) < config["late_rank_pct"])
     collectives = _collectives(trace, work, ops[hit])
     comm_ns = int(tl.overlap_each(start, end, span).sum())
     union = tl.total(tl.intersect(tl.union(start, end), span))
@@ -216,6 +229,11 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
     # still starting up (gpugap.accounting.phases.align): that device's start-up.
     held = dev.phases.held_by if phase in ("start-up", "warm-up") else None
     program = context.accounting.program
+    if held is not None and held["device"] is None and wait is None and \
+            start[hit].size and int(start[hit][0]) < held["until_ns"]:
+        # One rank's report alone: its phases found a collective that waited once, early,
+        # far longer than any later one (phases._peer_start_up): a peer's start-up.
+        cause = "waiting-for-peer"
     starting = None
     if held is not None and cause == "waiting-for-peer" and start[hit].size and \
             int(start[hit][0]) < held["until_ns"]:
@@ -235,8 +253,12 @@ def _finding(trace, config, context, dev, phase, span, mine, ops, wait, cost) ->
         device=dev.device, count=int(hit.sum()),
         streams=sorted(set(stream[hit].tolist())),
         ranges=ranges_of(trace, start[hit], weights=exposed_each[hit].astype(np.float64)),
-        evidence=evidence, claim=Claim(dev.device, span, ("communication",)),
-        min_share_pct=float(config["min_share_pct"]))
+        evidence=evidence | ({"note": "a skew between the ranks, under "
+                                       f"{config['late_rank_pct']:g}% of the steady state"}
+                             if skew else {}),
+        claim=Claim(dev.device, span, ("communication",)),
+        max_severity=Severity.INFO if skew else None,
+        min_share_pct=None if starting else float(config["min_share_pct"]))
 
 
 def _marks(dev, cause: str, mine: tl.Intervals, ops: np.ndarray, exposed_each: np.ndarray
@@ -283,6 +305,9 @@ RULE = Rule(
         "min_share_pct": Threshold(2, "%", "report exposed communication holding at least "
                                    "this share of its scope (steady state, --range, or "
                                    "the whole timeline for one-time costs)"),
+        "late_rank_pct": Threshold(10, "%", "waiting for a peer below this share of the "
+                                   "steady state is the ranks' skew (launcher threads, "
+                                   "clocks), context rather than a late rank"),
         "after_compute_pct": Threshold(80, "%", "a collective that starts once this share "
                                        "of its iteration's compute is done was issued "
                                        "after the compute (cause after-compute)"),

@@ -117,6 +117,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                    for a, b in zip(lo.tolist(), hi.tolist(), strict=True)],
             claim=Claim(int(device), windows, IDLE_IDS),
             evidence={"iterations": labels, "of_iterations": steady, "title_detail": what,
+                      "window_ns": tl.total(windows),
                       "inside_loop": True, "compiled_ns": compiled,
                       "note": "first use in " + ", ".join(labels[:3])
                       + (", ..." if len(labels) > 3 else ""), **ev}))

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from gpugap import intervals as tl
 from gpugap.accounting.buckets import BY_ID, IDS
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
@@ -417,6 +418,19 @@ def _awaited(context: Context, device: int) -> list[int]:
     return sorted({link.src for link in program.links if link.dst == device})
 
 
+def _between_iterations(dev, held: np.ndarray, ends: np.ndarray) -> float:
+    """The share of the gaps *held* (ending at *ends*) that falls outside the host's
+    iterations, where they are marked by NVTX ranges (a server between its requests:
+    waiting for work, not doing it); 0 where iterations tile the timeline."""
+    it = dev.phases.iterations
+    if it is None or it.source != "nvtx" or not held.size:
+        return 0.0
+    gaps = tl.union(dev.gaps.starts(held), ends)
+    inside = tl.intersect(gaps, tl.union(it.cpu_start, it.cpu_end))
+    whole = tl.total(gaps)
+    return round(100.0 * (whole - tl.total(inside)) / whole, 1) if whole else 0.0
+
+
 def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
              framework: str | None) -> Finding:
     """The finding of one bucket in one phase; its examples' host calls and its message
@@ -444,6 +458,14 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
             fix = FIX_LAUNCH_BOUND_OPTIMIZER
         elif jit_pct >= 50.0 and framework == "PyTorch":
             fix = FIX_LAUNCH_BOUND_COMPILED
+    spare = False
+    if cause == "thread-wait" and held.size and phase == "steady":
+        evidence["between_iterations_pct"] = _between_iterations(dev, held, ends)
+        # Waiting between the marked iterations (a server between requests): idle
+        # capacity, context beside the verdict, not its bottleneck.
+        spare = evidence["between_iterations_pct"] >= 50
+        if spare:
+            evidence["note"] = "idle capacity: waiting between iterations for work"
     top = np.argsort(-per_gap, kind="stable")[: int(config["max_examples"])]
     worst, worst_ns = held[top], per_gap[top]
     gaps = dev.gaps
@@ -456,6 +478,7 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
         fix=fix, device=dev.device, count=int(held.size), at_ns=at, phase=phase,
         ranges=ranges_of(trace, ends, weights=per_gap), evidence=evidence,
         claim=Claim(dev.device, span, (bucket,)),
+        max_severity=Severity.INFO if spare else None,
         min_share_pct=float(config["min_share_pct"]),
         pending=(dev, worst, worst_ns, float(config["min_gap_us"])))
 

@@ -50,6 +50,14 @@ CAUSES = (Cause("checkpoint", "a device-to-host burst and file writes every N it
                 FIX, title="Periodic save (checkpoint)", fixes=FIXES),)
 
 
+# What a save explains in its windows: the copies and every idle bucket but the next
+# batch's loading (a data loader restarted after the epoch's save waits for its workers:
+# that is input, counted once, as input).
+CLAIMED = tuple(b for b in IDLE_IDS if b != "input") + COPY_IDS
+# Device-to-host copies of at least this size are a save's tensors; smaller ones are
+# scalar reads (where the iteration has both, the save starts at the first tensor).
+BULK_BYTES = 1024
+
 def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> Table:
     """Per iteration [lo, hi): the device-to-host bytes and copies, and where the
     copies began (first call) and ended (last copy); 0 for iterations without any."""
@@ -75,10 +83,15 @@ def _bursts(trace: Trace, device: int, lo: np.ndarray, hi: np.ndarray) -> Table:
     # Per iteration (a small range of positions): sums, counts, least and greatest.
     np.add.at(size, it, d2h["bytes"])
     copies += np.bincount(it, minlength=lo.size)
+    # Where the burst lies: its tensors' copies, not the scalar reads (.item(), a loss
+    # logged) that an evaluation in the same iteration makes before it.
+    bulk = d2h["bytes"] >= BULK_BYTES
+    has_bulk = np.bincount(it[bulk], minlength=lo.size) > 0
+    counted = bulk | ~has_bulk[it]
     any_copy = copies > 0
     first[any_copy] = np.iinfo(np.int64).max
-    np.minimum.at(first, it, began)
-    np.maximum.at(last, it, d2h["end"])
+    np.minimum.at(first, it[counted], began[counted])
+    np.maximum.at(last, it[counted], d2h["end"][counted])
     return out
 
 
@@ -136,7 +149,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             fix=RULE.causes["checkpoint"].fix_for(context.framework), device=int(device),
             count=int(saves.size), phase=context.whole_phase or "steady",
             ranges=ranges_of(trace, first), claim=Claim(int(device), windows,
-                                                         IDLE_IDS + COPY_IDS),
+                                                         CLAIMED),
             marks=[Band(int(a), int(b), int(device), label="checkpoint")
                    for a, b in zip(first.tolist(), until.tolist(), strict=True)],
             evidence={"iterations": [labels[i] if labels else f"#{i}" for i in index.tolist()],

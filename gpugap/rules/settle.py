@@ -291,6 +291,8 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
             else:
                 f.severity = (Severity.WARNING if f.cost_ns >= ONE_TIME_WARNING_NS
                               else Severity.INFO)
+            if f.max_severity is not None and f.severity > f.max_severity:
+                f.severity = f.max_severity
             if c.per_iteration is not None:
                 cost = f.claim.weight * c.per_iteration
                 f.iteration_costs = cost

@@ -30,7 +30,7 @@ from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.model import Band, Cause, Severity
 from gpugap.units import fmt_ns
 
-FIX = ("Give each job a GPU of its own (CUDA_VISIBLE_DEVICES), or run the jobs one after "
+FIX = ("Give each process a GPU of its own (CUDA_VISIBLE_DEVICES), or run them one after "
        "the other: neither program is slow on its own, the GPU is divided between them. If "
        "they must share a GPU, NVIDIA MPS (nvidia-cuda-mps-control) lets small jobs run side "
        "by side instead of taking turns.")

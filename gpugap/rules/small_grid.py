@@ -291,8 +291,13 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         fix = (FIX_LIBRARY.format(library=LIBRARY_NAMES.get(library.group(0).lower(),
                                                             "cuBLAS")) if library
                else RULE.causes["undersized-grid"].fix_for(context.framework))
+        library_name = (LIBRARY_NAMES.get(library.group(0).lower(), "cuBLAS") if library
+                        else None)
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=Severity.INFO,
+            # A library's kernel: its grid follows the problem's shape, no launch
+            # configuration for the program to change (context, never the verdict).
+            max_severity=Severity.INFO if library else None,
             start_ns=int(acc["start"][g]), end_ns=int(acc["end"][g]), cost_ns=cost,
             at_ns=int(acc["at"][g]), message=text, fix=fix,
             marks=_marks(k, top_configs),
@@ -301,6 +306,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             claim=Claim(int(dev), kernels, ("compute",),
                         weight=min(1.0, cost / max(tl.total(kernels), 1))),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
+                      "library": library_name,
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": small_ns,
                       "kernel_ns": kernel_ns,
