@@ -143,7 +143,7 @@ class HostEvidence(Record):
             out.append(f"{t.who}: ran {t.share_pct:.0f}% of the idle time"
                        + (": " + ", ".join(work) if work else "")
                        + ("; top: " + ", ".join(top) if top else ""))
-        if self.gil and self.gil.get("holders"):
+        if self.gil and self.gil.get("holders") and self.gil["share_pct"] >= SHOWN_PCT:
             h = self.gil["holders"][0]
             out.append(f"GIL: the launching thread waited for it {self.gil['share_pct']:.0f}%"
                        f" of the idle time, held by {h['thread']} ({h['share_pct']:.0f}%)")
@@ -216,11 +216,21 @@ def explain(trace: Trace, dev: DeviceAccount, finding: Finding | None, bucket: s
     host, or nothing of the steady state is left to explain. *launching*: the threads
     (gtid) that launched the device's work, the busiest first."""
     windows = idle_windows(dev, finding, bucket)
-    idle = tl.total(windows)
-    if idle <= 0:
+    if tl.total(windows) <= 0:
         return None
+    main = launching[0] if launching else dev.gaps.main_gtid
+    pids = {int(p) for p in dev.work.pids.tolist()}
+    return evidence(trace, windows, main, pids, python=_is_python(trace, program))
+
+
+def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set[int],
+             *, python: bool) -> HostEvidence:
+    """What the host ran inside *windows* (sorted, disjoint: the GPU's idle intervals),
+    *main* being the launching thread (gtid) and *launching_pids* the processes that
+    launched GPU work; *python*: the program runs Python (what capture flags to
+    advise)."""
+    idle = tl.total(windows)
     source = trace.host_source
-    python = _is_python(trace, program)
     inv = source.inventory() if source is not None else None
     out = HostEvidence(idle_ns=int(idle), stretches=int(len(windows[0])),
                        sampled=bool(inv is not None and inv.cpu_samples))
@@ -228,9 +238,7 @@ def explain(trace: Trace, dev: DeviceAccount, finding: Finding | None, bucket: s
     if source is None or inv is None:
         return out
     lo, hi = windows
-    main = launching[0] if launching else dev.gaps.main_gtid
-    main_pid = (main >> PID_SHIFT) & ID_MASK
-    launching_pids = {int(p) for p in dev.work.pids.tolist()} | {main_pid}
+    launching_pids = set(launching_pids) | {(main >> PID_SHIFT) & ID_MASK}
     if inv.cpu_samples:
         _samples(trace, source, inv, windows, idle, main, launching_pids, out)
     if inv.python_sampling:
@@ -492,7 +500,7 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
     share = launcher.work.get(kind, 0.0) if not launcher.python else sum(
         f.share_pct for f in launcher.python if f.work == kind)
     out.work, out.what = kind, hw.KINDS[kind].what
-    top = (launcher.python or launcher.frames)[:1]
+    top = [f for f in (launcher.python or launcher.frames) if f.work == kind][:1]
     named = f" ({top[0].frame})" if top else ""
     out.summary = (f"while the GPU idled ({where}), the launching thread ran "
                    f"{running:.0f}% of the time, {share:.0f}% in {hw.KINDS[kind].what}"

@@ -69,8 +69,8 @@ _NATIVE = (
     ("compiler", r"libnvrtc|libnvJitLink|libLLVM|libtriton|ptxas|/cc1|libnvptxcompiler", r""),
     ("image", r"_imaging|libjpeg|libturbojpeg|libpng|libwebp|libavif|libtiff|cv2|"
               r"libopencv|image\.so|libavcodec|libnvjpeg", r""),
-    ("numpy", r"_multiarray_umath|_umath|numpy[/.]", r""),
     ("blas", r"openblas|libmkl|libblis|libgomp", r""),
+    ("numpy", r"_multiarray_umath|_umath|numpy[/.]", r""),
     ("torch-cpu", r"libtorch_cpu|libc10\.so|libtorch_python", r""),
     ("cuda-driver", r"libcuda\.so|libcudart", r""),
     ("python", r"(^|/)(lib)?python3(\.\d+)?[^/]*$", r""),
