@@ -19,7 +19,7 @@ from gpugap import load
 from gpugap.analysis import host_evidence as he
 from gpugap.program import host_work as hw
 from gpugap.report import nsys as nsys_mod
-from gpugap.report.host import HostInventory
+from gpugap.report.host import MAX_DEPTH, HostInventory
 from tests.conftest import DATA
 
 CAPTURE = DATA / "host" / "host-threads.sqlite.xz"
@@ -101,7 +101,7 @@ def test_samples_are_read_only_inside_the_windows(host_capture):
                              | ((starts >= mid + 1) & (starts < hi))).sum())
     frames = source.sample_frames(inside["id"])
     assert set(frames["id"].tolist()) <= set(inside["id"].tolist())
-    assert frames["depth"].max() < 32
+    assert frames["depth"].max() < MAX_DEPTH
 
 
 def test_kinds_of_native_frames():

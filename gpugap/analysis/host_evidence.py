@@ -56,6 +56,9 @@ WAIT_PCT = 30.0
 # The launching thread waiting for the GIL this share of the idle time: its holder is
 # what holds the GPU idle.
 GIL_PCT = 15.0
+NO_PAYLOADS = ("the export holds no payloads for its Python samples (a default SQLite "
+               "export leaves them out): export the .nsys-rep again with nsys export "
+               "--include-blobs=true (nsys newer than 2023.4) to name the Python lines")
 # nsys's own threads in a profiled process (its injection, the Python sampler).
 _PROFILER_THREAD = ("[NSys", "NSys ", "[CUDA")
 
@@ -241,8 +244,10 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
     launching_pids = set(launching_pids) | {(main >> PID_SHIFT) & ID_MASK}
     if inv.cpu_samples:
         _samples(trace, source, inv, windows, idle, main, launching_pids, out)
-    if inv.python_sampling:
+    if inv.python_stacks:
         _python(trace, source, inv, windows, idle, out)
+    elif inv.python_sampling:
+        out.notes.append(NO_PAYLOADS)
     if inv.gil:
         out.gil = _gil(trace, source.gil(lo, hi), windows, idle, main)
     if inv.os_runtime:

@@ -141,11 +141,15 @@ def short_symbol(symbol: str, width: int = 60) -> str:
     return s if len(s) <= width else s[:width - 3] + "..."
 
 
+_NATIVE_COMPILED = tuple((kind, re.compile(mod) if mod else None,
+                          re.compile(sym) if sym else None) for kind, mod, sym in _NATIVE)
+
+
 def _native_kind(symbol: str, module: str) -> str | None:
-    for kind, mod, sym in _NATIVE:
-        if (mod and re.search(mod, module)) and (not sym or re.search(sym, symbol)):
+    for kind, mod, sym in _NATIVE_COMPILED:
+        if mod is not None and mod.search(module) and (sym is None or sym.search(symbol)):
             return kind
-        if not mod and sym and re.search(sym, symbol):
+        if mod is None and sym is not None and sym.search(symbol):
             return kind
     return None
 

@@ -47,8 +47,9 @@ from gpugap.report.table import Labels, Table
 from gpugap.report.validate import MAX_TIME_NS, Problems, time_mask
 
 # Frames read per stack: what names a sample's work is near its innermost frames (an
-# interpreter's stack may be 128 deep: its outer frames only repeat the eval loop).
-MAX_DEPTH = 32
+# interpreter's stack may be 128 deep: its outer frames only repeat the eval loop); each
+# frame read is a random access through the table's index (35k frames: 80 ms).
+MAX_DEPTH = 16
 # Stacks read for at most this many samples (evenly spread over those asked for): the
 # shares of 20,000 samples are within about a percent of all of them.
 MAX_STACKS = 20_000
