@@ -286,7 +286,7 @@ def short_path(file: str) -> str:
 def wait_caller(symbols: list[str], modules: list[str]) -> str | None:
     """What an OS wait's stack (innermost first) waited for: a known caller
     (WAIT_CALLERS), else its first frame beyond the wait and the C library."""
-    for sym, mod in zip(symbols, modules, strict=True):
+    for sym, _ in zip(symbols, modules, strict=True):
         if sym in WAIT_CALLERS:
             return WAIT_CALLERS[sym]
     for sym, mod in zip(symbols, modules, strict=True):
