@@ -187,18 +187,17 @@ def capture_advice(inv: HostInventory | None, python: bool) -> str | None:
     shows were on (None: nothing to add)."""
     flags = []
     if inv is None or not inv.cpu_samples:
-        flags.append("--sample=process-tree --backtrace=fp --cpuctxsw=process-tree")
+        flags.append("--sample=process-tree --backtrace=fp")
     elif not inv.backtraces:
         flags.append("--backtrace=fp")
     if python and (inv is None or not inv.gil):
         flags.append("-t <traces>,python-gil")
     if python and (inv is None or not inv.python_sampling):
-        flags.append("--python-sampling=true --python-sampling-frequency=1000 "
-                     "--python-backtrace=cuda")
+        flags.append("--python-sampling=true")
     if not flags:
         return None
-    return ("what the host ran is not in this report: profile with gpugap profile "
-            "(records it by default) or add nsys profile " + " ".join(flags))
+    return ("no record of what the host ran: profile with gpugap profile, or nsys "
+            "profile " + " ".join(flags))
 
 
 def _is_python(trace: Trace, program: Program | None) -> bool:
