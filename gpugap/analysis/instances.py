@@ -18,6 +18,10 @@ CUDA, the program's own code).
     between instances: 39 gaps, 2.42 s in all (72.2% of the span from the first instance
     to the last); GPU 0 idle 99.8% of it (input 97.1%); host in pthread_cond_wait
     70.9%, cudaMemcpyAsync 2.0%, outside CUDA 27.1%
+
+When that time is large and the GPU idle in it, the verdict says so beside what it
+judged in the range (Between.verdict_text): the data loading between the steps of
+train-workers0 is its input-bound problem, whatever the steps hold.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ IDLE_PARTS = 2
 MIN_SHOWN_PCT = 1.0
 # A warm-up instance has more than this share of its window in one-time phases.
 WARM_UP_SHARE = 0.5
+# The time between instances is part of the verdict (Between.verdict_text) when it is
+# at least this share of the span from the first instance to the last and the GPU sat
+# idle for at least this share of it (as a finding is a warning from 5% of its scope).
+BETWEEN_VERDICT_PCT = 5.0
 
 
 @dataclass
@@ -63,6 +71,50 @@ class Between(Record):
     # ('cuda', 'osrt': outside CUDA; 'outside': neither, the program's own code), "ns",
     # "pct" of the threads' time in the gaps}.
     host: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gaps": self.gaps, "ns": self.ns, "span_ns": self.span_ns,
+                "share_pct": self.share_pct,
+                "devices": [{**d, "idle": dict(d["idle"])} for d in self.devices],
+                "host": [dict(h) for h in self.host]}
+
+    def top_idle(self) -> tuple[dict[str, Any], str, int] | None:
+        """(device, bucket, ns) of the idle bucket that took the most of the gaps on any
+        device; None when the GPUs were busy throughout."""
+        best = None
+        for d in self.devices:
+            for b, ns in d["idle"].items():
+                if best is None or ns > best[2]:
+                    best = (d, b, int(ns))
+        return best
+
+    def verdict_text(self) -> str | None:
+        """What the verdict says of the time between instances when it is large and the
+        GPU idle in it (BETWEEN_VERDICT_PCT): 'outside the range, between its
+        instances: 2.57 s (73.4% of the span from the first to the last); GPU 0 idle
+        100.0% of it, input 100.0%: the host was outside CUDA before uploading the next
+        batch: data loading'. None otherwise."""
+        top = self.top_idle()
+        if top is None or self.share_pct < BETWEEN_VERDICT_PCT:
+            return None
+        d, bucket, ns = top
+        pct = 100.0 * ns / d["ns"] if d["ns"] > 0 else 0.0
+        if pct < BETWEEN_VERDICT_PCT:
+            return None
+        known = BY_ID.get(bucket)
+        return (f"outside the range, between its instances: {fmt_ns(self.ns)} "
+                f"({self.share_pct:.1f}% of the span from the first to the last); "
+                f"GPU {d['device']} idle {d['idle_pct']:.1f}% of it, "
+                f"{known.title if known else bucket} {pct:.1f}%"
+                + (f": {known.meaning}" if known else ""))
+
+    def fix(self, framework: str | None = None) -> str | None:
+        """The fix of the idle bucket verdict_text names (None when it names none)."""
+        top = self.top_idle()
+        if top is None or self.verdict_text() is None:
+            return None
+        known = BY_ID.get(top[1])
+        return known.fix_for(framework) if known and known.fix else None
 
     def text(self) -> str:
         """'between instances: 39 gaps, 2.42 s in all (72.2% of the span from the first
@@ -102,8 +154,9 @@ class RangeInstances(Record):
     between: Between | None = None
 
     def text(self) -> str:
-        """'40 instances of step: 1 warm-up (step 0), 39 steady; warm-up 336 ms,
-        one-time, listed apart'; '1 instance of measured, all steady'."""
+        """'40 instances of step: 1 warm-up (step 0), 39 steady; 349 ms of the range
+        in one-time phases, its findings listed apart'; '1 instance of
+        measured, all steady'."""
         out = f"{self.count} instance{'s' if self.count != 1 else ''} of {self.name}"
         if self.warm_up:
             named = ", ".join(self.warm_up_names) + (
@@ -112,7 +165,9 @@ class RangeInstances(Record):
         elif not self.one_time_ns:
             return out + ", all steady"
         if self.one_time_ns:
-            out += f"; warm-up {fmt_ns(self.one_time_ns)}, one-time, listed apart"
+            # The time, not the findings' cost (listed apart, their sum in its heading).
+            out += (f"; {fmt_ns(self.one_time_ns)} of the range in one-time phases "
+                    "(their findings listed apart)")
         return out
 
     def to_dict(self) -> dict[str, Any]:

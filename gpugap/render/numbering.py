@@ -126,14 +126,25 @@ def limited(entries: Sequence[Entry], roots: int | None) -> tuple[list[Entry], i
     return [e for g in kept for e in g], sum(len(g) for g in groups[roots:])
 
 
+def cost_text(entry: Entry) -> str:
+    """'cost 2.41 s (80.7%) x39'; of a finding listed under another, whose time that one
+    counts: 'x5, counted in S2' ('x4, counted in S1, 10.8 us more on its own')."""
+    f = entry.finding
+    count = f" x{f.count}" if f.count > 1 else ""
+    if not entry.root:
+        root = entry.label.rstrip(ascii_lowercase)
+        own = f", {fmt_ns(f.cost_ns)} more on its own" if f.cost_ns > 0 else ""
+        return f"{count.strip() + ', ' if count else ''}counted in {root}{own}"
+    share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
+    return f"cost {fmt_ns(f.cost_ns)}{share}{count}"
+
+
 def head(entry: Entry) -> str:
     """'1. ERROR launch-gap [input] cost 2.41 s (80.7%) x39': how every view names a
     listed finding (the terminal's titles at full width; the rest as written)."""
     f = entry.finding
-    share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
-    count = f" x{f.count}" if f.count > 1 else ""
-    return (f"{entry.label}. {Severity(f.severity).upper()} {f.rule} [{f.cause}] cost "
-            f"{fmt_ns(f.cost_ns)}{share}{count}")
+    return (f"{entry.label}. {Severity(f.severity).upper()} {f.rule} [{f.cause}] "
+            f"{cost_text(entry)}")
 
 
 def when(f: Finding) -> str:

@@ -23,12 +23,12 @@ from gpugap.render.numbering import (
     Entry,
     analysis_listing,
     at,
-    head,
     hidden_text,
     limited,
     sections,
     when,
 )
+from gpugap.render.numbering import head as finding_head
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
 from gpugap.text import MESSAGE_LIMIT, fit_path, safe_rich, safe_text, shown_path
@@ -91,6 +91,16 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
     if v.fix:
         body.append("\nfix: ", style="bold green")
         body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))
+    between = analysis.instances.between if analysis.instances is not None else None
+    said = between.verdict_text() if between is not None else None
+    if said:                            # the problem a --range leaves between its instances
+        body.append("\nbetween: ", style="bold yellow")
+        body.append_text(safe_rich(said, limit=MESSAGE_LIMIT))
+        framework = analysis.program.framework if analysis.program is not None else None
+        fix = between.fix(framework)
+        if fix:
+            body.append("\nfix: ", style="bold green")
+            body.append_text(safe_rich(fix, limit=MESSAGE_LIMIT))
     title = Text.assemble(("VERDICT ", "bold"), (v.kind.upper(), KIND_STYLE.get(v.kind, "")),
                           f"  {v.scope}")
     return Panel(body, title=title, title_align="left",
@@ -235,13 +245,13 @@ def title_form(findings: list[Finding], width: int | None) -> int:
 
 
 def per_iteration_text(per: dict) -> str:
-    """'per iteration: median 2.05 ms, p90 2.29 ms (in 39 of 39)'; a cost in a few
+    """'lost per iteration: median 2.05 ms, p90 2.29 ms (in 39 of 39)'; a cost in a few
     iterations only (median 0): 'in 1 of 39 iterations: 6.36 ms at most', not a median
     of nothing."""
     if per["median_ns"] <= 0:
         return (f"in {per['with_cost']} of {per['iterations']} iterations only: "
                 f"{fmt_ns(per.get('max_ns', 0))} at most in one")
-    return (f"per iteration: median {fmt_ns(per['median_ns'])}, p90 "
+    return (f"lost per iteration: median {fmt_ns(per['median_ns'])}, p90 "
             f"{fmt_ns(per['p90_ns'])} (in {per['with_cost']} of {per['iterations']})")
 
 
@@ -270,7 +280,7 @@ def finding_panel(f: Finding, index: int | str, consequences: list[Entry],
     body.append_text(safe_rich(f.fix, limit=MESSAGE_LIMIT))
     for c in consequences:
         body.append("\nexplains: ", style="bold")
-        body.append_text(safe_rich(f"{head(c)} (the rest of its time counted here)"))
+        body.append_text(safe_rich(finding_head(c)))
     return Panel(body, title=head, title_align="left",
                  border_style=SEVERITY_STYLE.get(f.severity, "white"))
 
@@ -349,9 +359,9 @@ def _one_time_line(e: Entry, width: int | None = None) -> Text:
     f = e.finding
     style = SEVERITY_STYLE.get(f.severity, "")
     if not e.root:                      # where and when are its explainer's
-        return joined([Text("explains:", style="bold"), safe_rich(head(e), style)],
+        return joined([Text("explains:", style="bold"), safe_rich(finding_head(e), style)],
                       width, indent=8, sep=" ", first_indent=4)
-    parts = [safe_rich(head(e), style), safe_rich(f"in {f.phase}")]
+    parts = [safe_rich(finding_head(e), style), safe_rich(f"in {f.phase}")]
     if f.device is not None:
         parts.append(Text(f"on GPU {f.device}" + (":" if f.evidence.get("note") else "")))
     note = f.evidence.get("note")
