@@ -19,7 +19,6 @@ from gpugap.ci.gates import (
     is_pct,
 )
 from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text, shown_path
-from gpugap.units import fmt_ns
 
 if TYPE_CHECKING:
     from gpugap.analysis import Analysis
@@ -183,7 +182,7 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
 def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
     """The verdict, then the findings the terminal lists, with its labels, costs and
     times on the report's clock (gpugap.render.numbering), and what it leaves out."""
-    from gpugap.render.numbering import analysis_listing, when
+    from gpugap.render.numbering import analysis_listing, cost_text, when
     from gpugap.rules.model import Severity
 
     floor = view.min_severity if view is not None else None
@@ -216,14 +215,12 @@ def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
             continue
         rows = [[e.label, Severity(e.finding.severity).upper(),
                  code(f"{e.finding.rule} [{e.finding.cause}]"),
-                 fmt_ns(e.finding.cost_ns) + (f" ({e.finding.share_pct:.1f}%)"
-                                              if e.finding.share_pct is not None else ""),
-                 e.finding.count, e.finding.phase or "",
+                 cost_text(e), e.finding.phase or "",
                  " > ".join(e.finding.ranges) or "outside NVTX ranges", when(e.finding)]
                 for e in entries]
         lines += [f"#### {title}", "",
-                  *table(["#", "Severity", "Rule [cause]", "Cost", "Count", "Phase",
-                          "Where", "When"], rows, "lllrrlll"), ""]
+                  *table(["#", "Severity", "Rule [cause]", "Cost", "Phase", "Where",
+                          "When"], rows, "lllrlll"), ""]
     left_out = listed.left_out_text()
     if left_out:
         lines += [f"… {text(left_out)}", ""]

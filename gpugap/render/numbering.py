@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from string import ascii_lowercase
+
 from gpugap.analysis import Analysis
 from gpugap.rules.base import ONE_TIME_PHASES, Finding
 from gpugap.rules.model import Severity

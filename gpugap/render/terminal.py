@@ -359,7 +359,8 @@ def _one_time_line(e: Entry, width: int | None = None) -> Text:
     f = e.finding
     style = SEVERITY_STYLE.get(f.severity, "")
     if not e.root:                      # where and when are its explainer's
-        return joined([Text("explains:", style="bold"), safe_rich(finding_head(e), style)],
+        words = [safe_rich(w, style) for w in finding_head(e).split(" ")]
+        return joined([Text("explains:", style="bold"), *words],
                       width, indent=8, sep=" ", first_indent=4)
     parts = [safe_rich(finding_head(e), style), safe_rich(f"in {f.phase}")]
     if f.device is not None:
@@ -458,7 +459,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            + ".",
                            style="green"))
     if listed.one_time:
-        roots = [e.finding for e in listed.one_time if e.root]
+        roots = [e.finding for e in listed.one_time]   # each ns once (settle)
         parts = one_time_total(roots)
         parts[0] = (("Warm-up in the range and other one-time costs" if analysis.scope
                      else "Start-up and other one-time costs") + f" ({parts[0]}")

@@ -24,8 +24,8 @@ import numpy as np
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError, option
 from gpugap.files import write_atomic
-from gpugap.render.numbering import hidden_text, when
 from gpugap.render.numbering import head as finding_head
+from gpugap.render.numbering import hidden_text, when
 from gpugap.render.outputs import View
 from gpugap.render.timeline import (
     CATEGORIES,
