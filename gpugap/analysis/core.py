@@ -265,8 +265,10 @@ class Analyzer:
             d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
                                             np.array([dev.window[1]])))
             for d, dev in accounting.devices.items()}
-        context = Context(accounting, scope)
-        # The phases stay inside the range (Context): the verdict judges its steady part.
+        # The phases stay inside a range of several instances (Context): the verdict
+        # judges its steady part; a range of one instance is judged whole.
+        context = Context(accounting, scope,
+                          whole_range=instances is not None and len(instances) < 2)
         result.range_windows = scope
         result.scope_windows = None if scope is None else {
             d: context.range_steady(d) for d in scope}

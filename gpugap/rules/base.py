@@ -73,6 +73,11 @@ class Context:
 
     accounting: Accounting
     scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+    # A --range of one instance is the window the user measures: judged whole, the
+    # warm-up inside it included (warming up inside the measured region is the bug the
+    # cublas-warmup scenario shows). The phases stay inside a range of several instances
+    # (a loop's 'step N': its first steps are warm-up).
+    whole_range: bool = False
     # Per device under a --range: the part of its windows in the steady state (what the
     # verdict judges), computed on first use.
     _range_steady: dict[int, tuple[tl.Intervals, bool]] = field(
@@ -107,16 +112,17 @@ class Context:
     def range_steady(self, device: int) -> tl.Intervals:
         """Under a --range, the part of its windows on *device* in the steady state (the
         accounting's, first uses left out); all of them where none is (a range of
-        start-up work only is judged whole). EMPTY without a --range."""
+        start-up work only is judged whole) or the range is one instance (whole_range).
+        EMPTY without a --range."""
         if self.scope is None:
             return tl.EMPTY
         device = int(device)
         if device not in self._range_steady:
             windows = self.scope.get(device, tl.EMPTY)
             dev = self.accounting.devices.get(device)
-            steady = windows if dev is None else \
+            steady = windows if dev is None or self.whole_range else \
                 tl.intersect(windows, dev.phases.steady_windows())
-            whole = tl.total(steady) <= 0
+            whole = self.whole_range or tl.total(steady) <= 0
             self._range_steady[device] = (windows if whole else steady, whole)
         return self._range_steady[device][0]
 
