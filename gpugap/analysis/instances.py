@@ -156,14 +156,15 @@ class RangeInstances(Record):
     def text(self) -> str:
         """'40 instances of step: 1 warm-up (step 0), 39 steady; 349 ms of the range
         in one-time phases, its findings listed apart'; '1 instance of
-        measured, all steady'."""
+        measured, judged whole'."""
         out = f"{self.count} instance{'s' if self.count != 1 else ''} of {self.name}"
         if self.warm_up:
             named = ", ".join(self.warm_up_names) + (
                 ", ..." if self.warm_up > len(self.warm_up_names) else "")
             out += f": {self.warm_up} warm-up ({named}), {self.steady} steady"
         elif not self.one_time_ns:
-            return out + ", all steady"
+            # One instance is judged whole (gpugap.rules.base.Context.whole_range).
+            return out + (", all steady" if self.count > 1 else ", judged whole")
         if self.one_time_ns:
             # The time, not the findings' cost (listed apart, their sum in its heading).
             out += (f"; {fmt_ns(self.one_time_ns)} of the range in one-time phases "

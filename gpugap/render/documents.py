@@ -31,21 +31,8 @@ def shown_findings(findings: list[dict[str, Any]], floor: Severity | None
 
 def analysis_document(analysis: Analysis, min_severity: Severity | None = None
                       ) -> dict[str, Any]:
-    """``gpugap analyze R --json``: the analysis, its findings from *min_severity* up,
-    each with the label the other views list it by (gpugap.render.numbering: '1', '1a',
-    'S1'; null for those they leave out, counted in ``listing``)."""
-    from gpugap.render.numbering import analysis_listing
-
+    """``gpugap analyze R --json``: the analysis, its findings from *min_severity* up."""
     document = analysis.to_dict()
-    floor = None if min_severity is None or Severity(min_severity) <= Severity.INFO \
-        else min_severity
-    listed = analysis_listing(analysis, floor)
-    labels = {e.index: e.label for e in listed.entries}
-    for i, f in enumerate(document["findings"]):
-        f["label"] = labels.get(i)
-    document["listing"] = {"listed": len(listed.entries), "minor": listed.minor,
-                           "below_floor": listed.below_floor,
-                           "left_out": listed.left_out_text()}
     document["findings"] = shown_findings(document["findings"], min_severity)
     return document
 

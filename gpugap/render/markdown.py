@@ -18,6 +18,8 @@ from gpugap.ci.gates import (
     fmt_value,
     is_pct,
 )
+from gpugap.render.numbering import analysis_listing, cost_text, when
+from gpugap.rules.model import Severity
 from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text, shown_path
 
 if TYPE_CHECKING:
@@ -182,9 +184,6 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
 def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
     """The verdict, then the findings the terminal lists, with its labels, costs and
     times on the report's clock (gpugap.render.numbering), and what it leaves out."""
-    from gpugap.render.numbering import analysis_listing, cost_text, when
-    from gpugap.rules.model import Severity
-
     floor = view.min_severity if view is not None else None
     floor = None if floor is None or Severity(floor) <= Severity.INFO else floor
     lines = [f"### gpugap analyze: {code(shown_path(analysis.report))} · "

@@ -90,7 +90,7 @@ def _f(x: float) -> str:
 
 
 def _ticks(v0: float, v1: float, px: float) -> tuple[float, list[float]]:
-    raw = (v1 - v0) / max(1.0, px / 110)
+    raw = (v1 - v0) / max(1.0, px / 125)
     p = 10 ** np.floor(np.log10(raw))
     m = raw / p
     step = (1 if m < 1.5 else 2 if m < 3.5 else 5 if m < 7.5 else 10) * p
@@ -277,7 +277,9 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
         svg.rect(0, y, width, GROUP_H, "grp")
     svg.add(f'<svg x="{left}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
             f'viewBox="{left} {_f(top)} {plot} {_f(bottom - top)}" overflow="hidden">')
-    step, ticks = _ticks(v0, v1, plot)
+    # Round times on the report's clock (the origin is the panel's, any nanosecond).
+    step, ticks = _ticks(v0 + tl.origin_ns, v1 + tl.origin_ns, plot)
+    ticks = [t - tl.origin_ns for t in ticks]
     for t in ticks:
         svg.add(f'<path class="grid" d="M{_f(x(t))} {_f(top + AXIS_H - 4)}V{_f(bottom)}"/>')
         text = _tick_label(tl.origin_ns + t, step)     # on the report's clock

@@ -98,8 +98,9 @@
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; });
   }
+  // About 125 px a tick: room for a time on the report's clock ("18.435 s").
   function tickStep(span, px) {
-    var raw = span / Math.max(1, px / 110), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var raw = span / Math.max(1, px / 125), p = Math.pow(10, Math.floor(Math.log10(raw)));
     var m = raw / p; return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
   }
   // Ticks on the report's clock (nsys's, as every view gives times), not the panel's
@@ -314,10 +315,11 @@
 
   function drawGrid(P, W, H) {
     var ctx = P.ctx, step = tickStep(view.t1 - view.t0, W - X0);
-    var first = Math.ceil(view.t0 / step) * step;
+    // Round times on the report's clock (the origin is the panel's, any nanosecond).
+    var o = P.d.origin_ns, first = Math.ceil((o + view.t0) / step) * step - o;
     ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1; P.tickTotal = 0;
     for (var t = first; t <= view.t1; t += step) {
-      var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(P.d.origin_ns + t, step);
+      var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(o + t, step);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 5); ctx.lineTo(x, H); ctx.stroke();
       // Right of its line, or left of it where the plot ends: never cut at the edge.
       var tx = x + 3 + ctx.measureText(text).width > W - 2 ? x - 3 - ctx.measureText(text).width : x + 3;
