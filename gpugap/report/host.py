@@ -216,7 +216,11 @@ class HostEvidenceSource:
     # --- helpers ------------------------------------------------------------------------
     @contextmanager
     def _db(self) -> Iterator[Database]:
-        db = Database(self.path)
+        # Page by page, not mapped: the GIL trace and the Python samples are found by a
+        # scan of all of NVTX_EVENTS, whose mapped pages would count as the process's
+        # memory (gpugap.report.database.MMAP_MAX_BYTES); the stacks are a few pages
+        # each, through their index.
+        db = Database(self.path, mapped=False)
         try:
             yield db
         finally:
@@ -284,10 +288,13 @@ class HostEvidenceSource:
         return self._domains
 
     def _pair_sql(self, db: Database, pairs: list[tuple[int, int]]) -> str:
+        # The domain id first: a plain comparison that most rows of a program's own
+        # domains fail, before the key's arithmetic.
         gtid = f"ifnull({self._nvtx(db, 'gtid')}, 0)"
-        key = f"(({gtid} >> {PID_SHIFT}) & {ID_MASK}) * 4294967296 + " \
-              f"{self._nvtx(db, 'domain_id')}"
-        return f"{key} IN ({', '.join(str(p * 4294967296 + d) for p, d in pairs)})"
+        domain = self._nvtx(db, "domain_id")
+        key = f"(({gtid} >> {PID_SHIFT}) & {ID_MASK}) * 4294967296 + {domain}"
+        return (f"{domain} IN ({', '.join(sorted({str(d) for _, d in pairs}))}) AND "
+                f"{key} IN ({', '.join(str(p * 4294967296 + d) for p, d in pairs)})")
 
     # --- what the report holds -------------------------------------------------------
     def inventory(self) -> HostInventory:
@@ -353,7 +360,9 @@ class HostEvidenceSource:
             return False
         mark = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_MARK)
         pairs = self._domains_of(db).pairs(S.PYTHON_SAMPLE_DOMAINS)
+        # The payload tested first: a default export has none (a scan of cheap tests).
         rows = db.rows(f"SELECT 1 FROM {quote_id(S.NVTX.name)} WHERE "
+                       f"{quote_id(S.NVTX_PAYLOAD)} IS NOT NULL AND "
                        f"{self._nvtx(db, 'type')} = {int(mark)} AND "
                        f"{self._pair_sql(db, pairs)} AND "
                        f"length({quote_id(S.NVTX_PAYLOAD)}) > 0 LIMIT 1")
@@ -420,9 +429,12 @@ class HostEvidenceSource:
                           "module": self._names(db, data["module_id"][order])})
 
     # --- the GIL ------------------------------------------------------------------------
-    def gil(self, lo: np.ndarray, hi: np.ndarray) -> Table:
+    def gil(self, lo: np.ndarray, hi: np.ndarray, thread: int | None = None) -> Table:
         """The GIL trace's ranges overlapping the windows [lo, hi): start, end, gtid,
-        holding (True: 'Holding GIL', False: 'Waiting for GIL'), by start."""
+        holding (True: 'Holding GIL', False: 'Waiting for GIL'), by start. With
+        *thread* (a gtid), those that tell who kept it waiting: its waits and the other
+        threads' holds (a thread's own holds are most of the trace: a range per
+        hand-over)."""
         lo, hi = tl.union(np.asarray(lo, np.int64), np.asarray(hi, np.int64))
         with self._db() as db:
             pairs = self._domains_of(db).pairs((S.GIL_DOMAIN,))
@@ -441,9 +453,13 @@ class HostEvidenceSource:
 
             kinds = ", ".join(str(k) for k in _range_kinds(db))
             qlo, qhi = merged_windows(lo, hi)
+            mine = "" if thread is None else (
+                f"CASE WHEN ifnull({n['gtid']}, 0) = {int(thread)} THEN "
+                f"{named(S.GIL_WAITING, waiting)} ELSE {named(S.GIL_HOLDING, holding)} "
+                "END AND ")
             where = (f"{n['type']} IN ({kinds}) AND {self._pair_sql(db, pairs)} AND "
                      f"{n['end']} > {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
-                     + _inside_sql(n["start"], qlo, qhi, n["end"]))
+                     + mine + _inside_sql(n["start"], qlo, qhi, n["end"]))
             cols = [Col("start", n["start"], fill=-1), Col("end", n["end"], fill=-1),
                     Col("gtid", f"ifnull({n['gtid']}, 0)"),
                     Col("kind", f"CASE WHEN {named(S.GIL_HOLDING, holding)} THEN 1 "
