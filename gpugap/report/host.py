@@ -40,7 +40,16 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.jsonout import Record
 from gpugap.report import schema as S
-from gpugap.report.columns import ID_MASK, PID_SHIFT, column, enum_id, select_sql, table_read
+from gpugap.report.columns import (
+    ID_MASK,
+    PID_SHIFT,
+    column,
+    enum_id,
+    nsys_domain_test,
+    nsys_domains,
+    select_sql,
+    table_read,
+)
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, read_columns
 from gpugap.report.table import Labels, Table
@@ -266,35 +275,13 @@ class HostEvidenceSource:
         """nsys's own NVTX domains (S.INSTRUMENTATION_DOMAINS) by (pid, domain id)."""
         if self._domains is None:
             out = _Domains()
-            t = S.NVTX.name
-            names = {c: self._nvtx(db, c) for c in ("type", "domain_id", "gtid", "text",
-                                                     "text_id")}
-            if t in db.tables and names["type"] and names["domain_id"]:
-                create = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_DOMAIN_CREATE)
-                gtid = f"ifnull({names['gtid']}, 0)" if names["gtid"] else "0"
-                rows = db.rows(
-                    f"SELECT ({gtid} >> {PID_SHIFT}) & {ID_MASK}, {names['domain_id']}, "
-                    f"{names['text'] or 'NULL'}, {names['text_id'] or 'NULL'} "
-                    f"FROM {quote_id(t)} WHERE {names['type']} = {int(create)}")
-                text_ids = [r[3] for r in rows if isinstance(r[3], int)]
-                registered = dict(zip(text_ids, self._names(
-                    db, np.asarray(text_ids, dtype=np.int64)).tolist(), strict=True))
-                for pid, domain, text, text_id in rows:
-                    name = text if isinstance(text, str) else registered.get(text_id)
-                    if name in S.INSTRUMENTATION_DOMAINS and isinstance(domain, int) \
-                            and isinstance(pid, int):
-                        out.by_name.setdefault(name, set()).add((pid, domain))
+            for pair, name in nsys_domains(db).items():
+                out.by_name.setdefault(name, set()).add(pair)
             self._domains = out
         return self._domains
 
     def _pair_sql(self, db: Database, pairs: list[tuple[int, int]]) -> str:
-        # The domain id first: a plain comparison that most rows of a program's own
-        # domains fail, before the key's arithmetic.
-        gtid = f"ifnull({self._nvtx(db, 'gtid')}, 0)"
-        domain = self._nvtx(db, "domain_id")
-        key = f"(({gtid} >> {PID_SHIFT}) & {ID_MASK}) * 4294967296 + {domain}"
-        return (f"{domain} IN ({', '.join(sorted({str(d) for _, d in pairs}))}) AND "
-                f"{key} IN ({', '.join(str(p * 4294967296 + d) for p, d in pairs)})")
+        return nsys_domain_test(db, pairs)
 
     # --- what the report holds -------------------------------------------------------
     def inventory(self) -> HostInventory:
