@@ -248,7 +248,7 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
     elif inv.python_sampling:
         out.notes.append(NO_PAYLOADS)
     if inv.gil:
-        out.gil = _gil(trace, source.gil(lo, hi), windows, idle, main)
+        out.gil = _gil(trace, source.gil(lo, hi, main), windows, idle, main)
     if inv.os_runtime:
         out.waits = _waits(source, windows, idle, main)
     _conclude(out, idle, main, trace)
