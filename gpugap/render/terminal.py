@@ -90,7 +90,8 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
                                    limit=MESSAGE_LIMIT))
     if v.host is not None:
         # What the CPU ran while the GPU idled (gpugap.analysis.host_evidence).
-        for i, line in enumerate(v.host.lines()):
+        # (Its threads and frames follow the steady state: host_text.)
+        for i, line in enumerate(v.host.brief()):
             body.append("\nhost: " if i == 0 else "\n  ", style="bold cyan")
             body.append_text(safe_rich(line, limit=MESSAGE_LIMIT))
     if v.fix:
@@ -180,6 +181,21 @@ def _steady_from(acc: dict) -> str:
     """' from t=15.361750s': where the steady state starts, on the report's clock."""
     span = (acc.get("phases") or {}).get("steady") or {}
     return f" from {at(span['start_ns'])}" if span.get("ns") else ""
+
+
+def host_text(analysis: Analysis, width: int | None = None) -> Text | None:
+    """The verdict's host evidence in full: each thread's share of the GPU's idle time
+    and its top frames, the GIL, the launching thread's waits."""
+    v = analysis.verdict
+    lines = v.host.details() if v is not None and v.host is not None else []
+    if not lines:
+        return None
+    out = Text(f"\nWhat the host ran while GPU {v.device} idled\n", style="bold")
+    for line in lines:
+        words = [safe_rich(w) for w in safe_text(line, MESSAGE_LIMIT).split(" ") if w]
+        out.append_text(joined(words, width, indent=4, sep=" ", first_indent=2))
+        out.append("\n")
+    return out
 
 
 def range_text(analysis: Analysis, width: int | None = None) -> Text:
@@ -442,6 +458,9 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     elif analysis.verdict is not None:
         console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
         console.print(range_text(analysis, console.width), end="")
+    host = host_text(analysis, console.width)
+    if host is not None:
+        console.print(host, end="")
     floor = Severity(min_severity)
     # What is listed, numbered and left out: the same in every view.
     listed = analysis_listing(analysis, floor if floor > Severity.INFO else None)
