@@ -29,14 +29,14 @@ idle, small-grid's findings: the two settle as peers, the larger claim first.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap import scan
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
-from gpugap.memory import give_back
 from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules._common import SYNC
@@ -195,10 +195,6 @@ class _Kernels:
         return np.where(launch == NO_CALL, self.start[i], launch)
 
 
-# Transitions are classified in batches of this many: memory stays bounded.
-_CHUNK = 1 << 18
-
-
 def _index_dtype(n: int):
     return np.int32 if n < 2**31 - 1 else np.int64
 
@@ -261,17 +257,14 @@ def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
 def _on_streams(p: np.ndarray, st: np.ndarray, pids: np.ndarray, streams: np.ndarray
                 ) -> np.ndarray:
     """Per op (process *p*, stream *st*): is it on one of the streams (pids[i],
-    streams[i])? _CHUNK ops at a time (the keys of every kernel at once: 80 MB at 10M
-    kernels, twice in the making)."""
+    streams[i])? A batch of ops at a time (the keys of every kernel at once: 80 MB at
+    10M kernels, twice in the making)."""
     if pids.size == 1:
         # One stream (one process's legacy stream, as a rule): process and stream
         # compared as they are, no key built per op.
         return (p == int(pids[0])) & (st == int(streams[0]))
     keys = _keys(pids, streams)
-    out = np.empty(p.size, dtype=bool)
-    for i in range(0, p.size, _CHUNK):
-        out[i:i + _CHUNK] = np.isin(_keys(p[i:i + _CHUNK], st[i:i + _CHUNK]), keys)
-    return out
+    return scan.fill(p.size, lambda ops: np.isin(_keys(p[ops], st[ops]), keys), bool)
 
 
 def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
@@ -288,17 +281,19 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
     a_all = np.empty(m, dtype=index)
     code = np.empty(m, dtype=np.int8)
     tolerance_share = config["overlap_tolerance"]
-    reached, last = np.iinfo(np.int64).min, 0        # carried from the batch before
-    for lo_i in range(0, m, _CHUNK):
-        hi_i = min(lo_i + _CHUNK, m)
+
+    def classify(pairs: slice, before: tuple[int, int]) -> tuple[int, int]:
+        """Transitions *pairs*: A and the cause of each, written in place. *before*:
+        the latest end among the kernels before them, and the kernel that set it."""
+        reached, last = before
         # The running maximum of end times up to each kernel i, and A = the kernel that
         # set it (the last to finish).
-        reach = np.maximum(np.maximum.accumulate(end[lo_i:hi_i]), reached)
-        arg = np.where(end[lo_i:hi_i] == reach, np.arange(lo_i, hi_i, dtype=index), last)
+        reach = np.maximum(np.maximum.accumulate(end[pairs]), reached)
+        arg = np.where(end[pairs] == reach,
+                       np.arange(pairs.start, pairs.stop, dtype=index), last)
         np.maximum.accumulate(arg, out=arg)
-        reached, last = int(reach[-1]), int(arg[-1])
-        a_all[lo_i:hi_i] = a = arg
-        later = slice(lo_i + 1, hi_i + 1)          # the kernels B: views, not gathers
+        a_all[pairs] = a = arg
+        later = slice(pairs.start + 1, pairs.stop + 1)   # the kernels B: views, not gathers
         # A's end is the running maximum it set (reach): not gathered again.
         tolerance = tolerance_share * np.minimum(reach - start[a], end[later] - start[later])
         serial = start[later] >= reach - tolerance
@@ -306,7 +301,7 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
         # Only serialized pairs on two streams have a cause: the rest (most pairs, on
         # one stream or overlapping) need none of the lookups below.
         pair = np.flatnonzero(serial & (stream[a] != stream[later]))
-        a, b = a[pair], pair + (lo_i + 1)
+        a, b = a[pair], pair + later.start
         late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
@@ -320,7 +315,10 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
             [_CODE["explicit-sync"], _CODE["host-launch-bound"],
              _CODE["legacy-default-stream"], _CODE["explicit-sync"],
              _CODE["resource-saturation"]], default=_CODE["unknown"])
-        code[lo_i:hi_i] = c
+        code[pairs] = c
+        return int(reach[-1]), int(arg[-1])
+
+    scan.fold(m, classify, (np.iinfo(np.int64).min, 0))
     return {"a": a_all, "code": code}
 
 
@@ -332,51 +330,7 @@ def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
 def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
                ) -> np.ndarray:
     """np.add.reduceat(_idle(k, a, keep), bounds), a batch of transitions at a time."""
-    return _run_sums(lambda p0, p1: _idle(k, a, keep[p0:p1]), keep.size, bounds)
-
-
-def _batch_runs(bounds: np.ndarray, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
-    """The runs that kept transitions p0..p1 belong to (runs begin at *bounds*: strictly
-    increasing from 0, as _runs gives them): the first, the one after the last, and
-    where each begins in the batch."""
-    j0 = int(np.searchsorted(bounds, p0, side="right")) - 1
-    j1 = int(np.searchsorted(bounds, p1, side="left"))
-    return j0, j1, np.r_[0, bounds[j0 + 1:j1] - p0]
-
-
-def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
-              ) -> np.ndarray:
-    """np.add.reduceat(values(0, size), bounds) in int64 (runs begin at *bounds*), from
-    values(p0, p1) of a batch of kept transitions at a time."""
-    out = np.zeros(bounds.size, dtype=np.int64)
-    for p0 in range(0, size, _CHUNK):
-        p1 = min(p0 + _CHUNK, size)
-        j0, j1, cuts = _batch_runs(bounds, p0, p1)
-        out[j0:j1] += np.add.reduceat(values(p0, p1), cuts, dtype=np.int64)
-    return out
-
-
-def _run_mins(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
-              ) -> np.ndarray:
-    """np.minimum.reduceat(values(0, size), bounds) in int64, from values(p0, p1) of a
-    batch of kept transitions at a time (no copy of every kept transition's value)."""
-    out = np.full(bounds.size, np.iinfo(np.int64).max, dtype=np.int64)
-    for p0 in range(0, size, _CHUNK):
-        p1 = min(p0 + _CHUNK, size)
-        j0, j1, cuts = _batch_runs(bounds, p0, p1)
-        out[j0:j1] = np.minimum(out[j0:j1], np.minimum.reduceat(values(p0, p1), cuts))
-    return out
-
-
-def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """Permutation sorting by (start, end), stable; None when already in that order
-    (checked _CHUNK kernels at a time: no array of every step)."""
-    for i in range(0, start.size - 1, _CHUNK):
-        s, e = start[i:i + _CHUNK + 1], end[i:i + _CHUNK + 1]
-        step = s[1:] - s[:-1]
-        if not (bool((step >= 0).all()) and bool(((step > 0) | (e[1:] >= e[:-1])).all())):
-            return np.lexsort((end, start))
-    return None
+    return scan.reduceat(np.add, lambda kept: _idle(k, a, keep[kept]), keep.size, bounds)
 
 
 class _Capacity:
@@ -432,13 +386,13 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             start, end = start[rows], end[rows]
         if start.size < 2:              # one kernel on this device: nothing to serialize
             continue
-        order = _device_order(start, end)
+        # Kernels in (start, end) order, stable: as a rule already so.
+        order = None if tl.is_sorted(start, end) else np.lexsort((end, start))
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
         cap = cap_all.at(positions)
         t = _transitions(k, cap, config, between)
         t["new_range"] = _range_changes(trace, context, int(device), k)
-        give_back()                     # the batches' memory, before the runs are built
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
                                       between)
     return findings
@@ -560,15 +514,16 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
     if keep.size == 0:
         return []
     # Runs are contiguous stretches of the kept transitions: keep[bounds[j]:bounds[j+1]].
-    transitions = _run_sums(lambda p0, p1: t["code"][keep[p0:p1]] != _SAME, keep.size,
-                            bounds)
+    transitions = scan.reduceat(np.add, lambda kept: t["code"][keep[kept]] != _SAME,
+                                keep.size, bounds)
     good = transitions >= config["min_transitions"]
     if not good.any():
         return []
     stretch = np.flatnonzero(good)                  # each good run's stretch of keep
     stats = {"run": stretch, "cause": carried[good],
              "transitions": transitions[good],
-             "first": _run_mins(lambda p0, p1: t["a"][keep[p0:p1]], keep.size, bounds)[good],
+             "first": scan.reduceat(np.minimum, lambda kept: t["a"][keep[kept]], keep.size,
+                                    bounds)[good],
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
