@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -402,22 +403,36 @@ def _range_changes(trace: Trace, context: Context, device: int, k: _Kernels
                    ) -> np.ndarray:
     """Per transition (kernel B = i + 1): was B launched in another NVTX range, or did it
     run in another phase, than the kernel B before it? (A run does not cross from one
-    range or phase into another.) A batch of kernels at a time."""
+    range or phase into another.) A batch of transitions at a time."""
     out = np.zeros(max(k.start.size - 1, 0), dtype=bool)
     ids: dict[str, int] = {}          # label -> code, the same across batches
-    last = None
-    for lo in range(1, k.start.size, _CHUNK):
-        b = np.arange(lo, min(lo + _CHUNK, k.start.size))
+
+    def compare(pairs: slice, last: int | None) -> int | None:
+        """Transitions *pairs*: B's code against the B before it, written in place.
+        *last*: the code of the last B of the batch before."""
+        b = np.arange(pairs.start + 1, pairs.stop + 1)
         part, labels = range_label_codes(trace, k.at(b))
         label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
                              dtype=np.int64)
         code = (label_ids[part] * len(FINDING_PHASES)
                 + context.phase_code(device, k.start[b]))
         if last is not None:
-            out[lo - 1] = code[0] != last
-        out[lo:lo - 1 + b.size] = code[1:] != code[:-1]
-        last = code[-1]
+            out[pairs.start] = code[0] != last
+        out[pairs.start + 1:pairs.stop] = code[1:] != code[:-1]
+        return int(code[-1])
+
+    scan.fold(out.size, compare, None)
     return out
+
+
+class _Carry(NamedTuple):
+    """What a batch of transitions hands the next in _runs."""
+    streak: int           # the same-stream streak the batch ended in
+    cause: int            # the cause carried out of it
+    run_at: int           # the last run's number
+    last_kept: int        # the number of the last run a kept transition is in
+    kept: int             # transitions kept so far
+    runs: int             # runs begun so far
 
 
 def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
@@ -440,55 +455,55 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     keeps = np.empty(m, dtype=index)
     firsts = np.empty(m, dtype=np.int64)
     causes = np.empty(m, dtype=np.int8)
-    runs = 0
-    # A batch at a time, with what carries over from the batch before: the length of the
-    # same-stream streak it ended in, the cause carried, the run numbers (the last one,
-    # and the last one kept).
-    streak, cause, run_at, last_kept = 0, missing, 0, -1
-    kept = 0
-    for i0 in range(0, m, _CHUNK):
-        i1 = min(i0 + _CHUNK, m)
-        c = code[i0:i1]
-        idx = np.arange(i1 - i0, dtype=index)
+    # A batch at a time, with what carries over from the batch before (_Carry): the
+    # length of the same-stream streak it ended in, the cause carried, the run numbers
+    # (the last one, and the last one kept), the kept transitions and runs so far.
+
+    def split(part: slice, before: _Carry) -> _Carry:
+        """Transitions *part*: the kept ones and where runs begin, written in place."""
+        c = code[part]
+        idx = np.arange(part.stop - part.start, dtype=index)
         same = c == _SAME
         # Position of each same-stream transition within its streak.
         cs = np.cumsum(same, dtype=index)
         last_other = np.where(same, index(-1), idx)
         np.maximum.accumulate(last_other, out=last_other)
         streak_pos = np.where(last_other >= 0, cs - cs[np.maximum(last_other, 0)],
-                              cs + streak)
+                              cs + before.streak)
         too_long = same & (streak_pos > config["max_same_stream"])
         streak = int(streak_pos[-1]) if same[-1] else 0
         del cs, last_other, streak_pos, same
         # The cause carried forward over same-stream and overlapping transitions.
         carrier = np.where(c > _SAME, idx, index(-1))
         np.maximum.accumulate(carrier, out=carrier)
-        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)], cause).astype(np.int8)
+        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)],
+                           before.cause).astype(np.int8)
         del carrier, idx
         previous = np.empty_like(carried)
-        previous[:1] = cause
+        previous[:1] = before.cause
         previous[1:] = carried[:-1]
-        cause = int(carried[-1])
         boundary = ((c == _NONE) | (carried != previous) | (carried == missing)
                     | (previous == missing) | too_long)
         if new_range is not None:
-            boundary |= new_range[i0:i1]
+            boundary |= new_range[part]
         del previous
-        run = np.cumsum(boundary, dtype=index) + index(run_at)
+        run = np.cumsum(boundary, dtype=index) + index(before.run_at)
         run_at = int(run[-1])
         keep = np.flatnonzero((c != _NONE) & ~too_long & (carried != missing))
         run = run[keep]
         first = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if run.size else keep
-        if first.size and int(run[0]) == last_kept:      # the run goes on from before
+        if first.size and int(run[0]) == before.last_kept:   # the run goes on from before
             first = first[1:]
-        if run.size:
-            last_kept = int(run[-1])
-        keeps[kept:kept + keep.size] = keep + i0
+        last_kept = int(run[-1]) if run.size else before.last_kept
+        kept, runs = before.kept, before.runs
+        keeps[kept:kept + keep.size] = keep + part.start
         firsts[runs:runs + first.size] = first + kept
         causes[runs:runs + first.size] = carried[keep[first]]
-        kept += keep.size
-        runs += first.size
-    return keeps[:kept], firsts[:runs], causes[:runs]
+        return _Carry(streak, int(carried[-1]), run_at, last_kept, kept + keep.size,
+                      runs + first.size)
+
+    done = scan.fold(m, split, _Carry(0, missing, 0, -1, 0, 0))
+    return keeps[:done.kept], firsts[:done.runs], causes[:done.runs]
 
 
 def _claim(device: int, k: _Kernels, cause: str, g: Table) -> Claim | None:
@@ -591,7 +606,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
 def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
     time and id, and the streams present (sorted lists, in an object array). Runs are
-    taken in batches of about _CHUNK member kernels."""
+    taken in batches of about a batch's rows of member kernels (scan.by_weight)."""
     ids = np.sort(factorize(k.stream)[1]) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
@@ -600,30 +615,30 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     streams = np.empty(first.size, dtype=object)
     id_list = [int(x) for x in ids.tolist()]
     lengths = last - first + 1
-    cum = np.cumsum(lengths)
-    a = 0
-    while a < first.size:
-        base = int(cum[a - 1]) if a else 0
-        b = max(int(np.searchsorted(cum, base + _CHUNK, side="right")), a + 1)
-        ln = lengths[a:b]
+
+    def weigh(runs: slice) -> None:
+        """Runs *runs*: their sums and streams, written in place."""
+        a, b = runs.start, runs.stop
+        ln = lengths[runs]
         total = int(ln.sum())
         run_of = np.repeat(np.arange(b - a), ln)
-        member = np.arange(total) - np.repeat(np.cumsum(ln) - ln - first[a:b], ln)
+        member = np.arange(total) - np.repeat(np.cumsum(ln) - ln - first[runs], ln)
         key = run_of * width + np.searchsorted(ids, k.stream[member])
         del run_of
         # Kernel times are integers far below 2**53: float sums are exact.
         sums = np.bincount(key, weights=k.end[member] - k.start[member],
                            minlength=(b - a) * width).reshape(b - a, width)
         present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
-        kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
-        busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
-        busiest_stream[a:b] = ids[sums.argmax(axis=1)] if len(ids) else 0
+        kernel_ns[runs] = np.rint(sums.sum(axis=1)).astype(np.int64)
+        busiest[runs] = np.rint(sums.max(axis=1)).astype(np.int64)
+        busiest_stream[runs] = ids[sums.argmax(axis=1)] if len(ids) else 0
         # Runs alternate between a few sets of streams: each set listed once.
         sets, which = np.unique(present, axis=0, return_inverse=True)
         listed = [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in sets]
         for run, at in enumerate(which.reshape(-1).tolist(), start=a):
             streams[run] = list(listed[at])
-        a = b
+
+    scan.each(scan.by_weight(lengths), weigh)
     return {"kernel_ns": kernel_ns, "busiest": busiest, "busiest_stream": busiest_stream,
             "streams": streams}
 
