@@ -277,6 +277,12 @@ class Trace:
         return frame
 
     @property
+    def osrt_traced(self) -> bool:
+        """Whether the report traced OS runtime calls (it has their table), read yet or
+        not: without it, no call's absence says anything."""
+        return schema.OSRT.name in self.info.tables
+
+    @property
     def osrt_read(self) -> bool:
         """Whether the OS runtime calls are held (read, or given)."""
         return "osrt" in self.tables
