@@ -36,11 +36,11 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap import scan
+from gpugap.accounting.api_names import SYNCHRONIZE
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
 from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules._common import SYNC
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.groups import first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
@@ -118,7 +118,7 @@ CAUSE_LIST = (
 )
 
 # A host synchronisation, or a stream waiting on an event: what _Between counts.
-_SYNC_OR_WAIT = re.compile(f"{SYNC.pattern}|StreamWaitEvent")
+_SYNC_OR_WAIT = re.compile(f"{SYNCHRONIZE.pattern}|StreamWaitEvent")
 
 
 # Transition causes as small integer codes: -1 not serialized (the kernels overlapped),

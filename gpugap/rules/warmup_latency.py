@@ -28,11 +28,11 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap import scan
+from gpugap.accounting.api_names import LAUNCH, MODULE_LOAD, SYNCHRONIZE
 from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.accounting.labels import range_labels, ranges_of
 from gpugap.report.table import Table, as_labels, factorize
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.evidence import group_ids, rows_by_group
 from gpugap.rules.model import Cause, Mark, Severity, Span
@@ -70,8 +70,7 @@ def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
         return []
     start = np.asarray(start, dtype=np.int64)
     dur = np.asarray(end, dtype=np.int64) - start
-    order = None if start.size < 2 or bool((start[1:] >= start[:-1]).all()) else \
-        np.argsort(start, kind="stable")
+    order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
     # Group codes numbered by first occurrence in start order; rows grouped by a stable
     # sort of the codes (start order kept within a group).
     codes, uniq = factorize(key if order is None else key[order])
@@ -247,7 +246,7 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         return []
     names = as_labels(api["name"])
     name_code, name_text = names.codes, names.categories
-    skip = np.array([bool(SYNC.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
+    skip = np.array([bool(SYNCHRONIZE.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
                      for t in name_text] + [False])
     width = len(name_text) + 1
     start, end, pid = api["start"], api["end"], api["pid"]
