@@ -19,6 +19,16 @@ import sqlite3
 from pathlib import Path
 
 MIN_OSRT_NS = 10_000
+# A capture of the host's own evidence (issue 44) keeps it from this long before the
+# first CUDA call on: the interpreter's start-up and imports before it (most of the
+# samples of a short program) explain no GPU idle time.
+EVIDENCE_LEAD_NS = 1_000_000_000
+# Frames kept per CPU sample, innermost first: an interpreter's stack repeats its eval
+# loop up to nsys's limit (128); what names the work is near the innermost frames.
+EVIDENCE_DEPTH = 32
+# nsys's NVTX domains of the host's evidence (the GIL trace; the Python samples are marks).
+EVIDENCE_DOMAINS = ("GIL Trace",)
+NVTX_MARK = 34
 
 
 def trim(src: Path, dst: Path, keep_callchains: bool = False) -> dict:
@@ -34,6 +44,7 @@ def trim(src: Path, dst: Path, keep_callchains: bool = False) -> dict:
         if "OSRT_API" in tables:
             dropped = con.execute(f'DELETE FROM OSRT_API WHERE "end" - "start" < {MIN_OSRT_NS}'
                                   ).rowcount
+        evidence = _trim_evidence(con, tables) if keep_callchains else {}
         if keep_callchains and "OSRT_CALLCHAINS" in tables and "OSRT_API" in tables:
             con.execute("DELETE FROM OSRT_CALLCHAINS WHERE id NOT IN "
                         "(SELECT callchainId FROM OSRT_API WHERE callchainId IS NOT NULL)")
@@ -45,7 +56,40 @@ def trim(src: Path, dst: Path, keep_callchains: bool = False) -> dict:
         con.close()
     return {"dropped_tables": [] if keep_callchains else ["OSRT_CALLCHAINS"],
             "dropped_osrt_calls_shorter_than_ns": MIN_OSRT_NS, "osrt_calls_dropped": dropped,
-            "source_bytes": src.stat().st_size, "bytes": dst.stat().st_size}
+            "source_bytes": src.stat().st_size, "bytes": dst.stat().st_size, **evidence}
+
+
+def _trim_evidence(con: sqlite3.Connection, tables: set[str]) -> dict:
+    """The host's evidence from EVIDENCE_LEAD_NS before the first CUDA call on, CPU
+    samples' stacks to EVIDENCE_DEPTH frames; every CUDA/GPU row and every NVTX range of
+    the program stays."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
+        return {}
+    first = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    if first is None:
+        return {}
+    since = first - EVIDENCE_LEAD_NS
+    dropped: dict[str, int] = {}
+    if "COMPOSITE_EVENTS" in tables:
+        if "SAMPLING_CALLCHAINS" in tables:
+            dropped["sample_frames"] = con.execute(
+                "DELETE FROM SAMPLING_CALLCHAINS WHERE id IN (SELECT id FROM COMPOSITE_EVENTS "
+                f"WHERE start < {since}) OR stackDepth >= {EVIDENCE_DEPTH}").rowcount
+        dropped["samples"] = con.execute(
+            f"DELETE FROM COMPOSITE_EVENTS WHERE start < {since}").rowcount
+    if "SCHED_EVENTS" in tables:
+        dropped["sched_events"] = con.execute(
+            f"DELETE FROM SCHED_EVENTS WHERE start < {since}").rowcount
+    if "NVTX_EVENTS" in tables:
+        names = ",".join("'" + d + "'" for d in EVIDENCE_DOMAINS)
+        domains = [r[0] for r in con.execute(
+            f"SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text IN ({names})")]
+        ids = ",".join(str(d) for d in domains) or "NULL"
+        dropped["nvtx_evidence"] = con.execute(
+            f"DELETE FROM NVTX_EVENTS WHERE coalesce(\"end\", start) < {since} AND "
+            f"(eventType = {NVTX_MARK} OR domainId IN ({ids}))").rowcount
+    return {"evidence_since_ns": since, "evidence_depth": EVIDENCE_DEPTH,
+            "evidence_rows_dropped": dropped}
 
 
 def main() -> int:
