@@ -22,6 +22,7 @@ from gpugap.accounting import Accounting, Settings, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.api_names import GPU_WORK
 from gpugap.accounting.metrics import Metrics
+from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
@@ -293,6 +294,11 @@ class Analyzer:
         result.findings = findings
         result.verdict, per_device_verdict = decide(trace, accounting, findings,
                                                     self.selected, scope, range_name)
+        if scope is None:
+            # What the CPU ran while the GPU idled, for a cause on the host (read from
+            # the report's samples only inside the idle intervals the verdict explains).
+            host_evidence.attach(trace, accounting.devices, findings, self.program,
+                                 [result.verdict, *per_device_verdict.values()])
         give_back()
         for i, device in enumerate(devices):
             row = trace.device_row(int(device))

@@ -31,6 +31,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID, COPY_IDS, UNKNOWN, WORK_IDS
+from gpugap.analysis.host_evidence import HostEvidence
 from gpugap.jsonout import Record
 from gpugap.report.table import descending, unique_in_order
 from gpugap.report.trace import Trace
@@ -73,6 +74,9 @@ class Verdict(Record):
     also: list[dict[str, Any]] = field(default_factory=list)    # occasional, costlier
     # The catalogue's pitfall that its finding matched (gpugap rules --causes), if any.
     pitfall: str | None = None
+    # What the CPU ran while the GPU idled, for a cause on the host (None: another
+    # cause; gpugap.analysis.host_evidence).
+    host: HostEvidence | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
