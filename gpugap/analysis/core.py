@@ -26,6 +26,7 @@ from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
+from gpugap.analysis.instances import RangeInstances, range_instances
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
 from gpugap.jsonout import Record, Shown
@@ -83,9 +84,14 @@ class Analysis(Shown, Record):
     # What gpugap understood the program to be (gpugap.program): printed first.
     program: Program | None = field(default=None, repr=False)
     accounting: Accounting | None = field(default=None, repr=False)
-    # Per device, the windows the verdict and findings cover: the steady state, or the
-    # --range's windows (None: each device's steady state).
+    # Per device, the windows the verdict judges: the steady state, or the --range's
+    # steady part (None: each device's steady state); and the --range's windows, its
+    # one-time parts included (None without one).
     scope_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
+    range_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
+    # A --range's instances: how many are warm-up, the time between them (None without
+    # a --range).
+    instances: RangeInstances | None = None
     # Draws the analysis as HTML for Jupyter: set by gpugap.analyze, which may import the
     # renderers (gpugap.render.notebook) that this layer may not.
     html_view: Callable[[Analysis], str] | None = field(default=None, repr=False,
@@ -94,7 +100,8 @@ class Analysis(Shown, Record):
     _extra_keys = ("program",)
 
     def judged(self, device: int) -> tl.Intervals:
-        """The windows of *device* the verdict judged (steady state or --range)."""
+        """The windows of *device* the verdict judged (the steady state, or the --range's
+        steady part)."""
         if self.scope_windows is not None:
             return self.scope_windows.get(device, tl.EMPTY)
         if self.accounting is None:
@@ -106,6 +113,7 @@ class Analysis(Shown, Record):
             "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
             "nsys_version": self.nsys_version, "schema_version": self.schema_version,
             "status": self.status, "error": self.error, "scope": self.scope,
+            "range_instances": None if self.instances is None else self.instances.to_dict(),
             "program": None if self.program is None else self.program.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "gpu": self.gpu,
@@ -255,8 +263,15 @@ class Analyzer:
             d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
                                             np.array([dev.window[1]])))
             for d, dev in accounting.devices.items()}
-        result.scope_windows = scope
-        context = Context(accounting, scope)
+        # The phases stay inside a range of several instances (Context): the verdict
+        # judges its steady part; a range of one instance is judged whole.
+        context = Context(accounting, scope,
+                          whole_range=instances is not None and len(instances) < 2)
+        result.range_windows = scope
+        result.scope_windows = None if scope is None else {
+            d: context.range_steady(d) for d in scope}
+        if instances is not None and range_name:
+            result.instances = range_instances(trace, range_name, instances, context)
         # The pieces that only read the trace and the accounting, on every core a big
         # report is worth forking for (gpugap.forkjoin): each rule's detection, the
         # metrics (the report's; each device's when there are several), each device's
@@ -293,7 +308,8 @@ class Analyzer:
                 f.pid = int(dev.work.pids[0])
         result.findings = findings
         result.verdict, per_device_verdict = decide(trace, accounting, findings,
-                                                    self.selected, scope, range_name)
+                                                    self.selected, result.scope_windows,
+                                                    range_name)
         if scope is None:
             # What the CPU ran while the GPU idled, for a cause on the host (read from
             # the report's samples only inside the idle intervals the verdict explains).

@@ -566,5 +566,22 @@ def attach(trace: Trace, devices: dict[int, DeviceAccount], findings: list[Findi
             done[key] = explain(trace, devices[v.device], finding, v.bucket, program,
                                 launching_threads(program, v.device))
         v.host = done[key]
-        if v.host is not None and v.host.fix:
+        if v.host is not None and v.host.fix and _refines(v.host, finding):
             v.fix = v.host.fix[:1].upper() + v.host.fix[1:] + "."
+
+
+# The causes whose fix the host's work replaces: the launch-gap rule's, named from idle
+# time alone. A rule of its own (a periodic save, a blocking copy) already read its fix
+# from its evidence.
+REFINED_RULES = ("launch-gap",)
+
+
+def _refines(host: HostEvidence, finding: Finding | None) -> bool:
+    """Whether the host's evidence, rather than the finding, says what to fix: only from
+    CPU samples (a thread's OS waits alone do not say who it waited for), only for the
+    launch-gap rule's causes, and never 'spare capacity' for a thread that waits for its
+    input (the input's own fix: workers, prefetching)."""
+    if not host.sampled or (finding is not None and finding.rule not in REFINED_RULES):
+        return False
+    return not (host.work == "wait" and finding is not None and finding.cause == "input")
+
