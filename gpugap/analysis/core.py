@@ -7,7 +7,6 @@ from the accounting) -> the verdict (the one thing to say first) -> the renderer
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from gpugap import intervals as tl
 from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, Settings, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.accounting.api_names import GPU_WORK
 from gpugap.accounting.metrics import Metrics
 from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
@@ -169,9 +169,6 @@ def _gpu_summary(trace: Trace) -> dict[str, Any]:
             "max_blocks_per_sm": int(row["max_blocks_per_sm"])}
 
 
-_LAUNCH_OR_COPY = re.compile("Launch|Memcpy|Memset")
-
-
 def no_cuda_reason(trace: Trace) -> str:
     """Why a valid report has no GPU activity, and what to do."""
     api = trace.table("api")
@@ -179,7 +176,7 @@ def no_cuda_reason(trace: Trace) -> str:
     if trace.info.cuda_traced is False or (trace.info.cuda_traced is None and api.empty):
         return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
                 "profile with nsys profile -t cuda,nvtx,osrt ...")
-    launches = int(api.labels("name").matching(_LAUNCH_OR_COPY).sum()) if len(api) else 0
+    launches = int(api.labels("name").matching(GPU_WORK).sum()) if len(api) else 0
     if launches:
         return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
                 f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "

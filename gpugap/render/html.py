@@ -40,6 +40,7 @@ import numpy as np
 from gpugap import __version__
 from gpugap.analysis import Analysis
 from gpugap.files import write_atomic
+from gpugap.jsonout import json_value
 from gpugap.render.numbering import at, cost_text, when
 from gpugap.render.outputs import View
 from gpugap.render.timeline import (
@@ -117,7 +118,7 @@ def _phases_json(tl: Timeline) -> list[dict[str, Any]]:
 
 def _script_json(document: Any) -> str:
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                      default=_json_default)
+                      default=json_value)
     # Inside <script>: no '</script>' or '<!--' can appear once '<' is escaped. JSON
     # escapes C0 controls itself. DEL, C1 (ESC's 8-bit twin, U+009B CSI), bidi and other
     # format characters (U+202E turns a name around: 'Kernel2\u202egnp.exe' shows as
@@ -132,16 +133,6 @@ def _visible(match: re.Match[str]) -> str:
     if unicodedata.category(ch) in _INVISIBLE:
         return f"\\\\u{ord(ch):04x}"
     return ch
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return None if np.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return str(value)
 
 
 # --- HTML --------------------------------------------------------------------------

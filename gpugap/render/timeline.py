@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.accounting.api_names import DRAWN
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.intervals import is_sorted
 from gpugap.render import decimate
 from gpugap.render.numbering import Listing, analysis_listing
 from gpugap.render.outputs import View
@@ -228,14 +230,11 @@ def _api_category(names: pd.Series) -> np.ndarray:
     codes, uniques = pd.factorize(names.astype(str))
     s = pd.Series(uniques, dtype=object)
     cat = np.full(len(s), CATEGORY_INDEX["api-other"], dtype=np.int16)
-    rules = (("api-module", r"Module|Library|LinkComplete|GetProcAddress"),
-             ("api-memory", r"Malloc|Free|MemAlloc|HostAlloc|HostRegister|MemPool|MemCreate|"
-                            r"MemMap|MemRelease"),
-             ("api-sync", r"Synchronize|WaitEvent|StreamWait|EventQuery|StreamQuery"),
-             ("api-copy", r"Memcpy|Memset|MemPrefetch"),
-             ("api-launch", r"Launch"))
-    for cid, pattern in rules:
-        cat[s.str.contains(pattern, regex=True).to_numpy(dtype=bool)] = CATEGORY_INDEX[cid]
+    # The classes of gpugap.accounting.api_names, the first that matches winning: the
+    # last written.
+    for cid, pattern in reversed(DRAWN):
+        cat[s.str.contains(pattern.pattern, regex=True).to_numpy(dtype=bool)] = \
+            CATEGORY_INDEX[cid]
     return cat[codes] if len(s) else np.zeros(len(names), dtype=np.int16)
 
 
@@ -499,7 +498,7 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                      for _, f in frames)
         view = view if inside <= max_events // 2 else None
     sources = []
-    frames = [(kind, f if _ascending(f["start"].to_numpy()) else
+    frames = [(kind, f if is_sorted(f["start"].to_numpy()) else
                f.sort_values("start", kind="stable")) for kind, f in frames]
     for kind, f in frames:
         start = f["start"].to_numpy(dtype=np.int64)
@@ -526,11 +525,6 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                "quantum_ns": kept.quantum_ns if kept.quantum_ns < decimate.INF else None,
                "max_events": max_events}
     return parts, summary
-
-
-def _ascending(values: np.ndarray) -> bool:
-    """Sorted (as the loader gives every frame; one built in memory may not be)."""
-    return bool((values[1:] >= values[:-1]).all())
 
 
 def _collect(parts_in, lanes_of, trace: Trace, parts: _Parts) -> None:

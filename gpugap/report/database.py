@@ -377,6 +377,17 @@ class Database:
         values = [v for v in (as_int(r[0], 0) for r in rows) if v is not None]
         return values[0] if values else None
 
+    @cached_property
+    def session_spans(self) -> list[tuple[int, int]]:
+        """ANALYSIS_DETAILS's (startTime, stopTime) rows, in ns from the session's start,
+        those that hold integers and stop no earlier than they start ([] without the
+        table or its columns)."""
+        if not self.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
+            return []
+        read = [(as_int(a, 0), as_int(b, 0)) for a, b in
+                self._execute('SELECT "startTime", "stopTime" FROM ANALYSIS_DETAILS')]
+        return [(a, b) for a, b in read if a is not None and b is not None and b >= a]
+
     def enum(self, table: str) -> dict[int, str]:
         """id -> name of an ENUM_* table ({} if the table is missing). Rows whose id is
         not an integer are skipped (counted); a NULL or BLOB name becomes '<id>'."""

@@ -434,7 +434,7 @@ class Loader:
                 if len(parts) > 1 else parts[0])
         data = self._checked("CUDA API tables", data, "CUDA API calls")
         start = data["start"]
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+        if not tl.is_sorted(start):
             order = np.argsort(start, kind="stable")
             data = {k: v[order] for k, v in data.items()}
         data = self._fix_ids(data, S.RUNTIME)
@@ -480,7 +480,7 @@ class Loader:
         if ints is None or data is None:
             return texts
         rowid = data.pop("rowid")
-        if rowid.size > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
+        if not tl.is_sorted(rowid, strict=True):
             order = np.argsort(rowid, kind="stable")
             data = {name: values[order] for name, values in data.items()}
         return data | {name: texts[name] for name in text[1] if name != "rowid"}
@@ -784,7 +784,7 @@ class Loader:
         calls = Table({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
                        "name": self.names(data["name_id"])})
         start = data["start"]
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+        if not tl.is_sorted(start):
             calls = calls.rows(np.argsort(start, kind="stable"))
         return calls
 
@@ -917,7 +917,7 @@ class CallKeys:
         rows = None if bool(valid.all()) else np.flatnonzero(valid)
         del valid
         keys = api_key if rows is None else api_key[rows]
-        if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
+        if not tl.is_sorted(keys, strict=True):
             order = np.argsort(keys, kind="stable")
             keys = keys[order]
             rows = order if rows is None else rows[order]

@@ -31,8 +31,8 @@ from functools import partial
 
 import numpy as np
 
-from gpugap import forkjoin
 from gpugap import intervals as tl
+from gpugap import scan
 from gpugap.accounting.buckets import IDS
 from gpugap.rules.base import (
     FINDING_PHASES,
@@ -159,26 +159,18 @@ class _Tally:
     per_iteration: np.ndarray | None = None
 
 
-# Runs of blocks per process settling a device's claims (gpugap.forkjoin): a few each, so
-# that a process done early takes another.
-RUNS_PER_PROCESS = 4
-
-
 def _settle_device(dev, claims: list[_Claiming], processes: int | None = 1) -> None:
     """Settle the claims of one device (in priority order), block by block: the buckets
     partition time, so each claim meets only what was claimed in its own buckets, and
     blocks are disjoint, so each is settled on its own (runs of blocks in as many
-    processes as *processes* allows, their figures added up here, exact integers)."""
+    processes as *processes* allows, gpugap.scan.spread; their figures added up here,
+    exact integers)."""
     bounds = [b for b in (c.where.bounds() for c in claims) if b is not None]
     if not bounds:
         return
     numbers = dev.block_range(min(b[0] for b in bounds), max(b[1] for b in bounds))
-    workers = min(forkjoin.processes(), processes or forkjoin.processes())
-    n_runs = 1 if workers == 1 else max(min(len(numbers), RUNS_PER_PROCESS * workers), 1)
-    cuts = [numbers.start + len(numbers) * i // n_runs for i in range(n_runs + 1)]
-    runs = [range(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
-    for tallies in forkjoin.run([partial(_settle_blocks, dev, claims, run) for run in runs],
-                                shared=(dev,), max_processes=processes):
+    for tallies in scan.spread(numbers, partial(_settle_blocks, dev, claims),
+                               shared=(dev,), processes=processes):
         for c, tally in zip(claims, tallies, strict=True):
             c.add(tally)
 
