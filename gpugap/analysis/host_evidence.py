@@ -22,6 +22,7 @@ its verdict's windows.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,6 +54,8 @@ WORK_PCT = 20.0
 # WAIT_PCT: it had nothing to do (spare capacity), the producer is what to look at.
 RUNNING_PCT = 30.0
 WAIT_PCT = 30.0
+# The next kind of work of the launching thread, named beside the first from this share.
+NEXT_PCT = 10.0
 # The launching thread waiting for the GIL this share of the idle time: its holder is
 # what holds the GPU idle.
 GIL_PCT = 15.0
@@ -226,9 +229,31 @@ def explain(trace: Trace, dev: DeviceAccount, finding: Finding | None, bucket: s
     windows = idle_windows(dev, finding, bucket)
     if tl.total(windows) <= 0:
         return None
-    main = launching[0] if launching else dev.gaps.main_gtid
+    main = _held_responsible(dev, windows) or (launching[0] if launching
+                                               else dev.gaps.main_gtid)
     pids = {int(p) for p in dev.work.pids.tolist()}
     return evidence(trace, windows, main, pids, python=_is_python(trace, program))
+
+
+def _held_responsible(dev: DeviceAccount, windows: tl.Intervals) -> int | None:
+    """The thread the accounting holds responsible for most of the idle *windows* (the
+    thread that launched the operation ending each gap): the launching thread that
+    matters here, which is not always the one that launched most (PyTorch's autograd
+    thread launches the backward, the main thread waits for the next batch)."""
+    lo, hi = windows
+    if not len(lo):
+        return None
+    gaps = dev.gaps.containing(lo)
+    known = gaps >= 0
+    if not known.any():
+        return None
+    threads = dev.gaps.thread(gaps[known])
+    weight = (hi - lo)[known]
+    mine = threads >= 0
+    if not mine.any():
+        return None
+    ids, where = np.unique(threads[mine], return_inverse=True)
+    return int(ids[np.argmax(np.bincount(where, weights=weight[mine]))])
 
 
 def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set[int],
@@ -362,10 +387,16 @@ def _python(trace: Trace, source: Any, inv: HostInventory, windows: tl.Intervals
     frames = found.frames
     if frames is None or not len(frames) or not len(found.samples):
         return
+    files = frames["file"].strings()
+    if not _source_files(files):
+        # Payloads that do not read as Python frames (the layout of this nsys's export
+        # is not the one documented): say so, and let the native stacks speak.
+        out.notes.append(UNREADABLE_PAYLOADS)
+        return
     period = inv.python_period_ns or 1_000_000
     periodic = found.samples["kind"].strings() == "periodic"
     sample = frames["sample"].astype(np.int64)
-    files, funcs = frames["file"].strings(), frames["function"].strings()
+    funcs = frames["function"].strings()
     lines = frames["line"].astype(np.int64)
     stacks: dict[int, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
     for s, f, fn, ln in zip(sample.tolist(), files.tolist(), funcs.tolist(),
@@ -387,6 +418,23 @@ def _python(trace: Trace, source: Any, inv: HostInventory, windows: tl.Intervals
         t.python = [HostFrame(label, kind, int(n * period), _pct(n * period, idle))
                     for (label, kind), n in count.most_common(TOP_FRAMES)
                     if _pct(n * period, idle) >= SHOWN_PCT / 2]
+
+
+# A Python frame's file: a path or a module's source ('<frozen ...>', '<string>').
+SOURCE_FILE = re.compile(r"(\.pyx?$|/|^<frozen |^<string>$)")
+# Decoded frames read as Python frames when most of their files are source files.
+SOURCE_SHARE = 0.5
+UNREADABLE_PAYLOADS = ("the export's Python sample payloads do not read as Python frames "
+                       "(this nsys lays them out otherwise): the native stacks are used")
+
+
+def _source_files(files: np.ndarray) -> bool:
+    """Whether decoded Python frames name source files (SOURCE_SHARE of them)."""
+    names = np.unique(files.astype(str))
+    if not names.size:
+        return False
+    ok = np.array([bool(SOURCE_FILE.search(n)) for n in names.tolist()])
+    return bool(ok.mean() >= SOURCE_SHARE)
 
 
 def _gil(trace: Trace, gil: Any, windows: tl.Intervals, idle: int, main: int
@@ -512,9 +560,14 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
     out.work, out.what = kind, hw.KINDS[kind].what
     top = [f for f in (launcher.python or launcher.frames) if f.work == kind][:1]
     named = f" ({top[0].frame})" if top else ""
+    # (The next kind of work too, when it holds a good part: Python code calling
+    # Triton's launcher, a library's context calling the driver.)
+    then = [(k, p) for k, p in sorted(launcher.work.items(), key=lambda kv: -kv[1])
+            if k not in (kind, "other") and k in hw.KINDS and p >= NEXT_PCT][:1]
     out.summary = (f"while the GPU idled ({where}), the launching thread ran "
                    f"{running:.0f}% of the time, {share:.0f}% in {hw.KINDS[kind].what}"
-                   f"{named}")
+                   f"{named}" + "".join(f", {p:.0f}% in {hw.KINDS[k].what}"
+                                        for k, p in then))
     if share >= WORK_PCT or kind in ("triton-launcher", "framework-step"):
         out.fix = hw.KINDS[kind].fix[:1].upper() + hw.KINDS[kind].fix[1:]
         if kind == "python" and not launcher.python:
@@ -572,7 +625,7 @@ def attach(trace: Trace, devices: dict[int, DeviceAccount], findings: list[Findi
             done[key] = explain(trace, devices[v.device], finding, v.bucket, program,
                                 launching_threads(program, v.device))
         v.host = done[key]
-        if v.host is not None and v.host.fix and _refines(v.host, finding):
+        if v.host is not None and v.host.fix and _refines(v.host, finding, v.pitfall):
             v.fix = v.host.fix[:1].upper() + v.host.fix[1:] + "."
 
 
@@ -582,12 +635,21 @@ def attach(trace: Trace, devices: dict[int, DeviceAccount], findings: list[Findi
 REFINED_RULES = ("launch-gap",)
 
 
-def _refines(host: HostEvidence, finding: Finding | None) -> bool:
+# Catalogue pitfalls that only name the idle time's kind (gpugap.rules.catalogue): the
+# host's work says more. Any other pitfall read its fix from the evidence already.
+GENERIC_PITFALLS = (None, "host-work-between-launches", "eager-small-kernels")
+
+
+def _refines(host: HostEvidence, finding: Finding | None, pitfall: str | None) -> bool:
     """Whether the host's evidence, rather than the finding, says what to fix: only from
     CPU samples (a thread's OS waits alone do not say who it waited for), only for the
-    launch-gap rule's causes, and never 'spare capacity' for a thread that waits for its
-    input (the input's own fix: workers, prefetching)."""
+    launch-gap rule's causes and no specific pitfall of the catalogue (a library's
+    context created in the loop, Triton launched per row: their fix is read from their
+    evidence), and never 'spare capacity' for a thread that waits for its input (the
+    input's own fix: workers, prefetching)."""
     if not host.sampled or (finding is not None and finding.rule not in REFINED_RULES):
+        return False
+    if pitfall not in GENERIC_PITFALLS:
         return False
     return not (host.work == "wait" and finding is not None and finding.cause == "input")
 
