@@ -29,7 +29,7 @@ GraphTraceOpt = Annotated[str, typer.Option(
     metavar="graph|node")]
 NoHostOpt = Annotated[bool, typer.Option(
     "--no-host-evidence", help="record no CPU samples, GIL trace or Python stacks (by "
-    "default they are, to say what the host ran while the GPU idled; docs/profiling.md "
+    "default they are, to say what the host ran while the GPU idled; docs/scenarios.md "
     "gives the overhead)")]
 
 

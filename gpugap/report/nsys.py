@@ -183,7 +183,7 @@ def help_text(nsys: Nsys, command: str, timeout: float = 60) -> str:
     return _HELP[key]
 
 
-# What the host did while the GPU idled, recorded by default (docs/profiling.md says
+# What the host did while the GPU idled, recorded by default (docs/scenarios.md says
 # what it costs): CPU samples with frame-pointer backtraces of every process of the
 # tree (DataLoader workers included) and their context switches; for a Python program
 # the GIL trace and Python stacks, sampled at 1 kHz and at each CUDA call.
