@@ -10,18 +10,7 @@ Two parts:
   (programs/pub-pt-mnist/truth.py), recomputed on this capture (same conventions).
 * ``host``: what the host ran while the GPU idled (tests/corpus/truth_host.py, issue 44),
   over the GPU's idle intervals inside the steady window: from the 3rd training step's upload to the last's.
-  CPU samples (COMPOSITE_EVENTS, nsys's --sample=process-tree) per process and thread,
-  the stacks of the threads with most idle samples (SAMPLING_CALLCHAINS), the GIL trace
-  of the launching thread, the Python sampler's marks. Plus, per thread of most idle
-  samples and for the launching thread (``launching_thread_samples``),
-  ``samples_per_idle_ms`` (samples are taken only while a thread runs; at
-  nsys's sampling rate, ~1 a ms per running thread, ~1.0 means the thread ran through
-  the idle time).
-  The Python samples' frames are left out: their payloads do not decode to this
-  capture's frames with the layout truth_host reads (the decoded "functions" are
-  unrelated strings: thread names, kernel threads), so only their counts are kept
-  (``python_samples.frames_note``).
-The report's path is left out (the figures do not depend on where the file lies).
+  (what is read: tests/corpus/truth_host_program.py).
 """
 
 from __future__ import annotations
