@@ -143,9 +143,11 @@ class HostEvidence(Record):
 
     def brief(self) -> list[str]:
         """What the verdict says of it: the summary, the advice and notes (what the
-        report lacks to say more)."""
+        report lacks to say more; payloads this nsys lays out otherwise go with the
+        details)."""
         return ([self.summary] if self.summary else []) + (
-            [self.advice] if self.advice else []) + list(self.notes)
+            [self.advice] if self.advice else []) + [
+            n for n in self.notes if n != UNREADABLE_PAYLOADS]
 
     def details(self) -> list[str]:
         """Each thread with its frames, the GIL, the waits: the evidence behind the
@@ -166,7 +168,7 @@ class HostEvidence(Record):
             out.append("the launching thread waited in " + ", ".join(
                 f"{w['name']}" + (f" ({w['where']})" if w.get("where") else "")
                 + f" {w['share_pct']:.0f}%" for w in self.waits[:3]))
-        return out
+        return out + [n for n in self.notes if n == UNREADABLE_PAYLOADS]
 
 
 def is_host_side(buckets: tuple[str, ...] | list[str]) -> bool:
@@ -559,7 +561,9 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
         f.share_pct for f in launcher.python if f.work == kind)
     out.work, out.what = kind, hw.KINDS[kind].what
     top = [f for f in (launcher.python or launcher.frames) if f.work == kind][:1]
-    named = f" ({top[0].frame})" if top else ""
+    # (The interpreter's own frame names nothing more than the kind: left out.)
+    named = f" ({top[0].frame})" if top and not top[0].frame.endswith(": Python code") \
+        else ""
     # (The next kind of work too, when it holds a good part: Python code calling
     # Triton's launcher, a library's context calling the driver.)
     then = [(k, p) for k, p in sorted(launcher.work.items(), key=lambda kv: -kv[1])
