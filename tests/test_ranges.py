@@ -300,7 +300,7 @@ def test_range_step_is_one_scope_one_finding_per_cause(small_compile_step):
     """--range step on small-compile: the compilation before step 0 and the
     recompilation at step 70 are one finding, its share the breakdown's."""
     a = small_compile_step
-    assert a.scope == "step" and a.ranges[0].count == 100
+    assert a.scope.range_name == "step" and a.ranges[0].count == 100
     assert {f.phase for f in a.findings} == {"range"}
     keys = [(f.rule, f.cause, f.device, tuple(f.ranges)) for f in a.findings]
     assert len(keys) == len(set(keys))

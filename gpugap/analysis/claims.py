@@ -137,7 +137,7 @@ def _phase_walls(analysis: Analysis) -> dict[tuple[int | None, str | None], int]
     for device, dev in acc.devices.items():
         windows = analysis.judged(device)
         out[(device, "steady")] = int((windows[1] - windows[0]).sum())
-        if analysis.scope_windows is not None:
+        if analysis.scope.is_range:
             out[(device, "range")] = out.pop((device, "steady"))
         whole = int(dev.window[1] - dev.window[0])
         for phase in ONE_TIME_PHASES:

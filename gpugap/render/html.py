@@ -275,7 +275,7 @@ def _metrics_line(a: Analysis) -> str:
              f"copy/compute overlap {_pct(m.copy_compute_overlap_pct)}",
              f"concurrency {_num(m.concurrency)}",
              f"{m.kernels:,} kernels · {m.copies:,} copies · {m.memsets:,} memsets"]
-    scope = f"range {a.scope}" if a.scope else "whole report"
+    scope = f"range {a.scope.range_name}" if a.scope.is_range else "whole report"
     return (f'<div class="panel-metrics" title="summary metrics of the {_esc(scope)}">'
             f'<span class="muted">{_esc(scope)}:</span>'
             + "".join(f"<span>{_esc(p)}</span>" for p in parts) + "</div>")

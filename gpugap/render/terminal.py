@@ -366,7 +366,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
             f"{gpu.get('name') or 'unknown'}"
             + (f" ({gpu['sm_count']} SMs, cc {gpu['compute_capability']})"
                if gpu.get("sm_count") else ""))),
-        Text.assemble(("range ", "dim"), safe_rich(analysis.scope or "whole report"))],
+        Text.assemble(("range ", "dim"), safe_rich(analysis.scope.range_name or "whole report"))],
         console.width))
     console.print(header)
     if analysis.program is not None:
@@ -381,13 +381,13 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         console.print(panel)
     if len(analysis.devices) > 1:
         console.print(devices_table(analysis))
-    if analysis.scope is None:
+    if not analysis.scope.is_range:
         text = phases_text(analysis, console.width)
         if text is not None:
             console.print(Text("Steady state", style="bold"))
             console.print(text, end="")
     elif analysis.verdict is not None:
-        console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
+        console.print(Text(f"Range {safe_text(analysis.scope.range_name)}", style="bold"))
         console.print(breakdown_line(analysis.verdict.breakdown, width=console.width))
     floor = Severity(min_severity)
     shown = [f for f in analysis.findings if Severity(f.severity) >= floor]
@@ -395,9 +395,9 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     for f in shown:
         if f.consequence_of:
             linked.setdefault(f.consequence_of, []).append(f)
-    main_findings, one_time = partition(shown, analysis.scope)   # as the pictures number
+    main_findings, one_time = partition(shown, analysis.scope.range_name)   # as the pictures number
     if main_findings:
-        what = "in the range" if analysis.scope else "of the steady state"
+        what = "in the range" if analysis.scope.is_range else "of the steady state"
         console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",
                            style="bold"))
         form = title_form(main_findings[:max_findings], console.width)
@@ -405,7 +405,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
             console.print(finding_panel(f, i, linked.get(f.id, []), console.width, form))
         _hidden_line(console, len(main_findings), max_findings)
     elif analysis.metrics is not None:
-        console.print(Text("\nNo findings " + ("in the range" if analysis.scope else
+        console.print(Text("\nNo findings " + ("in the range" if analysis.scope.is_range else
                                                "in the steady state")
                            + (f" at or above {floor}" if floor > Severity.INFO else "")
                            + ".",
@@ -422,7 +422,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         _hidden_line(console, len(one_time), max_findings)
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,
-                                    "\nTimeline " + ("(range)" if analysis.scope
+                                    "\nTimeline " + ("(range)" if analysis.scope.is_range
                                                      else "(whole report)")))
     if analysis.ranges:
         console.print(ranges_table(analysis, console.width))

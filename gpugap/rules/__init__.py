@@ -6,7 +6,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from gpugap import intervals as tl
 from gpugap.errors import UsageError
 from gpugap.memory import give_back
 from gpugap.report.trace import Trace
@@ -45,13 +44,13 @@ def select(ids: list[str] | None = None) -> list[Rule]:
 
 
 def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None,
-        scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
-    """Every selected rule on *trace*, costs settled from the accounting (see
-    gpugap.rules.settle): steady-state findings first, largest cost first."""
+        thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
+    """Every selected rule on *trace*, costs settled from the accounting within the
+    context's scope (see gpugap.rules.settle): steady-state findings first, largest
+    cost first."""
     rules = rules or select()
     return finish(trace, rules, settle(detect(trace, context, rules, thresholds), rules,
-                                       context, scope), context)
+                                       context), context)
 
 
 def finish(trace: Trace, rules: list[Rule], findings: list[Finding],

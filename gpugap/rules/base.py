@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting
 from gpugap.accounting.phases import PHASES
+from gpugap.accounting.scope import Scope
 from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 from gpugap.rules.model import Cause, Mark, Severity
@@ -63,10 +64,15 @@ class Claim:
 @dataclass
 class Context:
     """What rules get besides the trace: the accounting (phases and buckets per device)
-    and the scope of the analysis (per device, the windows of a --range; None: all)."""
+    and the scope of the analysis (gpugap.accounting.scope: a --range's windows, else
+    each device's steady state; by default the steady state)."""
 
     accounting: Accounting
-    scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+    scope: Scope = None  # type: ignore[assignment]   # None: the steady state's
+
+    def __post_init__(self) -> None:
+        if self.scope is None:
+            self.scope = Scope.of(self.accounting.devices)
 
     @property
     def framework(self) -> str | None:
@@ -78,20 +84,20 @@ class Context:
     def in_scope(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """Per (device, time): inside the scope? (all True without one)"""
         times = np.asarray(times, dtype=np.int64)
-        if self.scope is None:
+        if not self.scope.is_range:
             return np.ones(times.shape, dtype=bool)
         devices = np.broadcast_to(np.asarray(devices), times.shape)
         out = np.zeros(times.shape, dtype=bool)
         for d in np.unique(devices).tolist():
             on = devices == d
-            out[on] = tl.within(times[on], self.scope.get(int(d), tl.EMPTY))
+            out[on] = tl.within(times[on], self.scope.on(int(d)))
         return out
 
     @property
     def whole_phase(self) -> str | None:
         """The phase of every finding when the scope is a --range ('range'), else None:
         findings then belong to the phase their time falls in."""
-        return None if self.scope is None else RANGE_PHASE
+        return RANGE_PHASE if self.scope.is_range else None
 
     def phase_of(self, device: int, times: ArrayLike) -> np.ndarray:
         """FINDING_PHASES name of each time on *device* ('steady' where it has no phases;
@@ -103,7 +109,7 @@ class Context:
     def phase_code(self, device: int, times: ArrayLike) -> np.ndarray:
         """phase_of as int8 indices into FINDING_PHASES (no strings: millions of items)."""
         t = np.asarray(times, dtype=np.int64)
-        if self.scope is not None:
+        if self.scope.is_range:
             return np.full(t.shape, _RANGE, dtype=np.int8)
         dev = self.accounting.devices.get(int(device))
         if dev is None:
@@ -136,7 +142,7 @@ class Context:
         settling computes it: the steady state, or for one-time costs the device's whole
         window). Under a --range, one: ('range', its windows on *device*, their length
         twice)."""
-        if self.scope is not None:
+        if self.scope.is_range:
             span = self.phase_span(device, RANGE_PHASE)
             wall = tl.total(span)
             if wall > 0:
@@ -154,7 +160,7 @@ class Context:
         """The windows of a FINDING_PHASES phase on *device*, as a union ('range': the
         scope's windows there)."""
         if phase == RANGE_PHASE:
-            return tl.EMPTY if self.scope is None else self.scope.get(int(device), tl.EMPTY)
+            return self.scope.on(int(device)) if self.scope.is_range else tl.EMPTY
         dev = self.accounting.devices[int(device)]
         ph = dev.phases
         if phase == "steady":                   # but its first-use iterations

@@ -83,7 +83,7 @@ CAUSES = (
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     findings: list[Finding] = []
-    if context.scope is not None:
+    if context.scope.is_range:
         # A --range is one scope, never split into phases: a recompile inside it is its
         # compilation (launch-gap), as the range's breakdown counts it.
         return findings

@@ -366,7 +366,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                 if ns > 0 and 100.0 * ns / base >= config["min_share_pct"]:
                     churn = None
                     if bucket == "module-load" and phase == "steady":
-                        churn = _recurring_share(dev, bucket)
+                        churn = _recurring_share(dev, bucket,
+                                                 context.scope.steady_span(device))
                         if churn >= CHURN_ITERATIONS:
                             cause = "library-churn"
                     f = _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
@@ -397,12 +398,12 @@ def _read_host_calls(trace: Trace, findings: list[Finding]) -> None:
         f.pending = (*f.pending, [next(calls) for _ in range(n)])
 
 
-def _recurring_share(dev, bucket: str) -> float:
+def _recurring_share(dev, bucket: str, steady: tuple[int, int]) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
-    of tenths of the steady state (a one-time load sits in one)."""
+    of tenths of the *steady* span (a one-time load sits in one)."""
     if len(dev.phases.steady_iterations) >= 3:
         return float((dev.steady_iteration_sums()[:, IDS.index(bucket)] > 0).mean())
-    a, b = dev.phases.spans["steady"]
+    a, b = steady
     if b <= a:
         return 0.0
     # (Without iterations there are no first uses: the steady span is the steady state.)
