@@ -365,17 +365,26 @@ def test_blocked_calls_go_to_the_bucket_their_category_names():
 
 def test_the_accounting_owns_min_gap_us():
     """launch-gap's min_gap_us is the accounting's threshold, declared once: the rule's
-    default reads it, and a value set for it reaches the accounting's Settings (any
-    value but the default decides alone, without adapting to a framework's pace)."""
-    from gpugap.analysis.core import settings_for
+    default reads it, and a value set for it reaches the accounting's Settings by the
+    setting's name (any value but the default decides alone, without adapting to a
+    framework's pace); a rule not selected sets nothing."""
+    from gpugap.rules import select
     from gpugap.rules.launch_gap import RULE
+    from gpugap.rules.thresholds import accounting_settings, effective
+
+    def settings_for(overrides, rules=None):
+        rules = select(rules)
+        return accounting_settings(rules, effective(rules, overrides))
 
     assert RULE.thresholds["min_gap_us"].default == policy.MIN_GAP_US
+    assert RULE.thresholds["min_gap_us"].setting == "min_gap_us"
     assert policy.Settings().min_gap_us == policy.MIN_GAP_US
     assert settings_for(None) == settings_for({"launch-gap": {"min_gap_us": 100}}) \
         == policy.Settings()
     assert settings_for({"launch-gap": {"min_gap_us": 50}}) == policy.Settings(
         min_gap_us=50.0, adaptive_gap=False)
+    assert settings_for({"launch-gap": {"min_gap_us": 50}}, ["small-grid"]) \
+        == policy.Settings()
 
 
 @pytest.mark.parametrize("name", ["corpus:jax-host-input", "corpus:pt-dataloader-tail",

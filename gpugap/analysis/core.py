@@ -17,7 +17,7 @@ from typing import Any
 from gpugap import __version__
 from gpugap import intervals as tl
 from gpugap import rules as rule_registry
-from gpugap.accounting import Accounting, Settings, account, metrics
+from gpugap.accounting import Accounting, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.metrics import Metrics
 from gpugap.accounting.scope import Scope
@@ -31,6 +31,7 @@ from gpugap.jsonout import Record, Shown
 from gpugap.program import Program, understand
 from gpugap.report.table import Table
 from gpugap.report.trace import Trace
+from gpugap.rules import thresholds as rule_thresholds
 from gpugap.rules.base import Context, Finding
 from gpugap.rules.settle import settle
 
@@ -174,14 +175,6 @@ def no_cuda_reason(trace: Trace) -> str:
             "kernel launches, copies or memsets; check that it uses the GPU")
 
 
-def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
-    """The accounting's settings: launch-gap's min_gap_us is the accounting's own
-    threshold (gpugap.accounting.policy.MIN_GAP_US), separating launch overhead from
-    host work wherever idle time is explained; set to other than its default, it alone
-    decides (Settings.with_min_gap)."""
-    return Settings.with_min_gap((thresholds or {}).get("launch-gap", {}).get("min_gap_us"))
-
-
 # The names of the readings (Analyzer._readings), with a rule id, a device or None.
 RULE, METRICS, SUMMARY, RANGES = "rule", "metrics", "summary", "ranges"
 
@@ -214,15 +207,16 @@ class Analyzer:
                  not_before: tuple[int, str] | None = None) -> None:
         self.trace = trace
         self.selected = rule_registry.select(rules)
-        self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
-                          for r in self.selected}
+        # Each selected rule's thresholds: checked, its defaults merged, once.
+        self.effective = rule_thresholds.effective(self.selected, thresholds)
         self.all_domains = all_domains
         self.accounting: Accounting | None = None
         self.program: Program | None = None
         self.processes = processes_for(trace, processes)
         if trace.has_gpu_activity:
             self.program = understand(trace, iteration=iteration)
-            self.accounting = account(trace, settings_for(self.effective),
+            settings = rule_thresholds.accounting_settings(self.selected, self.effective)
+            self.accounting = account(trace, settings,
                                       program=self.program, processes=self.processes,
                                       not_before=not_before)
 

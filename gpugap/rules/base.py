@@ -177,6 +177,9 @@ class Threshold:
     default: float
     unit: str
     help: str
+    # The accounting setting (gpugap.accounting.policy.Settings) this threshold sets, by
+    # name: the accounting receives its value (gpugap.rules.thresholds).
+    setting: str | None = None
 
 
 @dataclass

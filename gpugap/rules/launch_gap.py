@@ -607,10 +607,11 @@ RULE = Rule(
     title="GPU idle, by cause",
     thresholds={
         # The accounting's own threshold (policy.MIN_GAP_US): a value set here reaches it
-        # through policy.Settings.with_min_gap.
+        # by its name (gpugap.rules.thresholds.accounting_settings).
         "min_gap_us": Threshold(MIN_GAP_US, "us", "idle gaps shorter than this, spent "
                                 "launching and between launches, are launch-bound; longer "
-                                "ones are host work (10x a launch's latency)"),
+                                "ones are host work (10x a launch's latency)",
+                                setting="min_gap_us"),
         "min_share_pct": Threshold(2, "%", "report a cause holding at least this share of "
                                    "its scope: the steady state, the --range, or for "
                                    "one-time costs the whole timeline"),
