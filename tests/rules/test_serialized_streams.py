@@ -13,10 +13,7 @@ from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "serialized-streams"
@@ -25,10 +22,13 @@ CAUSES = "causes/causes-streams"
 OVERLAPPING = ("no-sync", "depth-first", "record-after-each", "breadth-first")
 
 FIRES = [
-    Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error"),
-    Fires("moe-experts-bad", "host-launch-bound", "measured", severity="error"),
-    Fires("grid-sweep-good", "resource-saturation", "measured"),
-    Fires(CAUSES, "explicit-sync", "explicit-sync"),
+    Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error",
+          share=(55.8, 93.6), fix="Keep work off"),
+    Fires("moe-experts-bad", "host-launch-bound", "measured", severity="error",
+          share=(53.6, 89.9), fix="Launch fewer, larger"),
+    Fires("grid-sweep-good", "resource-saturation", "measured", fix="Nothing to fix"),
+    Fires(CAUSES, "explicit-sync", "explicit-sync",
+          share=(0, 0.5), fix="Remove synchronisation between"),
 ]
 
 SILENT = [
@@ -40,22 +40,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_saturated_grids_are_serialized_by_saturation_as_info() -> None:
