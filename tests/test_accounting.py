@@ -244,6 +244,7 @@ def tiles(dev) -> None:
 CORPUS_NAMES = ["pt-server", "pt-eval-numpy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES + CORPUS_NAMES)
 def test_accounting_matches_nanosecond_sweep(name):
     trace = load(CAPTURES / f"{name}.sqlite" if name in NAMES else corpus_capture(name))
@@ -260,6 +261,7 @@ def test_accounting_matches_nanosecond_sweep(name):
             assert {b: int(v) for b, v in got.items()} == expected, (name, a)
 
 
+@pytest.mark.slow
 def test_phases_of_real_programs():
     """Iterations found from NVTX ranges (numbered or not, nested or not) and, without
     ranges, from the repeating kernel sequence."""
@@ -282,6 +284,7 @@ def test_phases_of_real_programs():
         assert spans["start-up"][0] == ph.window[0] and spans["tail"][1] == ph.window[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["decode", "sync-item", "alloc-nocache"])
 def test_time_slices_change_nothing(name, monkeypatch):
     """The accounting works in slices of CHUNK_GAPS gaps and walks the ops CHUNK_OPS at a
@@ -301,6 +304,7 @@ def test_time_slices_change_nothing(name, monkeypatch):
     assert whole.totals_in() == sliced.totals_in()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [CAPTURES / "sync-item.sqlite", CAPTURES / "eval-pageable.sqlite",
                                   CAPTURES.parent / "scenarios" / "moe-experts-bad.sqlite",
                                   CAPTURES.parent / "scenarios" / "default-stream-bad.sqlite"])

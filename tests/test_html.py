@@ -964,7 +964,7 @@ def test_numbering_letters_consequences_under_the_finding_that_explains_them():
 
     analysis = analyze_report("h2d-copy-bad")
     findings = analysis.findings
-    labels, order = finding_labels(findings, analysis.scope)
+    labels, order = finding_labels(findings, analysis.scope.range_name)
     assert sorted(order) == list(range(len(findings)))
     by_id = {f.id: f for f in findings}
     one_time = sorted((int(lab[1:]), -findings[i].cost_ns) for i, lab in enumerate(labels)
