@@ -62,6 +62,7 @@ def _report(group: list[score.Outcome]) -> str:
                      for o in group for c in o.checks if not c.met)
 
 
+@pytest.mark.slow
 def test_every_program_is_captured_and_analyzed():
     done = outcomes()
     # 43 written here (dev, held-out), 35 from shared/external (external), the public
@@ -149,6 +150,7 @@ def test_no_claim_contradicts_another():
     assert {name: found for name, found in CONTRADICTIONS.items() if found} == {}
 
 
+@pytest.mark.slow
 def test_truth_scripts_still_print_their_committed_figures(tmp_path):
     """Each truth script (plain sqlite3/numpy, no gpugap) run on its capture prints
     exactly the truth.json committed with the expectation: the figures the expectations

@@ -79,6 +79,7 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_wheel_holds_gpugap_and_its_scenarios_and_nothing_else(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
