@@ -48,7 +48,7 @@ def test_a_gzip_export_reads_as_the_plain_one(tmp_path):
 
 
 def test_zstd_reads_with_the_zstandard_module(tmp_path):
-    import zstandard                    # in the [test] extra: a missing module fails here
+    import zstandard  # in the [test] extra: a missing module fails here
 
     packed = tmp_path / "gemm.sqlite.zst"
     packed.write_bytes(zstandard.ZstdCompressor().compress(GEMM.read_bytes()))

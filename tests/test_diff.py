@@ -246,9 +246,9 @@ def test_diff_fits_80_columns(tmp_path):
     assert lines[2].startswith("better: the steady iteration's median went from 677 us "
                                "to 166 us (-75.5%);")
     at = next(i for i, ln in enumerate(lines) if ln.startswith("findings:"))
-    assert lines[at] == "findings: 4 fixed, 0 new, 2 changed (1 worse, 1 better), 3 " \
+    assert lines[at] == "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 " \
         "unchanged"
-    assert lines[at + 1] == "metrics: 14 better, 2 worse, 2 changed; 41 within noise"
+    assert lines[at + 1] == "metrics: 13 better, 2 worse, 2 changed; 42 within noise"
     titles = [ln.strip() for ln in lines if ln[:1] not in "┏┃┡│└"][at + 2:]
     assert titles == ["Findings", "Metrics, whole report", "NVTX ranges (before -> after)"]
     assert [cells(ln)[0] for ln in lines if ln.startswith("│ unchanged ")] != []
@@ -276,12 +276,12 @@ def test_diff_opens_with_what_got_better_or_worse(monkeypatch):
         "        before, Streams serialized by the legacy default stream took 516 us of",
         "        each iteration on average; after, healthy (GPU busy 100.0%)"]
     assert lines[5:7] == [
-        "findings: 4 fixed, 0 new, 2 changed (1 worse, 1 better), 3 unchanged",
-        "metrics: 14 better, 2 worse, 2 changed; 41 within noise"]
+        "findings: 3 fixed, 0 new, 2 changed (1 worse, 1 better), 3 unchanged",
+        "metrics: 13 better, 2 worse, 2 changed; 42 within noise"]
     assert lines[7] == "Findings fixed, new and changed"
     rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines if ln.startswith("│")]
-    statuses = [r[0] for r in rows[:12] if r[0]]
-    assert statuses == ["fixed", "fixed", "fixed", "fixed", "better", "worse"]
+    statuses = [r[0] for r in rows[:12] if r[0] in ("fixed", "new", "better", "worse")]
+    assert statuses == ["fixed", "fixed", "fixed", "better", "worse"]
     names = [r[0] for r in rows if r[0]]
     assert "unchanged" not in {r[-1] for r in rows}
     assert "span_ns" not in names and "kernels" not in names           # within noise

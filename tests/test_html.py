@@ -597,7 +597,8 @@ def legend_of(page_text: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("capture", "has", "lacks"), [
-    ("small-graph", ["CUDA graph replay", "kernel", "launch-gap [sync-wait]"], ["memset"]),
+    ("small-graph", ["CUDA graph replay", "kernel"],
+     ["memset", "launch-gap [sync-wait]"]),
     ("small-graph-node", ["kernel"], ["CUDA graph replay", "memset"]),
     ("train-workers0", ["memset", "copy host→device, pageable", "launch-gap"],
      ["CUDA graph replay", "copy host→device", "copy peer→peer", "serialized-streams",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gpugap.api import load as gpugap_load
 from gpugap.cli import main
 from gpugap.errors import EXIT_NO_CUDA, EXIT_NO_GPU, EXIT_NSYS, EXIT_PROGRAM, EXIT_USAGE
 from gpugap.report import nsys as nsys_mod
@@ -57,7 +58,15 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["nsys"]["version"] == nsys_mod.find_nsys().version
     assert manifest["program"] == [sys.executable, str(NVTX_PROGRAM)]
-    assert "--sample=none" in manifest["command"]
+    # The host's evidence recorded by default: CPU samples of the process tree, and for
+    # a Python program the GIL trace and Python samples (nsys 2023.4 takes them all).
+    command = manifest["command"]
+    assert manifest["host_evidence"] is True
+    assert {"--sample=process-tree", "--backtrace=fp", "--cpuctxsw=process-tree",
+            "--python-sampling=true"} <= set(command)
+    assert "python-gil" in command[command.index("-t") + 1].split(",")
+    inventory = gpugap_load(out / "cpu_only_nvtx.sqlite").host_source.inventory()
+    assert inventory.cpu_samples and inventory.backtraces and inventory.gil
     # CUDA graphs traced per graph by default, and the run says why.
     assert "--cuda-graph-trace=graph" in manifest["command"]
     assert manifest["cuda_graph_trace"]["mode"] == "graph"
@@ -78,6 +87,7 @@ def test_node_level_graph_tracing_on_request(capsys, tmp_path):
     assert code == EXIT_NO_CUDA, err
     manifest = json.loads((out / "manifest.json").read_text())
     assert "--cuda-graph-trace=node" in manifest["command"]
+    assert "--sample=process-tree" in manifest["command"]
     assert "kernel inside a CUDA graph is traced" in " ".join(err.split())
     code, _, err = gpugap(capsys, "profile", "--out", str(tmp_path / "x"),
                           "--cuda-graph-trace", "nodes", sys.executable, "-c", "1")

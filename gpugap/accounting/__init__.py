@@ -17,10 +17,9 @@ from gpugap.accounting.attribution import DeviceAccount, account_device
 from gpugap.accounting.buckets import BUCKETS, BUSY_IDS, CODE, IDLE_IDS, IDS
 from gpugap.accounting.host import ThreadWaits
 from gpugap.accounting.index import AccountingIndex
-from gpugap.accounting.phases import PHASES, Phases
+from gpugap.accounting.phases import PHASES, Phases, first_uses
 from gpugap.accounting.phases import align as align_phases
 from gpugap.accounting.phases import detect as detect_phases
-from gpugap.accounting.phases import first_uses
 from gpugap.accounting.policy import Settings
 from gpugap.accounting.work import device_work
 from gpugap.memory import give_back

@@ -348,3 +348,8 @@ CODE = {b: i for i, b in enumerate(IDS)}
 COPY_IDS = tuple(b for b in BUSY_IDS if b.startswith("copy-"))
 # Busy time that is not a problem in itself: the GPU doing its job.
 WORK_IDS = ("compute", "graph")
+# Idle time whose cause is on the host (the CPU was doing something else than feeding
+# the GPU): a verdict of one of these names what the CPU ran from the report's own
+# evidence (gpugap.analysis.host_evidence).
+HOST_SIDE_IDS = ("launch-bound", "compilation", "input", "host-work", "results",
+                 "thread-wait")

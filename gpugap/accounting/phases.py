@@ -206,11 +206,19 @@ def detect(trace: Trace, work: DeviceWork, device: DeviceProgram, *,
             t = int(api["end"][loads].max())
             end = max(end, t, int(work.ends_launched_before([t])[0]))
     end = min(max(end, lo), hi)
-    spans = {"start-up": (lo, end), "warm-up": (end, end), "steady": (end, hi),
-             "tail": (hi, hi)}
+    last_op = int(work.bounds()[1]) if len(work) else hi
+    if end > first_op:
+        # A lazy load in the middle of the work (a kernel's first launch, after the
+        # first copies) is part of running it: the work, not a start-up before it.
+        end = max(first_op, lo)
+    # The steady window ends with the last GPU work: what the host did after it (a check
+    # of the results on the CPU, freeing, the process's exit) is the tail.
+    last = min(max(last_op, end), hi)
+    spans = {"start-up": (lo, end), "warm-up": (end, end), "steady": (end, last),
+             "tail": (last, hi)}
     return Phases(work.device, window, None, 0, spans,
                   "no repeated NVTX range or GPU work: start-up until the last module load, "
-                  "the rest as one steady window")
+                  "then one steady window to the last GPU work")
 
 
 def align(phases: dict[int, Phases], peers: dict[int, set[int]],
@@ -289,9 +297,10 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     in it (the program model's compile spans) where they do not in most iterations. An
     iteration that only runs more of what ran before (far more launches, or more
     launches and syncs: an autotuner re-timing kernels it has run) is a first use when
-    it is the only one; several (an evaluation every N steps) recur. Copies are left out: a checkpoint's copies and
-    synchronizations are data, not new work. At most FIRST_USE_MAX_SHARE of the steady
-    iterations: more is the loop's own work recurring."""
+    it is the only one; several (an evaluation every N steps) recur. Copies are left out:
+    a checkpoint's copies and synchronizations are data, not new work. At most
+    FIRST_USE_MAX_SHARE of the steady iterations: more is the loop's own work
+    recurring."""
     it = ph.iterations
     its = ph.steady_iterations
     if it is None or its.size < FIRST_USE_MIN_ITERATIONS:

@@ -21,6 +21,7 @@ from gpugap.accounting import Accounting, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.metrics import Metrics
 from gpugap.accounting.scope import Scope
+from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
@@ -260,6 +261,11 @@ class Analyzer:
         findings = result.findings = stages.run(self._finish, context, settled)
         result.verdict, per_device_verdict = stages.run(
             decide, trace, accounting, findings, self.selected, scope)
+        if not scope.is_range:
+            # What the CPU ran while the GPU idled, for a cause on the host (read from
+            # the report's samples only inside the idle intervals the verdict explains).
+            stages.run(host_evidence.attach, trace, accounting.devices, findings,
+                       self.program, [result.verdict, *per_device_verdict.values()])
         result.metrics = read[METRICS, None]
         result.ranges, result.ranges_omitted = read[RANGES, None]
         devices = metrics.active_devices(trace)

@@ -30,12 +30,14 @@ import numpy as np
 
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
-from gpugap.accounting.buckets import BUSY_IDS, BY_ID, IDS, UNKNOWN, WORK_IDS
+from gpugap.accounting.buckets import BUSY_IDS, BY_ID, COPY_IDS, UNKNOWN, WORK_IDS
 from gpugap.accounting.scope import Scope
+from gpugap.analysis.host_evidence import HostEvidence
 from gpugap.jsonout import Record
 from gpugap.report.table import descending, unique_in_order
 from gpugap.report.trace import Trace
 from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding, Rule
+from gpugap.rules.catalogue import pitfall_title
 from gpugap.rules.evidence import host_calls
 from gpugap.rules.model import Cause, Severity
 from gpugap.units import fmt_ns
@@ -71,6 +73,11 @@ class Verdict(Record):
     iteration: dict[str, Any] | None = None
     breakdown: dict[str, float] = field(default_factory=dict)   # bucket -> % of the scope
     also: list[dict[str, Any]] = field(default_factory=list)    # occasional, costlier
+    # The catalogue's pitfall that its finding matched (gpugap rules --causes), if any.
+    pitfall: str | None = None
+    # What the CPU ran while the GPU idled, for a cause on the host (None: another
+    # cause; gpugap.analysis.host_evidence).
+    host: HostEvidence | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,7 +188,11 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     explained = {b for f in findings if f.device == dev.device and f.claim is not None
                  and (phase is None or f.phase == phase) and f.cost_ns > 0
                  for b in f.claim.buckets}
+    # (Without a loop, copies have no next batch's compute to overlap: the program's
+    # work, not a bottleneck of its own.)
+    looped = dev.phases.iterations is not None
     unexplained = [(v, b) for b, v in totals.items() if b not in WORK_IDS
+                   and (looped or b not in COPY_IDS)
                    and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
     steady = _representative(dev, None) if not scope.is_range else None
     # Every problem by the time it takes out of the scope (module doc).
@@ -230,8 +241,14 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                            if top is not None and share >= WARN_PCT else [])] + context)
     if top_cost <= 0 or share < WARN_PCT:
         if busy_pct >= HEALTHY_BUSY_PCT:
-            head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}: compute-bound; look "
-                    "inside the kernels next (e.g. with Nsight Compute)")
+            copies = sum(v for b, v in totals.items() if b in COPY_IDS)
+            if copies > 0.5 * busy:
+                head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}: transfer-bound "
+                        f"(copies {_pct(copies, wall):.1f}%); move less data, or keep it "
+                        "on the GPU between uses")
+            else:
+                head = (f"GPU {dev.device} busy {busy_pct:.1f}% of {per}: compute-bound; "
+                        "look inside the kernels next (e.g. with Nsight Compute)")
             kind = "healthy"
         else:
             idle = [(v, b) for b, v in totals.items() if b not in BUSY_IDS and v > 0]
@@ -258,7 +275,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                 for f in sorted((f for f in mine if f is not top and not recurring(f)
                                  and _pct(f.cost_ns, wall) >= WARN_PCT),
                                 key=lambda f: -f.cost_ns)[:1]]
-    also += inside + context
+    also = _then(findings, causes, top, wall, label) + also + inside + context
     if top is not None and not recurring(top) and iterated and iteration is not None:
         # An occasional problem as the verdict: where it struck, not a typical iteration.
         iteration = _representative(dev, None)
@@ -319,6 +336,24 @@ def _recurring_headline(f: Finding, cause: Cause, dev: DeviceAccount, keep: np.n
              else f"the {it['count']} other iterations")
     return (f"{_title(f, cause)}: {share:.1f}% of {where} on GPU {f.device}: "
             f"{_per_iteration(it)}")
+
+
+def _then(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
+          top: Finding | None, wall: int, label: str) -> list[dict[str, Any]]:
+    """A peer the verdict's finding settled before (its evidence deferred to it: small
+    grids on streams the legacy stream serialized) that still costs WARN_PCT or more on
+    its own: what to do next, once the first is done ('next, once this is fixed: Grids
+    too small for the GPU (45.0% more of the steady state): ...')."""
+    if top is None or wall <= 0:
+        return []
+    peers = sorted((f for f in findings if f.consequence_of == top.id
+                    and f.rule != top.rule and top.rule in f.settles_after
+                    and _pct(f.cost_ns, wall) >= WARN_PCT), key=lambda f: -f.cost_ns)
+    return [{"finding": f.id, "headline": "next, once this is fixed: "
+             f"{_title(f, _cause(causes, f))} ({_pct(f.cost_ns, wall):.1f}% more of the "
+             f"{label})" + (f": {f.evidence['then_fix']}" if f.evidence.get("then_fix")
+                            else "")}
+            for f in peers[:1]]
 
 
 def _first_use_first(findings: list[Finding], causes: Mapping[tuple[str, str], Cause],
@@ -437,7 +472,8 @@ def _title(f: Finding, cause: Cause) -> str:
     """What the verdict calls *f*'s cause: its title, else 'rule-id [cause-id]'; a
     device waiting for others names them ('Waiting for another GPU (GPU 1)'); what the
     finding's evidence adds to it (``title_detail``) follows in parentheses."""
-    title = cause.title if cause.title is not None else f"{f.rule} [{f.cause}]"
+    title = pitfall_title(f) or (cause.title if cause.title is not None
+                                 else f"{f.rule} [{f.cause}]")
     awaited = f.evidence.get("awaited_devices") if cause.waits_for_device else None
     if awaited:
         title += " (" + ", ".join(f"GPU {d}" for d in awaited) + ")"
@@ -453,10 +489,13 @@ def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
     largest share), else the first device's. *rules*: those that made *findings* (what
     their causes are called, the calls that show them)."""
     causes = {(r.id, c.id): c for r in rules for c in r.causes.values()}
+    pitfalls = {f.id: f.evidence["pitfall"] for f in findings if f.evidence.get("pitfall")}
     if scope is None:                                  # each device's steady state
         scope = Scope.of(accounting.devices)
     per_device = {d: decide_device(trace, dev, findings, causes, scope)
                   for d, dev in accounting.devices.items()}
+    per_device = {d: replace(v, pitfall=pitfalls.get(v.finding or "")) if v.finding in
+                  pitfalls else v for d, v in per_device.items()}
     if not per_device:
         return None, {}
     bottlenecks = [v for v in per_device.values() if v.kind == "bottleneck"]

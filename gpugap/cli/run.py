@@ -27,6 +27,10 @@ GraphTraceOpt = Annotated[str, typer.Option(
     "--cuda-graph-trace", help="how nsys traces CUDA graphs: graph (default: one operation "
     "per replay, least overhead) or node (every kernel inside, with overhead)",
     metavar="graph|node")]
+NoHostOpt = Annotated[bool, typer.Option(
+    "--no-host-evidence", help="record no CPU samples, GIL trace or Python stacks (by "
+    "default they are, to say what the host ran while the GPU idled; docs/profiling.md "
+    "gives the overhead)")]
 
 
 @contextmanager
@@ -115,12 +119,14 @@ def run_command(
     json_: JsonOpt = False,
     timeout: TimeoutOpt = None,
     graph_trace: GraphTraceOpt = "graph",
+    no_host_evidence: NoHostOpt = False,
 ) -> int:
     """Profile scenarios under nsys and check each against its expected diagnosis; or
     profile any program given after -- (same as gpugap profile)."""
     names = list(names or [])
     if _after_double_dash():
-        return _profile_program(names, out, nsys, force, json_, timeout, graph_trace)
+        return _profile_program(names, out, nsys, force, json_, timeout, graph_trace,
+                                not no_host_evidence)
     if list_:
         if names or run_all:
             raise UsageError("--list lists every scenario; give no scenario names or --all "
@@ -142,9 +148,11 @@ def profile_command(
     json_: JsonOpt = False,
     timeout: TimeoutOpt = None,
     graph_trace: GraphTraceOpt = "graph",
+    no_host_evidence: NoHostOpt = False,
 ) -> int:
     """Profile any program with gpugap's nsys settings and analyze it."""
-    return _profile_program(list(program), out, nsys, force, json_, timeout, graph_trace)
+    return _profile_program(list(program), out, nsys, force, json_, timeout, graph_trace,
+                            not no_host_evidence)
 
 
 def _after_double_dash() -> bool:
@@ -154,7 +162,7 @@ def _after_double_dash() -> bool:
 
 def _profile_program(program: list[str], out: Path | None, nsys_path: str | None,
                      force: bool, json_: bool, timeout: float | None,
-                     graph_trace: str = "graph") -> int:
+                     graph_trace: str = "graph", host_evidence: bool = True) -> int:
     from gpugap.jsonout import dumps
     from gpugap.render.terminal import render
     from gpugap.report.nsys import GRAPH_TRACE_MODES, find_nsys
@@ -188,9 +196,10 @@ def _profile_program(program: list[str], out: Path | None, nsys_path: str | None
     label = shell_join(program)            # the command as typed
     with progress() as step:
         run = profile(tool, target / name, program, label=label, echo=not json_,
-                      timeout=timeout, step=step, graph_trace=graph_trace)
+                      timeout=timeout, step=step, graph_trace=graph_trace,
+                      host_evidence=host_evidence)
     manifest = environment_manifest(tool) | {
-        "command": run.command, "program": program,
+        "command": run.command, "program": program, "host_evidence": host_evidence,
         "cuda_graph_trace": {"mode": graph_trace, "why": GRAPH_TRACE_MODES[graph_trace]}}
     write_json(target / "manifest.json", manifest)
     if json_:

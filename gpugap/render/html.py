@@ -191,7 +191,29 @@ def _verdict_html(a: Analysis) -> str:
         return ""
     fix = f'<p class="fix"><b>fix:</b> {_esc(v.fix)}</p>' if v.fix else ""
     return (f'<div class="verdict {_esc(v.kind)}"><b>{_esc(v.kind.upper())}</b> '
-            f'({_esc(v.scope)}): {_esc(v.headline)}{fix}</div>')
+            f'({_esc(v.scope)}): {_esc(v.headline)}{_host_html(v.host)}{fix}</div>')
+
+
+def _host_html(host: Any) -> str:
+    """What the CPU ran while the GPU idled (gpugap.analysis.host_evidence): the summary,
+    then per thread its share of the idle time and the stack frames that held it."""
+    if host is None:
+        return ""
+    head = f'<p class="host"><b>host:</b> {_esc(host.summary or "")}</p>' \
+        if host.summary else ""
+    rows = []
+    for t in host.threads:
+        frames = "<br>".join(f"{_esc(f.frame)} <span class=\"muted\">{f.share_pct:.0f}% "
+                             f"({_esc(f.work)})</span>" for f in (t.python or t.frames))
+        rows.append(f"<tr><td>{_esc(t.who)}</td><td>{t.share_pct:.0f}%</td>"
+                    f"<td>{frames}</td></tr>")
+    table = ('<table class="metrics host-stacks"><thead><tr><th>thread</th><th>ran, '
+             'of the idle time</th><th>top frames</th></tr></thead><tbody>'
+             + "".join(rows) + "</tbody></table>") if rows else ""
+    rest = [line for line in host.lines() if line != host.summary
+            and not any(line.startswith(t.who) for t in host.threads)]
+    notes = "".join(f'<p class="muted">{_esc(line)}</p>' for line in rest)
+    return head + table + notes
 
 
 def _ranges_html(tl: Timeline, panel: int) -> str:

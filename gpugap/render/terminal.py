@@ -77,6 +77,11 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
         body.append("\nalso: ", style="bold yellow")
         body.append_text(safe_rich(f"{item['headline']} [{item['finding']}]",
                                    limit=MESSAGE_LIMIT))
+    if v.host is not None:
+        # What the CPU ran while the GPU idled (gpugap.analysis.host_evidence).
+        for i, line in enumerate(v.host.lines()):
+            body.append("\nhost: " if i == 0 else "\n  ", style="bold cyan")
+            body.append_text(safe_rich(line, limit=MESSAGE_LIMIT))
     if v.fix:
         body.append("\nfix: ", style="bold green")
         body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))

@@ -396,6 +396,7 @@ class TraceBuilder:
             raise AssertionError(f"TraceBuilder wrote rows the loader repaired: "
                                  f"{trace.info.warnings}")
         trace.osrt_source = None
+        trace.host_source = None
         # The export's marker table is the builder's, not an nsys version.
         trace.info = replace(trace.info, sqlite_path=BUILT, nsys_version=None,
                              schema_version=None, cuda_traced=self.cuda_traced,

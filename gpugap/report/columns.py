@@ -242,6 +242,29 @@ def nvtx_kinds(db: Database) -> tuple[dict[int, str], int]:
 NVTX_INTS = ("start", "end", "type", "text_id", "domain_id", "gtid")
 
 
+def instrumentation_test(db: Database, domain_create: int,
+                         domains: tuple[str, ...] = S.INSTRUMENTATION_DOMAINS) -> str:
+    """SQL true for an NVTX row of one of nsys's own *domains* (the GIL trace, Python
+    samples: gpugap.report.host reads them), matched as (process, domain id) to the
+    rows that name them; '' when the table lacks a needed column. One small subquery,
+    run once per read: the GIL trace alone holds a range per GIL hand-over (112k in a
+    12 s DataLoader capture), which are not the program's ranges."""
+    t = S.NVTX
+    names = {c: column(db, t.name, *t.column(c).candidates, default="")
+             for c in ("text", "text_id", "domain_id", "gtid", "type")}
+    if not all(names[c] for c in ("domain_id", "gtid", "type")) or not (
+            names["text"] or names["text_id"]):
+        return ""
+    key = f"((ifnull({names['gtid']}, 0) >> {PID_SHIFT}) & {ID_MASK}), {names['domain_id']}"
+    text = names["text"] or "NULL"
+    if names["text_id"] and S.STRINGS.name in db.tables:
+        text = (f"coalesce({text}, (SELECT value FROM {quote_id(S.STRINGS.name)} "
+                f"WHERE id = {names['text_id']}))")
+    listed = ", ".join("'" + d.replace("'", "''") + "'" for d in domains)
+    return (f"({key}) IN (SELECT {key} FROM {quote_id(t.name)} WHERE {names['type']} = "
+            f"{int(domain_create)} AND {text} IN ({listed}))")
+
+
 def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None:
     """The NVTX ranges, marks and domain names, in two reads of the same rows: their
     integer columns and rowid (a Read: the fast reader's, for many), and their text with
@@ -253,6 +276,9 @@ def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None
     kinds, domain_create = nvtx_kinds(db)
     event_type = quote_id(S.NVTX.column("type").nsys)
     where = f'{event_type} IN ({", ".join(str(k) for k in kinds)}, {domain_create})'
+    own = instrumentation_test(db, domain_create)
+    if own:
+        where += f" AND NOT {own}"
     if not db.has_rowid(S.NVTX.name):
         return None, select_sql(db, S.NVTX, where=where)
     ints = table_read(db, S.NVTX, NVTX_INTS, where)

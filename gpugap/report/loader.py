@@ -32,6 +32,7 @@ from gpugap.report.columns import ID_MASK as _ID_MASK
 from gpugap.report.columns import PID_SHIFT as _PID_SHIFT
 from gpugap.report.compressed import Decompressed
 from gpugap.report.database import Database, quote_id
+from gpugap.report.host import HostEvidenceSource
 from gpugap.report.reader import Col
 from gpugap.report.table import (
     Labels,
@@ -710,7 +711,7 @@ class Loader:
         return Table({"pid": pid[keep], "name": name})
 
     def _osrt_cols(self, t: str) -> list[Col]:
-        return list(reads.table_read(self.db, S.OSRT).cols)
+        return list(reads.table_read(self.db, S.OSRT, tuple(OSRT_COLUMNS)).cols)
 
     def _osrt_gtid(self) -> str:
         """SQL: OSRT_API's thread column (0 where the table has none)."""
@@ -1128,7 +1129,9 @@ def load_database(db: Database, shown_path: str, *,
                                else Table.empty_of(EVENT_WAIT_COLUMNS)),
                   osrt_source=OsrtSource(db.path, loader._limit, loader._strings,
                                            held=held),
-                  memcpy_calls=memcpy_calls)
+                  memcpy_calls=memcpy_calls,
+                  host_source=HostEvidenceSource(db.path, loader._limit, loader._strings,
+                                                 nsys_version=nsys_version, held=held))
     if info.nsys_version is None:
         loader.warnings.append("the report does not say which nsys wrote it "
                                "(no META_DATA_EXPORT table)")

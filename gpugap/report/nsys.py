@@ -124,12 +124,17 @@ _EXPORT_FAILURES = (
 )
 
 
-def export_sqlite(nsys: Nsys, report: Path, output: Path, timeout: float = 3600) -> None:
+def export_sqlite(nsys: Nsys, report: Path, output: Path, timeout: float = 3600, *,
+                  include_blobs: bool = False) -> None:
     """``nsys export --type sqlite`` of *report* to *output*. nsys writes *output* itself
     (following a symlink there), so it must be a path in a directory only this user can
     write: gpugap's cache exports into a fresh temporary directory
-    (gpugap.report.resolve_sqlite), ``gpugap run`` into its own output directory."""
-    cmd = [nsys.path, "export", "--type", "sqlite", "--force-overwrite", "true",
+    (gpugap.report.resolve_sqlite), ``gpugap run`` into its own output directory.
+    *include_blobs*: keep NVTX payloads (the Python samples' stacks), where this nsys
+    can (``--include-blobs``, newer than 2023.4)."""
+    blobs = ["--include-blobs=true"] if include_blobs and "--include-blobs" in \
+        help_text(nsys, "export") else []
+    cmd = [nsys.path, "export", "--type", "sqlite", "--force-overwrite", "true", *blobs,
            "--output", str(output), str(report)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -161,12 +166,70 @@ GRAPH_TRACE_MODES = {
 }
 
 
+_HELP: dict[tuple[str, str], str] = {}
+
+
+def help_text(nsys: Nsys, command: str, timeout: float = 60) -> str:
+    """``nsys COMMAND --help`` (what options this nsys takes), read once per nsys; ''
+    when it does not run."""
+    key = (nsys.path, command)
+    if key not in _HELP:
+        try:
+            proc = subprocess.run([nsys.path, command, "--help"], capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+            _HELP[key] = proc.stdout + proc.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _HELP[key] = ""
+    return _HELP[key]
+
+
+# What the host did while the GPU idled, recorded by default (docs/profiling.md says
+# what it costs): CPU samples with frame-pointer backtraces of every process of the
+# tree (DataLoader workers included) and their context switches; for a Python program
+# the GIL trace and Python stacks, sampled at 1 kHz and at each CUDA call.
+HOST_SAMPLING = ("--sample=process-tree", "--backtrace=fp", "--cpuctxsw=process-tree")
+HOST_PYTHON = ("--python-sampling=true", "--python-sampling-frequency=1000",
+               "--python-backtrace=cuda")
+HOST_OFF = ("--sample=none", "--cpuctxsw=none")
+PYTHON_PROGRAM = re.compile(r"(^|/)(python[\d.]*|pypy[\d.]*)$|\.py$")
+
+
+def is_python_program(program: Sequence[str]) -> bool:
+    """Does *program* run Python (an interpreter, or a script run directly)?"""
+    return bool(program) and (bool(PYTHON_PROGRAM.search(program[0])) or any(
+        PYTHON_PROGRAM.search(a) for a in program[:1]))
+
+
+def host_evidence_flags(nsys: Nsys, python: bool) -> tuple[list[str], list[str]]:
+    """(the options that record the host's evidence, the trace kinds to add), those of
+    HOST_SAMPLING / HOST_PYTHON and python-gil that this nsys takes (``nsys profile
+    --help``); an option it does not know is left out, and CPU sampling stays off
+    (HOST_OFF) when it takes none of them."""
+    text = help_text(nsys, "profile")
+
+    def takes(flag: str) -> bool:
+        return flag.split("=")[0] + "=" in text
+
+    flags = [f for f in HOST_SAMPLING if takes(f)]
+    if not any(f.startswith("--sample=") for f in flags):
+        return list(HOST_OFF), []
+    traces = []
+    if python:
+        flags += [f for f in HOST_PYTHON if takes(f)]
+        if "python-gil" in text:
+            traces.append("python-gil")
+    return flags, traces
+
+
 def profile_command(nsys: Nsys, output_base: Path, program: Sequence[str],
-                    trace: str = "cuda,nvtx,osrt,cublas", graph_trace: str = "graph"
-                    ) -> list[str]:
+                    trace: str = "cuda,nvtx,osrt,cublas", graph_trace: str = "graph",
+                    host_evidence: bool = False) -> list[str]:
     """The nsys command line gpugap profiles with: CUDA, NVTX, OS runtime and cuBLAS
-    tracing, CUDA graphs traced per *graph_trace* (GRAPH_TRACE_MODES), CPU sampling and
-    context switches off, exporting SQLite alongside."""
-    return [nsys.path, "profile", "-t", trace, f"--cuda-graph-trace={graph_trace}",
-            "--sample=none", "--cpuctxsw=none", "--export=sqlite", "--force-overwrite=true",
-            "-o", str(output_base), *program]
+    tracing, CUDA graphs traced per *graph_trace* (GRAPH_TRACE_MODES), exporting SQLite
+    alongside; with *host_evidence*, what the host ran (host_evidence_flags, as far as
+    this nsys and the program allow), else CPU sampling and context switches off."""
+    sampling, traces = (host_evidence_flags(nsys, is_python_program(program))
+                        if host_evidence else (list(HOST_OFF), []))
+    return [nsys.path, "profile", "-t", ",".join([trace, *traces]),
+            f"--cuda-graph-trace={graph_trace}", *sampling, "--export=sqlite",
+            "--force-overwrite=true", "-o", str(output_base), *program]

@@ -289,7 +289,55 @@ OSRT = Table("OSRT_API", (
     Column("globalTid", "gtid", default=0, bounds=(0, MAX_GTID), invalid="zero",
            label="thread"),
     Column("nameId", "name", "name", dtype="int32", required=True),
+    # The call's stack (OSRT_CALLCHAINS.id; NULL: none, a short call): gpugap.report.host.
+    Column("callchainId", "callchain", default=-1, frame=False),
     ), what="OS runtime calls")
+
+# --- the host's own evidence (gpugap.report.host reads it on demand) ----------------------
+# CPU samples (nsys --sample=process-tree): one row per sample of a running thread.
+SAMPLES = Table("COMPOSITE_EVENTS", (
+    Column("id", "id", required=True),
+    Column("start", "start", "time", fill=TIME_FILL, required=True),
+    Column("globalTid", "gtid", default=0, bounds=(0, MAX_GTID), invalid="zero",
+           label="thread"),
+    Column("cpu", "cpu", dtype="int32", default=-1),
+    Column("threadState", "state", "enum", enum="ENUM_SAMPLING_THREAD_STATE", dtype="int8",
+           default=0),
+    ), what="CPU samples", versions="with --sample; nsys 2023.4 and 2025.3 alike")
+
+
+def _callchain(name: str, what: str) -> Table:
+    """A table of stack frames: a row per frame of the stack *id*, depth 0 the
+    innermost; function and module as StringIds."""
+    return Table(name, (Column("id", "id", required=True),
+                        Column("stackDepth", "depth", dtype="int32", required=True),
+                        Column("symbol", "symbol", "name", dtype="int32"),
+                        Column("module", "module", "name", dtype="int32")), what=what)
+
+
+SAMPLE_STACKS = _callchain("SAMPLING_CALLCHAINS", "CPU sample frames")
+OSRT_STACKS = _callchain("OSRT_CALLCHAINS", "OS runtime call frames")
+# The payload of an NVTX mark (a BLOB: a Python sample's frames, where the export kept
+# it), read by gpugap.report.host.
+NVTX_PAYLOAD = "binaryData"
+# NVTX extended payloads: the layout of a mark's binaryData (a struct per schema; an
+# entry is a field: its type, a schema id for a nested struct, its offset).
+PAYLOAD_SCHEMAS = Table("NVTX_PAYLOAD_SCHEMAS", (
+    Column("domainId", "domain_id", required=True),
+    Column("schemaId", "schema", required=True),
+    Column("name", "name", "text"),
+    Column("payloadSize", "size", default=0),
+    ), versions="nsys 2024 on (not 2023.4)")
+PAYLOAD_ENTRIES = Table("NVTX_PAYLOAD_SCHEMA_ENTRIES", (
+    Column("domainId", "domain_id", required=True),
+    Column("schemaId", "schema", required=True),
+    Column("idx", "index", required=True),
+    Column("flags", "flags", default=0),
+    Column("type", "type", required=True),
+    Column("name", "name", "text"),
+    Column("arrayOrUnionDetail", "detail", default=0),
+    Column("offset", "offset", default=0),
+    ), versions="nsys 2024 on (not 2023.4)")
 
 STRINGS = Table("StringIds", (Column("id", "id", required=True),
                               Column("value", "value", "text", required=True)))
@@ -354,6 +402,7 @@ CAPTURE = Table("ANALYSIS_DETAILS", (Column("startTime", required=True),
 TABLES: tuple[Table, ...] = (
     KERNEL, MEMCPY, MEMSET, SYNC, EVENT, GRAPH, RUNTIME, DRIVER, NVTX, OSRT, STRINGS,
     THREADS, PROCESSES, GPUS, STREAMS, CONTEXTS, NULL_STREAMS,
+    SAMPLES, SAMPLE_STACKS, OSRT_STACKS, PAYLOAD_SCHEMAS, PAYLOAD_ENTRIES,
     _pairs("TARGET_INFO_SYSTEM_ENV"), CAPTURE,
     _pairs("META_DATA_EXPORT", "nsys 2023.4 on"),
     _pairs("EXPORT_META_DATA", "nsys 2023.2 (schema 3.1.7)"),
@@ -361,6 +410,7 @@ TABLES: tuple[Table, ...] = (
     _enum("ENUM_CUDA_MEMCPY_OPER"), _enum("ENUM_CUDA_MEM_KIND"),
     _enum("ENUM_CUPTI_SYNC_TYPE"), _enum("ENUM_CUPTI_STREAM_TYPE"),
     _enum("ENUM_NSYS_EVENT_TYPE"), _enum("ENUM_NSYS_EVENT_CLASS"),
+    _enum("ENUM_SAMPLING_THREAD_STATE"),
 )
 BY_NAME = {t.name: t for t in TABLES}
 
@@ -428,7 +478,8 @@ ENUMS: dict[str, dict[int, tuple[str, str]]] = {
         2: ("CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NON_BLOCKING", "Non-blocking stream"),
         3: ("CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL", "Null stream")},
     "ENUM_NSYS_EVENT_TYPE": {n: (name, name) for n, name in (
-        (59, "NvtxPushPopRange"), (60, "NvtxStartEndRange"), (70, "NvtxtPushPopRange"),
+        (34, "NvtxMark"), (59, "NvtxPushPopRange"), (60, "NvtxStartEndRange"),
+        (70, "NvtxtPushPopRange"),
         (71, "NvtxtStartEndRange"), (75, "NvtxDomainCreate"))},
     "ENUM_NSYS_EVENT_CLASS": {0: ("TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
                               1: ("TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver")},
@@ -436,9 +487,21 @@ ENUMS: dict[str, dict[int, tuple[str, str]]] = {
 
 
 # How the loader names the NVTX ranges of each ENUM_NSYS_EVENT_TYPE member it reads.
+# NVTX domains nsys writes itself, not the program: the GIL trace (-t python-gil: ranges
+# 'Holding GIL' / 'Waiting for GIL' on every Python thread) and the Python samples
+# (--python-sampling, --python-backtrace: marks whose payload holds the stack; 2023.4
+# names the periodic one 'Python Backtrace'). Not read as NVTX ranges: gpugap.report.host
+# reads them as the host's evidence.
+GIL_DOMAIN = "GIL Trace"
+PYTHON_SAMPLE_DOMAINS = ("Python Periodic Sampling", "Python Backtrace on CUDA",
+                         "Python Backtrace")
+INSTRUMENTATION_DOMAINS = (GIL_DOMAIN, *PYTHON_SAMPLE_DOMAINS)
+GIL_HOLDING, GIL_WAITING = "Holding GIL", "Waiting for GIL"
+
 NVTX_KINDS = {"NvtxPushPopRange": "push/pop", "NvtxStartEndRange": "start/end",
               "NvtxtPushPopRange": "push/pop", "NvtxtStartEndRange": "start/end"}
 NVTX_DOMAIN_CREATE = "NvtxDomainCreate"       # the row that names a domain
+NVTX_MARK = "NvtxMark"                        # a mark (a Python sample)
 
 
 def enum_fallback(table: str, name: str) -> int:

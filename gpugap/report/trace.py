@@ -108,6 +108,26 @@ class OsrtSource(Protocol):
               pids: list[int] | None = None) -> Table: ...
 
 
+class HostSource(Protocol):
+    """Where a Trace reads the host's own evidence from, on demand: CPU samples and
+    their stacks, the GIL trace, the OS runtime calls' stacks, Python samples
+    (gpugap.report.host.HostEvidenceSource, the loader's)."""
+
+    def inventory(self) -> Any: ...
+
+    def samples(self, lo: np.ndarray, hi: np.ndarray) -> Table: ...
+
+    def sample_frames(self, ids: np.ndarray) -> Table: ...
+
+    def gil(self, lo: np.ndarray, hi: np.ndarray) -> Table: ...
+
+    def os_waits(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> Table: ...
+
+    def osrt_frames(self, ids: np.ndarray) -> Table: ...
+
+    def python_samples(self, lo: np.ndarray, hi: np.ndarray) -> Any: ...
+
+
 @dataclass
 class ReportInfo(Record):
     """What is known of the report itself.
@@ -191,7 +211,9 @@ class Trace:
     ``kernels``, ``api``...), and what is known of the report itself (``info``).
 
     OS runtime calls are read on first use (``osrt``), from ``osrt_source`` (the
-    loader's), unless given. ``memcpy_calls``: the row of ``api`` that launched each
+    loader's), unless given; the host's own evidence (CPU samples, the GIL trace...)
+    only where asked for, from ``host_source`` (gpugap.report.host; None: the trace has
+    none, as a built one). ``memcpy_calls``: the row of ``api`` that launched each
     memcpy (-1: none), as the loader joined them (attach_launches), for what needs the
     call of a copy; None: not joined (a trace not made by the loader, or a copy with
     other memcpys). ``derived``: the derived indexes of the layers above (see Derived),
@@ -202,6 +224,7 @@ class Trace:
     tables: dict[str, Table]
     _frames: dict[str, pd.DataFrame]
     osrt_source: OsrtSource | None
+    host_source: HostSource | None
     memcpy_calls: np.ndarray | None
     derived: dict[type, Derived]
 
@@ -223,7 +246,8 @@ class Trace:
                  threads: Events, graphs: Events | None = None,
                  processes: Events | None = None, event_waits: Events | None = None,
                  osrt: Events | None = None, osrt_source: OsrtSource | None = None,
-                 memcpy_calls: np.ndarray | None = None) -> None:
+                 memcpy_calls: np.ndarray | None = None,
+                 host_source: HostSource | None = None) -> None:
         self.info = info
         self.tables = {}
         self._frames = {}
@@ -237,6 +261,7 @@ class Trace:
             elif name != "osrt":
                 self.tables[name] = Table.empty_of(_EMPTY_COLUMNS[name])
         self.osrt_source = osrt_source
+        self.host_source = host_source
         self.memcpy_calls = memcpy_calls
         self.derived = {}
 
@@ -254,7 +279,8 @@ class Trace:
         calls = changes.pop("memcpy_calls",
                             None if "memcpys" in changes else self.memcpy_calls)
         return Trace(self.info, **{n: changes.get(n, self.tables.get(n)) for n in TABLE_NAMES},
-                     osrt_source=self.osrt_source, memcpy_calls=calls)
+                     osrt_source=self.osrt_source, memcpy_calls=calls,
+                     host_source=self.host_source)
 
     def table(self, name: str) -> Table:
         """The events of *name* ('kernels', 'api', 'osrt'...: the frames' names) as a

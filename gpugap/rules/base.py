@@ -213,6 +213,11 @@ class Finding(Record):
     # not worth acting on: a library kernel's grid, a few percent of skew between ranks);
     # INFO: context, never the verdict's bottleneck.
     max_severity: Severity | None = field(default=None, repr=False, compare=False)
+    # Peer rules whose findings on the same device settle before this one, whatever
+    # their claims' sizes: the rule's evidence says they are what the program can
+    # change first (small grids already on several streams: what serializes the streams
+    # comes first; a fixed problem size cannot grow its grid).
+    settles_after: tuple[str, ...] = field(default=(), repr=False, compare=False)
     # What the rule's finish() still has to do (evidence worth gathering only for the
     # findings that settling keeps).
     pending: Any = field(default=None, repr=False, compare=False)
@@ -222,7 +227,7 @@ class Finding(Record):
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
                if k not in ("claim", "iteration_costs", "min_share_pct",
-                            "pending", "marks", "max_severity")}
+                            "pending", "marks", "max_severity", "settles_after")}
         return asdict_plain(out)
 
 

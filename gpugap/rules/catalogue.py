@@ -53,6 +53,13 @@ class Pitfall:
     capture: str | None = None
     # Frameworks it applies to (None: any).
     frameworks: tuple[str, ...] | None = None
+    # The name a verdict gives the finding it matched, filled with its facts, where the
+    # pitfall is the cause and the rule's label only its symptom (syncs that expose
+    # launch gaps: the gaps are the symptom); None: the rule's title stays.
+    headline: str | None = None
+
+    def title_for(self, facts: Facts) -> str | None:
+        return None if self.headline is None else self.headline.format(**facts)
 
     def fix(self, framework: str | None, facts: Facts) -> str:
         """The fix in *framework*'s words (or the language the facts name: a Triton
@@ -207,7 +214,8 @@ CUDA_BP = "CUDA C++ Best Practices Guide (docs.nvidia.com/cuda/cuda-c-best-pract
 CUDA_PG = "CUDA C++ Programming Guide (docs.nvidia.com/cuda/cuda-c-programming-guide)"
 JAX_DOCS = "JAX: JIT compilation, profiling and the sharp bits (docs.jax.dev)"
 CUPY_PERF = "CuPy performance best practices (docs.cupy.dev/en/stable/user_guide/performance.html)"
-NSYS_RULES = "Nsight Systems expert-system rules (nsys analyze: cuda_api_sync, cuda_memcpy_async, cuda_memcpy_sync, gpu_gaps, gpu_time_util)"
+NSYS_RULES = ("Nsight Systems expert-system rules (nsys analyze: cuda_api_sync, "
+              "cuda_memcpy_async, cuda_memcpy_sync, gpu_gaps, gpu_time_util)")
 HTA = "Holistic Trace Analysis (temporal, idle-time and communication breakdowns)"
 NCCL_DOCS = "NCCL and torch.distributed notes (DDP overlap, communication streams)"
 TRITON = "Triton tutorials (triton-lang.org: vector add, fused softmax, autotuning)"
@@ -278,7 +286,8 @@ CATALOGUE: tuple[Pitfall, ...] = (
          "*": "The {syncs} host synchronizations per iteration keep the host from "
               "queueing work ahead, so each of the {launches} launches shows as a gap: "
               "remove the syncs first, then launch fewer, larger kernels."},
-        _syncs_hide_nothing, capture="ext-b2-moe_mask"),
+        _syncs_hide_nothing, capture="ext-b2-moe_mask",
+        headline="Host synchronizations expose the launch gaps ({syncs} per iteration)"),
     Pitfall(
         "jax-eager-dispatch", "JAX operations dispatched one by one, without jit",
         (("launch-gap", "launch-bound"), ("launch-gap", "host-launch-latency")),
@@ -353,7 +362,9 @@ CATALOGUE: tuple[Pitfall, ...] = (
          "*": "{call} ({n} per iteration) drains the GPU each time: synchronize only where "
               "the host needs a result, and queue the next iteration's work before "
               "waiting."},
-        _call(r"Synchronize$"), capture="cpp-cublas-churn"),
+        # (cpp-cublas-churn's per-batch cudaDeviceSynchronize is part of its library
+        # churn now, claimed whole by that finding: no committed capture shows it alone.)
+        _call(r"Synchronize$")),
     Pitfall(
         "pinned-host-alloc-churn", "Pinned host memory allocated and freed every iteration",
         (("launch-gap", "allocation"),),
@@ -648,4 +659,12 @@ def refine(trace: Trace, context: Context, findings: list[Finding]) -> None:
             break
 
 
-__all__ = ["CATALOGUE", "Pitfall", "refine"]
+def pitfall_title(f: Finding) -> str | None:
+    """The verdict's name for *f* from the pitfall that refined it (Pitfall.headline)."""
+    p = BY_ID.get(f.evidence.get("pitfall", ""))
+    return None if p is None else p.title_for(f.evidence.get("pitfall_facts") or {})
+
+
+BY_ID = {p.id: p for p in CATALOGUE}
+
+__all__ = ["BY_ID", "CATALOGUE", "Pitfall", "pitfall_title", "refine"]

@@ -89,6 +89,8 @@ FIX_CHURN_CUPY = (
 # Module-load time in at least this share of the steady iterations recurs: churn, not a
 # one-time load (which a warm-up would remove).
 CHURN_ITERATIONS = 0.5
+# Without iterations, loads in at least this many gaps before they can recur.
+CHURN_MIN_GAPS = 6
 
 # Module loading and compilation settle first (priority 0): they explain what other
 # findings see of the same time (the warm-up latency of a lazily loaded module).
@@ -188,6 +190,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             totals = dev.totals_in(span)
             for bucket, cause in BUCKET_CAUSE.items():
                 ns = totals.get(bucket, 0)
+                if bucket in HOST_PACED and ns > 0:
+                    ns -= _already_queued(dev, bucket, span)
                 if ns > 0 and 100.0 * ns / base >= config["min_share_pct"]:
                     churn = None
                     if bucket == "module-load" and phase == "steady":
@@ -199,11 +203,34 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                                  context.framework)
                     if cause == "library-churn":
                         f.evidence["iterations_with_loads"] = round(float(churn or 0), 3)
+                        f.claim = _churn_claim(dev, span)
                     if cause == "cross-device-wait":
                         f.evidence["awaited_devices"] = _awaited(context, device)
                     findings.append(f)
     _read_host_calls(trace, findings)
     return findings
+
+
+# Buckets that say the host set the GPU's pace (it synchronized, or launched too slowly):
+# not where the next operation was queued before the gap even began.
+HOST_PACED = ("synchronization", "launch-bound")
+
+
+def _already_queued(dev, bucket: str, span: tl.Intervals) -> int:
+    """The time of *bucket* in gaps whose next operation was launched before the gap began:
+    the GPU did not wait for the host there, whatever call the host sat in (kernels
+    queued on streams that the legacy default stream serializes, a few microseconds of
+    the GPU's own between them). The accounting keeps the thread's state; the rule does
+    not claim the host made those gaps."""
+    held, per_gap, _ = dev.held_gaps(bucket, span)
+    if not held.size:
+        return 0
+    nxt = np.asarray(dev.gaps.next_ops(held))
+    known = nxt >= 0
+    api_end = np.full(held.size, np.nan)
+    api_end[known] = dev.work.gather("api_end", nxt[known])
+    starts = np.asarray(dev.gaps.starts(held), dtype=np.float64)
+    return int(np.asarray(per_gap)[~np.isnan(api_end) & (api_end <= starts)].sum())
 
 
 def _read_host_calls(trace: Trace, findings: list[Finding]) -> None:
@@ -223,6 +250,24 @@ def _read_host_calls(trace: Trace, findings: list[Finding]) -> None:
         f.pending = (*f.pending, [next(calls) for _ in range(n)])
 
 
+# What a library context's creation and destruction does in the gap it opens besides
+# loading modules: allocating its workspace, freeing it (cudaFree synchronizes the
+# device), synchronizing, its own host work (cublasCreate/cublasDestroy, cudnnCreate).
+CHURN_BUCKETS = ("module-load", "allocation", "synchronization", "host-work")
+
+
+def _churn_claim(dev, span: tl.Intervals) -> Claim:
+    """Library churn claims the whole of each gap it loaded modules in (CHURN_BUCKETS):
+    one problem, counted once and whole, not its module loads here and its allocations
+    and synchronizations as findings of their own."""
+    held, _, ends = dev.held_gaps("module-load", span)
+    if not held.size:
+        return Claim(dev.device, span, ("module-load",))
+    starts = np.asarray(dev.gaps.starts(held), dtype=np.int64)
+    return Claim(dev.device, tl.intersect(tl.union(starts, np.asarray(ends, np.int64)),
+                                          span), CHURN_BUCKETS)
+
+
 def _recurring_share(dev, bucket: str, steady: tuple[int, int]) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
     of tenths of the *steady* span (a one-time load sits in one)."""
@@ -232,6 +277,10 @@ def _recurring_share(dev, bucket: str, steady: tuple[int, int]) -> float:
     if b <= a:
         return 0.0
     # (Without iterations there are no first uses: the steady span is the steady state.)
+    # Recurrence needs many gaps: one long lazy load can span half of the tenths.
+    held, _, _ = dev.held_gaps(bucket, tl.as_intervals([a], [b]))
+    if held.size < CHURN_MIN_GAPS:
+        return 0.0
     edges = np.linspace(a, b, 11).astype(np.int64)
     return float((dev.bucket_sums(edges[:-1], edges[1:])[:, IDS.index(bucket)] > 0).mean())
 

@@ -3,8 +3,9 @@
 Every finding claims the nanoseconds it explains (gpugap.rules.base.Claim). Claims are
 settled in order, causes before consequences (each rule, and any of its causes, declares
 when its findings settle: ``Rule.priority``, ``Cause.priority``; the findings of peer
-rules, ``Rule.peer``, larger claim first): a finding's cost is its claim's weight times
-the nanoseconds of its claim that no earlier finding took. So
+rules, ``Rule.peer``, larger claim first, unless a finding's evidence defers it to a
+peer present on its device and phase, ``Finding.settles_after``): a finding's cost is
+its claim's weight times the nanoseconds of its claim that no earlier finding took. So
 the costs of all findings in a scope never add up to more than its wall time. When more
 than half of what a finding claims was already taken, it is a consequence of the
 finding that took most of it (``consequence_of``) and costs only the rest: the warm-up
@@ -253,8 +254,14 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
     # Per device, its steady iterations' windows (None: none), shared by its claims
     # (read only): built once, not per finding (an array from a range of thousands).
     steady_windows: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+    present = {(f.rule, None if f.claim is None else int(f.claim.device), f.phase)
+               for f in findings}
+
+    def deferred(f: Finding) -> bool:
+        device = None if f.claim is None else int(f.claim.device)
+        return any((r, device, f.phase) in present for r in f.settles_after)
     for f in sorted(findings, key=lambda f: (
-            by_id[f.rule].priority_of(f.cause),
+            by_id[f.rule].priority_of(f.cause), deferred(f),
             -_claimed_ns(f) if by_id[f.rule].peer else 0.0, f.start_ns)):
         if f.claim is None:
             f.cost_ns = 0

@@ -121,7 +121,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         lost = (1.0 - 1.0 / slowdown) if slowdown and slowdown > 1.0 else (
             1.0 - 1.0 / level if slowdown is None and level > 1.0 else 0.0)
         busy = {p: tl.total(u) for p, u in unions.items()}
-        for phase, span, wall, base in context.judged_phases(device):
+        for phase, span, wall, _base in context.judged_phases(device):
             mine = tl.intersect(together, span)
             side_ns = tl.total(mine)
             if side_ns <= 0 or 100.0 * side_ns / wall < config["min_share_pct"]:

@@ -39,6 +39,15 @@ FIX = ("Give each kernel enough blocks to fill the GPU (at least one per SM, bet
        "a grid-stride loop with grid = SMs x resident blocks per SM), batch many small "
        "problems into one launch (batched/grouped GEMM), or, when they are independent, run "
        "them concurrently on separate streams so they share the idle SMs.")
+FIX_SEVERAL_STREAMS = (
+    "These small grids already run on {streams} streams: let them overlap (remove what "
+    "serializes the streams: work on the legacy default stream, a synchronization between "
+    "them), so they share the idle SMs; where the problem can grow, give each kernel "
+    "enough blocks to fill the GPU (a grid-stride loop with grid = SMs x resident blocks "
+    "per SM) or batch many small problems into one launch.")
+# What is left to do once the streams overlap.
+THEN_FIX = ("where the problem can grow, give each kernel more blocks (grid = SMs x "
+            "resident blocks per SM) or batch small problems into one launch.")
 CAUSES = (Cause("undersized-grid", "fewer blocks than the GPU has SMs", FIX,
                 title="Grids too small for the GPU"),)
 # A library's own kernels: the library picks their grids from the problem's shape.
@@ -293,6 +302,11 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                else RULE.causes["undersized-grid"].fix_for(context.framework))
         library_name = (LIBRARY_NAMES.get(library.group(0).lower(), "cuBLAS") if library
                         else None)
+        several = len(stream_of[g]) > 1
+        if several and not library:
+            # Already on separate streams: the advice to go concurrent is moot; what keeps
+            # them from overlapping is the remedy (serialized-streams settles first).
+            fix = FIX_SEVERAL_STREAMS.format(streams=len(stream_of[g]))
         findings.append(Finding(
             rule=RULE.id, cause="undersized-grid", severity=Severity.INFO,
             # A library's kernel: its grid follows the problem's shape, no launch
@@ -302,10 +316,12 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             at_ns=int(acc["at"][g]), message=text, fix=fix,
             marks=_marks(k, top_configs),
             streams=stream_of[g], device=dev, count=n_small, phase=phase,
+            settles_after=("serialized-streams",) if several else (),
             ranges=split_label(label),
             claim=Claim(int(dev), kernels, ("compute",),
                         weight=min(1.0, cost / max(tl.total(kernels), 1))),
             evidence={"time_share_pct": round(share, 2), "sm_count": n_sm,
+                      **({"then_fix": THEN_FIX} if several and not library else {}),
                       "library": library_name,
                       "idle_sm_pct": round(idle_pct, 2), "idle_sm_ns": cost,
                       "small_kernel_ns": small_ns,

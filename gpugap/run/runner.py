@@ -247,11 +247,14 @@ def require_gpu() -> None:
 def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
             env: dict[str, str] | None = None, echo: bool = False,
             timeout: float | None = None, step: Step | None = None,
-            graph_trace: str = "graph") -> ProfiledRun:
+            graph_trace: str = "graph", host_evidence: bool = True) -> ProfiledRun:
     """Profile *program* under nsys into out_base.nsys-rep, export out_base.sqlite, and
-    analyze it. Failures of nsys raise; a failing program is recorded, not raised."""
+    analyze it. Failures of nsys raise; a failing program is recorded, not raised.
+    *host_evidence*: record what the host ran (CPU samples, for Python the GIL and
+    Python stacks: gpugap.report.nsys.host_evidence_flags)."""
     run = ProfiledRun(label=label, command=profile_command(nsys, out_base, program,
-                                                           graph_trace=graph_trace))
+                                                           graph_trace=graph_trace,
+                                                           host_evidence=host_evidence))
     run.command = [c for c in run.command if c != "--export=sqlite"]
     run.log = out_base.with_suffix(".log")
     started = time.perf_counter()
@@ -306,7 +309,7 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
     if step:
         step(f"exporting {label} to SQLite")
     sqlite = out_base.with_suffix(".sqlite")
-    export_sqlite(nsys, rep, sqlite)
+    export_sqlite(nsys, rep, sqlite, include_blobs=host_evidence)
     run.sqlite = sqlite
     if step:
         step(f"analyzing {label}")
@@ -378,8 +381,10 @@ def run_scenario(scenario: Any, variant: str, out_dir: Path, nsys: Nsys, *,
     # interpreter finds it without any PYTHONPATH.
     program = [sys.executable, "-m", f"gpugap.scenarios.{scenario.module}",
                "--variant", variant, "--result", str(result_file)]
+    # A scenario's check reads CUDA calls and GPU work only: its timings stay those of
+    # a capture without sampling.
     run = profile(nsys, base, program, label=f"{scenario.name}/{variant}",
-                  step=step, timeout=timeout)
+                  step=step, timeout=timeout, host_evidence=False)
     if result_file.is_file():
         run.result = json.loads(result_file.read_text())
     if run.analysis is not None and run.trace is not None and run.error is None:

@@ -19,7 +19,10 @@ the adapted copy lives in tests/corpus/public/NAME/ (ignored by git, carried to 
 machine by the device call) with its run.toml (command, build, env, nsys_options).
 `trace = [...]` in program.toml replaces the default tracing options (TRACE) for a
 program captured with the host's own evidence (issue 44), `fallback_trace` is tried when
-nsys refuses it, and `keep_callchains = true` keeps the OS calls' call chains.
+nsys refuses it, and `keep_callchains = true` keeps the OS calls' call chains (and
+exports the Python samples' payloads, where the nsys can: --include-blobs). `--baseline
+NAME` captures NAME once more with the default tracing, just before it, as
+NAME-baseline: the step times of the two are the overhead of recording the evidence.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ def result_line(text: str) -> dict | None:
 def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
             env_info: dict) -> dict:
     folder = work / name
-    shutil.copytree(PROGRAMS / name, folder, dirs_exist_ok=True)
+    shutil.copytree(PROGRAMS / spec.get("program_dir", name), folder, dirs_exist_ok=True)
     if spec.get("source"):
         src = PUBLIC / spec.get("source_dir", name)
         if not src.is_dir():
@@ -175,6 +178,13 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
             continue
         break
     sqlite = base.with_suffix(".sqlite")
+    if spec.get("keep_callchains") and sqlite.is_file() and _exports_blobs():
+        # The Python samples' stacks are NVTX payloads that a default export leaves out.
+        export = [NSYS, "export", "--type=sqlite", "--include-blobs=true",
+                  "--force-overwrite=true", "-o", str(sqlite), str(base) + ".nsys-rep"]
+        e = subprocess.run(export, capture_output=True, text=True, check=False, timeout=300)
+        manifest["export_command"] = [shlex.quote(c) for c in export]
+        manifest["export_exit_code"] = e.returncode
     manifest |= {"nsys_command": [shlex.quote(c) for c in nsys_cmd],
                  "environment": {k: str(v) for k, v in spec.get("env", {}).items()}
                  | NO_MULTICAST,
@@ -198,6 +208,11 @@ def capture(name: str, spec: dict, work: Path, out: Path, visible: str | None,
 
 
 LOST_STRINGS = "Cannot find string for an exterior index"
+
+
+def _exports_blobs() -> bool:
+    """Whether this nsys can export NVTX payloads (nsys export --include-blobs)."""
+    return "include-blobs" in (query([NSYS, "export", "--help"]) or "")
 
 
 def _profile(command: list[str], folder: Path, env: dict, timeout: float
@@ -264,6 +279,10 @@ def main() -> int:
     parser.add_argument("--lanes", type=int, default=None)
     parser.add_argument("--deadline-s", type=float, default=540)
     parser.add_argument("--work", type=Path, default=Path("/tmp/corpus-work"))
+    parser.add_argument("--baseline", action="append", default=[], metavar="NAME",
+                        help="programs to capture once more with the default tracing "
+                        "(TRACE), as NAME-baseline (repeatable): the overhead of a "
+                        "program's own trace")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
     start = time.monotonic()
@@ -284,6 +303,16 @@ def main() -> int:
     lanes = min(args.lanes or gpus, gpus)
     done: list = []
     queue: Queue = Queue()
+    for n in args.baseline:
+        # Each baseline just before its program, on the same GPU: the two step times
+        # compare the tracing alone.
+        spec = {k: v for k, v in load(n).items()
+                if k not in ("trace", "fallback_trace", "keep_callchains")}
+        queue.put((f"{n}-baseline", {**spec, "source_dir": spec.get("source_dir", n),
+                                     "program_dir": n}))
+        if n in single:
+            single.remove(n)
+            queue.put((n, specs[n]))
     for n in single:
         queue.put((n, specs[n]))
     threads = [threading.Thread(target=run_lane, args=(queue, args.work, args.out,

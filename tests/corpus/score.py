@@ -83,7 +83,16 @@ CONCEPTS = {
 STARTUP_PHASES = ("start-up", "warm-up")
 
 
-def concept(rule: str | None, cause: str | None, bucket: str | None = None) -> str | None:
+# Catalogue pitfalls (gpugap rules --causes) that name a cause other than their rule's
+# label: the verdict's headline names the pitfall (syncs that expose launch gaps: the
+# cause is the syncs, the gaps their symptom).
+PITFALL_CONCEPTS = {"syncs-expose-launch-gaps": "sync-wait"}
+
+
+def concept(rule: str | None, cause: str | None, bucket: str | None = None,
+            pitfall: str | None = None) -> str | None:
+    if pitfall in PITFALL_CONCEPTS:
+        return PITFALL_CONCEPTS[pitfall]
     if rule is None:
         return CONCEPTS.get(("bucket", bucket or cause or ""))
     return CONCEPTS.get((rule, cause)) or CONCEPTS.get((rule, None))
@@ -200,7 +209,8 @@ def score_program(name: str, analysis, expected: dict) -> list[Check]:
         if "kind" in want:
             check("verdict.kind", want["kind"], v.kind, v.kind == want["kind"])
         if "cause" in want:
-            got = "healthy" if v.kind == "healthy" else concept(v.rule, v.cause, v.bucket)
+            got = "healthy" if v.kind == "healthy" else concept(v.rule, v.cause, v.bucket,
+                                                                 v.pitfall)
             check("verdict.cause", want["cause"], got, got == want["cause"])
         if "share" in want:
             check("verdict.share", want["share"], v.share_pct, _in(v.share_pct, want["share"]))

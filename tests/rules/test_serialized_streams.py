@@ -101,23 +101,31 @@ def test_the_silent_streams_do_overlap(range_name: str) -> None:
     assert analyze_report(CAUSES, range_name).metrics.kernel_overlap_pct > 90
 
 
-def test_small_grids_and_their_serialisation_settle_as_peers() -> None:
+def test_small_grids_already_on_several_streams_settle_after_their_serialisation() -> None:
     """Small grids on streams that ran one after another have two remedies, bigger grids
-    or overlap: whichever claims more takes the time they share and explains the other
-    (Rule.peer). On cpp-default-stream (8-block grids on two streams serialised by the
-    legacy stream) that is the grids; on the default-stream puzzle (grids that together
-    would fill the GPU) the serialisation; on causes-streams' explicit-sync range (a
-    synchronisation after each launch of small grids) the grids."""
-    def lead(name: str, range_name: str | None, serialized: str) -> str:
+    or overlap. Peers settle by what the program can change (issue 39): grids that
+    already run on several streams defer to what serialises those streams
+    (Finding.settles_after), whatever either claims, and the verdict names the grids
+    next. On cpp-default-stream (8-block grids on two streams serialised by the legacy
+    stream) and the default-stream puzzle the serialisation leads and the grids are its
+    consequence; on causes-streams' explicit-sync range (a synchronisation after each
+    launch) the serialisation settles first and keeps its whole claim."""
+    def settled(name: str, range_name: str | None, serialized: str):
         analysis = analyze_report(name, range_name)
         (grid,) = [f for f in analysis.findings_of("small-grid")
                    if f.phase in ("steady", "range")]
         (serial,) = [f for f in analysis.findings_of(RULE, serialized)
                      if f.phase in ("steady", "range")]
-        first, second = (grid, serial) if grid.cost_ns > serial.cost_ns else (serial, grid)
-        assert second.consequence_of == first.id
-        return first.rule
+        assert len(grid.streams) > 1 and grid.settles_after == (RULE,)
+        assert serial.consequence_of is None
+        return analysis, grid, serial
 
-    assert lead("corpus:cpp-default-stream", None, "legacy-default-stream") == "small-grid"
-    assert lead("default-stream-bad", "measured", "legacy-default-stream") == RULE
-    assert lead(CAUSES, "explicit-sync", "explicit-sync") == "small-grid"
+    analysis, grid, serial = settled("corpus:cpp-default-stream", None,
+                                     "legacy-default-stream")
+    assert grid.consequence_of == serial.id and analysis.verdict.finding == serial.id
+    (then,) = [a for a in analysis.verdict.also if a["finding"] == grid.id]
+    assert then["headline"].startswith("next, once this is fixed: Grids too small for the GPU")
+    assert "already run on 3 streams" in grid.fix
+    _, grid, serial = settled("default-stream-bad", "measured", "legacy-default-stream")
+    assert grid.consequence_of == serial.id
+    settled(CAUSES, "explicit-sync", "explicit-sync")

@@ -16,8 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from truthlib import THREAD_MASK, Report, ms, pct, union  # noqa: E402,F401
 
