@@ -28,7 +28,7 @@ FIRES = [
           share=(53.6, 89.9), fix="Launch fewer, larger"),
     Fires("grid-sweep-good", "resource-saturation", "measured", fix="Nothing to fix"),
     Fires(CAUSES, "explicit-sync", "explicit-sync",
-          share=(0, 0.5), fix="Remove synchronisation between"),
+          share=(33.1, 55.7), fix="Remove synchronisation between"),
 ]
 
 SILENT = [

@@ -16,7 +16,7 @@ RULE = "small-grid"
 
 FIRES = [
     Fires("grid-sweep-bad", "undersized-grid", "measured", severity="error",
-          share=(59.2, 99.3), fix="Give each kernel"),
+          share=(59.2, 99.3), fix="small grids already run on"),
 ]
 
 SILENT = [
