@@ -72,6 +72,7 @@ def test_every_program_is_captured_and_analyzed():
     assert [o.program for o in done if o.error] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", ["dev", "held-out", "external"])
 def test_expectations_met(split, capsys):
     group = [o for o in outcomes() if o.split == split]
