@@ -13,7 +13,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 
-def _default(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """What json.dumps writes for a value it has no form of (its ``default``): numpy
+    numbers and arrays as Python's, NaN and pandas' NA as null, anything else as its
+    text. Every JSON gpugap writes uses it."""
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):
@@ -42,7 +45,7 @@ def _clean(value: Any) -> Any:
 
 
 def dumps(document: Any) -> str:
-    return json.dumps(_clean(document), indent=2, default=_default, allow_nan=False)
+    return json.dumps(_clean(document), indent=2, default=json_value, allow_nan=False)
 
 
 class Shown:

@@ -171,3 +171,69 @@ def test_no_module_above_report_reaches_into_another_objects_attributes():
                                            and target.id == "self"):
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert not wrong, "\n".join(wrong)
+
+
+# nsys's own names: the tables gpugap declares (report/schema.py), the families of the
+# metadata and enum tables, SQL, and the nsys name of every declared column that is
+# not a plain word (startTime, globalTid, correlationId: "start" or "name" is English).
+NSYS_TABLE = re.compile(r"\b(?:CUPTI_ACTIVITY_KIND_\w+|NVTX_EVENTS|OSRT_\w+|StringIds|"
+                        r"ThreadNames|PROCESSES|TARGET_INFO_\w+|META_DATA_\w+|ENUM_\w+|"
+                        r"ANALYSIS_DETAILS|EXPORT_META_DATA|COMPOSITE_EVENTS|"
+                        r"sqlite_master)\b")
+SQL = re.compile(r"\bSELECT\b.*\bFROM\b", re.IGNORECASE | re.DOTALL)
+
+
+def _nsys_names() -> tuple[set[str], set[str]]:
+    from gpugap.report import schema
+
+    tables = {t.name for t in vars(schema).values() if isinstance(t, schema.Table)}
+    columns = {name for t in vars(schema).values() if isinstance(t, schema.Table)
+               for c in t.columns for name in (c.nsys, *c.alt)
+               if name != name.lower()}
+    return tables, columns
+
+
+def nsys_names_in(path: Path) -> list[str]:
+    """The nsys table names, column names and SQL in the code of *path* (its string
+    constants; docstrings, which may say where a value comes from, not counted)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    tables, columns = _nsys_names()
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) \
+                or id(node) in docstrings:
+            continue
+        text = node.value
+        words = set(re.findall(r"\w+", text))
+        hits = sorted((words & (tables | columns))
+                      | {m.group(0) for m in NSYS_TABLE.finditer(text)})
+        if SQL.search(text):
+            hits.append("SQL")
+        found += [f"line {node.lineno}: {hit}" for hit in hits]
+    return found
+
+
+def test_nsys_table_and_column_names_only_in_report():
+    """report/ is the only place that knows nsys's tables and columns (its APIs:
+    Trace, Database): no other module names one in its code."""
+    offenders = {str(path.relative_to(ROOT)): found for path in sorted(PACKAGE.rglob("*.py"))
+                 if "report" not in path.relative_to(PACKAGE).parts[:1]
+                 for found in [nsys_names_in(path)] if found}
+    assert not offenders, offenders
+
+
+def test_the_nsys_name_check_sees_a_table_a_column_and_sql(tmp_path):
+    """The check above is not blind: the leaks issue 41 removed are caught."""
+    leak = tmp_path / "leak.py"
+    leak.write_text('"""From OSRT_API (a docstring may say so)."""\n'
+                    'def f(trace, db):\n'
+                    '    if "OSRT_API" not in trace.info.tables:\n'
+                    '        return db.rows("select startTime, stopTime from x")\n'
+                    '    return db.read("t", ["globalTid"])\n')
+    assert nsys_names_in(leak) == ["line 3: OSRT_API", "line 4: startTime",
+                                   "line 4: stopTime", "line 4: SQL", "line 5: globalTid"]

@@ -114,20 +114,23 @@ def panels(text: str) -> int:
 def test_max_findings_says_what_it_hid(capsys):
     code, full, _ = gpugap(capsys, "analyze", str(TRAIN))
     assert code == 0
-    assert panels(full) == 3 and "hidden" not in full     # its 3 steady-state findings
+    # Its 2 steady-state findings; the 2 below 0.5% of their scope counted, not hidden.
+    assert panels(full) == 2 and "hidden" not in full
+    assert "... and 2 more below 0.5% of their scope (--json lists them)" in full
     code, none, _ = gpugap(capsys, "analyze", str(TRAIN), "--max-findings", "0")
     assert code == 0
     part = findings_part(none)
     assert panels(part) == 0 and "No findings" not in part
-    assert "Findings of the steady state (3), largest cost first\n3 findings hidden " \
+    assert "Findings of the steady state (2), largest cost first\n2 findings hidden " \
            "(--max-findings 0); --json lists all\n" in part
-    # The start-up findings are listed under their total, and hidden the same way.
-    assert "Start-up and other one-time costs (6.9 s)\n4 findings hidden" in part
+    # The start-up findings are listed under their total, and hidden the same way (a
+    # finding with those it explains).
+    assert "Start-up and other one-time costs (6.94 s)\n7 findings hidden" in part
     code, one, _ = gpugap(capsys, "analyze", str(TRAIN), "--max-findings", "1")
     part = findings_part(one)
     assert panels(part) == 1
-    assert part.count("... and 2 more hidden (--max-findings 1); --json lists all\n") == 1
-    assert part.count("... and 3 more hidden (--max-findings 1); --json lists all\n") == 1
+    assert part.count("... and 1 more hidden (--max-findings 1); --json lists all\n") == 1
+    assert part.count("... and 6 more hidden (--max-findings 1); --json lists all\n") == 1
 
 
 @pytest.mark.slow

@@ -145,3 +145,33 @@ def test_troubleshooting_a_script_beside_a_clone(tmp_path):
     assert "AttributeError: module 'gpugap' has no attribute 'analyze'" in done.stderr
     doc = " ".join((ROOT / "docs" / "api.md").read_text().split())
     assert "## Troubleshooting" in doc and "imports it as an empty namespace package" in doc
+
+
+def _recipe_rule():
+    """The whole small rule docs/architecture.md shows, as a module of its own."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("### A whole small rule", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict = {"__name__": "tiny_kernels"}
+    exec(compile(code, "docs/architecture.md", "exec"), namespace)  # noqa: S102
+    return namespace["RULE"]
+
+
+def test_the_recipes_small_rule_runs_on_a_real_capture():
+    """The rule the recipe shows is a working rule: on a real capture of a small eager
+    loop it finds the tiny kernels, costed from the accounting; with a count no device
+    reaches it stays silent."""
+    from gpugap import rules
+    from gpugap.rules.base import Context
+    from tests.conftest import analyze_report, load_report
+
+    rule = _recipe_rule()
+    trace = load_report("captures/small-eager")
+    context = Context(analyze_report("captures/small-eager").accounting)
+    found = rules.run(trace, context, rules=[rule])
+    assert [(f.rule, f.cause) for f in found] == [("tiny-kernels", "tiny")] * len(found)
+    assert found and all(f.count >= 1000 and 0 < f.cost_ns <= f.end_ns - f.start_ns
+                         for f in found)
+    assert "kernels ran for a few microseconds each" in found[0].message
+    assert rules.run(trace, context, rules=[rule],
+                     thresholds={"tiny-kernels": {"min_count": 10**9}}) == []

@@ -296,22 +296,26 @@ def test_unknown_range_lists_the_folded_names(capsys):
         nvtx_ranges.select(capture("decode"), "nope")
 
 
-def test_range_step_is_one_scope_one_finding_per_cause(small_compile_step):
-    """--range step on small-compile: the compilation before step 0 and the
-    recompilation at step 70 are one finding, its share the breakdown's."""
+def test_range_step_keeps_its_warm_up_apart(small_compile_step):
+    """--range step on small-compile: the phases stay inside the range. The compilation
+    before step 0 and the recompilation at step 70 are warm-up, one-time costs listed
+    apart; the verdict judges the steady steps (launch-bound), one finding per cause and
+    phase."""
     a = small_compile_step
     assert a.scope.range_name == "step" and a.ranges[0].count == 100
-    assert {f.phase for f in a.findings} == {"range"}
-    keys = [(f.rule, f.cause, f.device, tuple(f.ranges)) for f in a.findings]
+    assert {f.phase for f in a.findings} <= {"range", "warm-up"}
+    keys = [(f.rule, f.cause, f.device, f.phase, tuple(f.ranges)) for f in a.findings]
     assert len(keys) == len(set(keys))
+    inst = a.instances
+    assert (inst.count, inst.warm_up, inst.steady) == (100, 3, 97)
+    assert inst.warm_up_names == ["step 0", "step 1", "step 70"]
     compilation = a.findings_of("launch-gap", "compilation")
-    assert len(compilation) == 1 and compilation[0].count == 4
+    assert compilation and {f.phase for f in compilation} == {"warm-up"}
+    assert str(compilation[0].severity) == "info"
     v = a.verdict
-    assert (v.finding, v.scope) == (compilation[0].id, "range step")
-    assert v.share_pct == v.breakdown["compilation"] == round(compilation[0].share_pct, 2)
-    assert 69 < v.share_pct < 70
-    assert str(compilation[0].severity) == "error"
-    assert "(69.7% of the range)" in compilation[0].message
+    assert v.scope == "range step" and v.finding == "launch-gap/launch-bound@0:range"
+    (bound,) = a.findings_of("launch-gap", "launch-bound")
+    assert v.share_pct == v.breakdown["launch-bound"] == pytest.approx(bound.share_pct, abs=0.01)
 
 
 def test_range_n_and_python_api_agree_with_range_step(small_compile_step):

@@ -336,9 +336,10 @@ def test_interval_algebra_equals_the_nanosecond_sets():
 
 
 def test_streamed_first_vs_typical_equals_the_sorted_one(monkeypatch):
+    from gpugap import scan
     from gpugap.rules import warmup_latency as wl
 
-    monkeypatch.setattr(wl, "_CHUNK", 13)
+    monkeypatch.setattr(scan, "ROWS", 13)
     rng = np.random.default_rng(2)
     config = {"min_excess_us": 0.05, "min_ratio": 2, "min_calls": 2}
     for _ in range(30):
@@ -348,10 +349,10 @@ def test_streamed_first_vs_typical_equals_the_sorted_one(monkeypatch):
         key = rng.integers(0, 9, n)
         want = wl._first_vs_typical_idx(start, end, key, config)
 
-        def chunk(i0, i1, start=start, end=end, key=key):
-            return end[i0:i1] - start[i0:i1], key[i0:i1]
+        def rows_of(part, start=start, end=end, key=key):
+            return end[part] - start[part], key[part]
 
-        assert wl._first_vs_typical_stream(n, chunk, config, 9) == want
+        assert wl._first_vs_typical_stream(n, rows_of, config, 9) == want
 
 
 def test_merged_ops_are_the_stable_order_by_start():
@@ -544,6 +545,7 @@ def plain_runs(code, new_range, max_same):
 
 @pytest.mark.slow
 def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
+    from gpugap import scan
     from gpugap.rules import serialized_streams as ss
 
     rng = np.random.default_rng(6)
@@ -555,7 +557,7 @@ def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
         max_same = int(rng.integers(0, 5))
         want = plain_runs(code, new_range, max_same)
         for chunk in (1, 3, 7, 1 << 18):
-            monkeypatch.setattr(ss, "_CHUNK", chunk)
+            monkeypatch.setattr(scan, "ROWS", chunk)
             got = ss._runs({"code": code, "new_range": new_range},
                            {"max_same_stream": max_same})
             for w, g in zip(want, got, strict=True):

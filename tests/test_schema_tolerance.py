@@ -11,7 +11,9 @@ import sqlite3
 import pytest
 
 from gpugap.analysis import analyze
+from gpugap.program import oscalls
 from gpugap.report import load
+from gpugap.report.database import Database
 from tests.conftest import load_report, report_path
 
 
@@ -62,6 +64,16 @@ def test_missing_optional_tables_are_tolerated(tmp_path):
         "DROP TABLE ANALYSIS_DETAILS"])
     trace = load(path)
     assert trace.devices.empty and trace.threads.empty and trace.osrt.empty
+    # No OS runtime trace: the program's waits and writes are unknown, not absent.
+    assert load_report("default-stream-bad").osrt_traced and not trace.osrt_traced
+    assert oscalls.read(trace, [int(p) for p in trace.kernels["pid"].unique()]) is None
+    # No ANALYSIS_DETAILS: the session's spans are none (the job grouping's timing).
+    without, given = Database(path), Database(report_path("default-stream-bad"))
+    try:
+        assert without.session_spans == [] and given.session_spans != []
+    finally:
+        without.close()
+        given.close()
     assert any("no TARGET_INFO_GPU table" in w for w in trace.info.warnings)
     findings, metrics = verdicts(trace)
     # Without stream flags the NULL stream is still known from the context table, so

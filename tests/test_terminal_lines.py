@@ -52,9 +52,11 @@ def test_one_time_costs_wrap_under_their_text(name):
         if not ln.strip():
             break
         body.append(ln)
-    # Each cost's first line after its severity; what wraps, under the text.
+    # Each cost's first line after its label and severity, what it explains under it;
+    # what wraps, under the text.
     for ln in body:
-        assert re.match(r"  (INFO|WARNING|ERROR) +\S", ln) or ln.startswith(" " * 10) \
+        assert re.match(r"  S\d+\. (INFO|WARNING|ERROR) \S", ln) \
+            or re.match(r"    explains: S\d+[a-z]\. ", ln) or ln.startswith(" " * 6) \
             or ln.startswith("  GPU "), ln
 
 
@@ -118,5 +120,5 @@ def test_findings_and_the_accounting_name_the_phases_alike():
     assert set(rows["phase"].astype(str)) == {"warm-up", "steady"}
     in_warmup = int(rows[rows["phase"] == "warm-up"]["ns"].iloc[0])
     assert load.cost_ns <= in_warmup
-    assert any(ln.startswith("  INFO    warm-up: launch-gap [module-load]")
+    assert any(re.match(r"  S\d+\. INFO launch-gap \[module-load\] .* in warm-up", ln)
                for ln in printed("train-workers0"))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap.accounting.api_names import ALLOCATE, ASYNC, MEMCPY, MODULE_LOAD, SYNCHRONIZE
 from gpugap.memory import isin
 from gpugap.report.loader import match_rows
 from gpugap.report.table import Labels, Table
@@ -39,17 +40,6 @@ OUTSIDE = len(CATEGORIES)            # not in any CUDA call
 WAIT = OUTSIDE + 1                   # in an OS wait on other threads (ThreadWaits)
 COMPILE = WAIT + 1                   # compiling (the program model's compile spans)
 BLOCKING_CATEGORIES = (MODULE, SYNC, ALLOC, BLOCKING)
-
-# Library/module loading: lazy loading of kernels happens inside these.
-MODULE_LOAD = re.compile(r"^(?:cu|cuda)(?:Library|Module)Load|^cuLink(?:Complete|AddData|AddFile)")
-SYNCHRONIZE = re.compile(r"Synchronize$")
-ALLOCATE = re.compile(
-    r"^(?:cuda|cu)(?:Malloc|Free|MemAlloc|MemFree|HostAlloc|MallocHost|FreeHost|"
-    r"HostRegister|HostUnregister|MemHostAlloc|MemHostRegister|MemHostUnregister|MemCreate|"
-    r"MemRelease|MemMap|MemUnmap|MemSetAccess|MemAddressReserve|MemAddressFree|"
-    r"MallocManaged|MallocArray|FreeArray|Malloc3D|MallocPitch|ArrayCreate|ArrayDestroy)")
-MEMCPY = re.compile(r"Memcpy")
-ASYNC = re.compile(r"Async")
 
 
 def matching(names: Labels | np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:

@@ -80,14 +80,13 @@ class AccountingIndex(Derived):
             launch, gtid, end = f["api_start"], f["gtid"], f["end"]
             known = launch != NO_CALL
             first = gtid[0]
-            if (bool(known.all()) and bool((gtid == first).all())
-                    and bool((launch[1:] >= launch[:-1]).all())):
+            if bool(known.all()) and bool((gtid == first).all()) and tl.is_sorted(launch):
                 out.setdefault(int(first), []).append((launch, end))
                 continue
             for g in unique_in_order(gtid[known]).tolist():
                 mine = np.flatnonzero(known & (gtid == g))
                 t, e = launch[mine].astype(np.int64), end[mine]
-                if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
+                if not tl.is_sorted(t):
                     order = np.argsort(t, kind="stable")
                     t, e = t[order], e[order]
                 out.setdefault(int(g), []).append((t, e))

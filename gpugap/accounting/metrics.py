@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap import scan
 from gpugap.accounting.index import AccountingIndex
 from gpugap.jsonout import Record
 from gpugap.report.table import Table
@@ -134,7 +135,7 @@ def _group_start_order(group: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The permutation sorting by (group, start), stable. Linear-time when the intervals
     already come in start order (they do: kernels are read in time order) and groups
     are few: a stable counting sort of the group codes."""
-    if starts.size > 1 and not bool((starts[1:] >= starts[:-1]).all()):
+    if not tl.is_sorted(starts):
         return np.lexsort((starts, group))
     _, codes = np.unique(group, return_inverse=True) if group.size < 4096 else \
         _dense_codes(group)
@@ -248,21 +249,6 @@ class _Sorted:
         self.size = self.start.size
 
 
-def _batches(counts: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Consecutive window ranges [a, b) holding at most about *limit* candidates each."""
-    if counts.size == 0:
-        return []
-    cum = np.cumsum(counts)
-    out, a = [], 0
-    while a < counts.size:
-        base = cum[a - 1] if a else 0
-        b = int(np.searchsorted(cum, base + limit, side="right"))
-        b = max(b, a + 1)
-        out.append((a, b))
-        a = b
-    return out
-
-
 # Kinds of kernel-like work (the flag of each "kernel" piece).
 COMPUTE, COMM, GRAPH = 0, 1, 2
 
@@ -303,8 +289,8 @@ def _device_metrics(kernels: dict, copies: dict, memsets: dict,
     clo, chi = _candidates(c.start, c.end, ws, we)
     mlo, mhi = _candidates(m.start, m.end, ws, we)
     glo, ghi = _candidates(g.start, g.end, ws, we)
-    for a, b in _batches((khi - klo) + (chi - clo) + (mhi - mlo) + (ghi - glo), CHUNK):
-        w = slice(a, b)
+    # Windows in batches of about CHUNK candidate intervals.
+    for w in scan.by_weight((khi - klo) + (chi - clo) + (mhi - mlo) + (ghi - glo), CHUNK):
         ks, ke, ki = _window_pieces(k.start, k.end, klo[w], khi[w], ws[w], we[w])
         cs, ce, ci = _window_pieces(c.start, c.end, clo[w], chi[w], ws[w], we[w])
         ms, me, _ = _window_pieces(m.start, m.end, mlo[w], mhi[w], ws[w], we[w])

@@ -299,8 +299,7 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     launches and syncs: an autotuner re-timing kernels it has run) is a first use when
     it is the only one; several (an evaluation every N steps) recur. Copies are left out:
     a checkpoint's copies and synchronizations are data, not new work. At most
-    FIRST_USE_MAX_SHARE of the steady iterations: more is the loop's own work
-    recurring."""
+    FIRST_USE_MAX_SHARE of the steady iterations: more is the loop's own work recurring."""
     it = ph.iterations
     its = ph.steady_iterations
     if it is None or its.size < FIRST_USE_MIN_ITERATIONS:

@@ -174,8 +174,12 @@ def _folded_match(code: np.ndarray, names: np.ndarray, name: str) -> np.ndarray:
 
 def windows_of(trace: Trace, instances: Table) -> tl.Intervals:
     """The union of the windows of *instances* (rows of the NVTX table, or select's)."""
-    return tl.union(np.asarray(instances["start"], dtype=np.int64),
-                    _projected_ends(trace, instances))
+    return tl.union(*instance_windows(trace, instances))
+
+
+def instance_windows(trace: Trace, instances: Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each instance's window (module doc), in the rows' order: (starts, ends)."""
+    return np.asarray(instances["start"], dtype=np.int64), _projected_ends(trace, instances)
 
 
 def window(trace: Trace, name: str) -> tl.Intervals:

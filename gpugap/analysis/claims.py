@@ -129,17 +129,21 @@ def _evidence(where: str, evidence: dict[str, Any]) -> list[str]:
 
 def _phase_walls(analysis: Analysis) -> dict[tuple[int | None, str | None], int]:
     """Each device's wall time per finding phase: the steady state, the whole window for
-    one-time costs (start-up, tail: their shares are of it), the range's windows."""
+    one-time costs (start-up, tail: their shares are of it); under a --range, its steady
+    part, and its whole time for its one-time parts."""
     out: dict[tuple[int | None, str | None], int] = {}
     acc = analysis.accounting
     if acc is None:
         return out
+    scope = analysis.scope
     for device, dev in acc.devices.items():
         windows = analysis.judged(device)
-        out[(device, "steady")] = int((windows[1] - windows[0]).sum())
-        if analysis.scope.is_range:
-            out[(device, "range")] = out.pop((device, "steady"))
+        out[(device, "range" if scope.is_range else "steady")] = \
+            int((windows[1] - windows[0]).sum())
         whole = int(dev.window[1] - dev.window[0])
+        if scope.is_range:
+            mine = scope.range_on(device)
+            whole = int((mine[1] - mine[0]).sum())
         for phase in ONE_TIME_PHASES:
             out[(device, phase)] = whole
     return out

@@ -7,7 +7,6 @@ from the accounting) -> the verdict (the one thing to say first) -> the renderer
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,12 +18,14 @@ from gpugap import intervals as tl
 from gpugap import rules as rule_registry
 from gpugap.accounting import Accounting, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.accounting.api_names import GPU_WORK
 from gpugap.accounting.metrics import Metrics
 from gpugap.accounting.scope import Scope
 from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
+from gpugap.analysis.instances import RangeInstances, range_instances
 from gpugap.analysis.stages import Stages
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
@@ -85,6 +86,9 @@ class Analysis(Shown, Record):
     # What gpugap understood the program to be (gpugap.program): printed first.
     program: Program | None = field(default=None, repr=False)
     accounting: Accounting | None = field(default=None, repr=False)
+    # A --range's instances: how many are warm-up, the time between them (None without
+    # a --range).
+    instances: RangeInstances | None = None
     # Draws the analysis as HTML for Jupyter: set by gpugap.analyze, which may import the
     # renderers (gpugap.render.notebook) that this layer may not.
     html_view: Callable[[Analysis], str] | None = field(default=None, repr=False,
@@ -102,6 +106,7 @@ class Analysis(Shown, Record):
             "nsys_version": self.nsys_version, "schema_version": self.schema_version,
             "status": self.status, "error": self.error,
             "scope": self.scope.range_name,
+            "range_instances": None if self.instances is None else self.instances.to_dict(),
             "program": None if self.program is None else self.program.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "gpu": self.gpu,
@@ -157,9 +162,6 @@ def _gpu_summary(trace: Trace) -> dict[str, Any]:
             "max_blocks_per_sm": int(row["max_blocks_per_sm"])}
 
 
-_LAUNCH_OR_COPY = re.compile("Launch|Memcpy|Memset")
-
-
 def no_cuda_reason(trace: Trace) -> str:
     """Why a valid report has no GPU activity, and what to do."""
     api = trace.table("api")
@@ -167,7 +169,7 @@ def no_cuda_reason(trace: Trace) -> str:
     if trace.info.cuda_traced is False or (trace.info.cuda_traced is None and api.empty):
         return (f"{path} has no CUDA activity: it was profiled without CUDA tracing; "
                 "profile with nsys profile -t cuda,nvtx,osrt ...")
-    launches = int(api.labels("name").matching(_LAUNCH_OR_COPY).sum()) if len(api) else 0
+    launches = int(api.labels("name").matching(GPU_WORK).sum()) if len(api) else 0
     if launches:
         return (f"{path} records {launches} CUDA launch/copy calls but no GPU activity: "
                 f"nsys {version} could not trace this CUDA runtime's GPU work (too old for "
@@ -232,11 +234,14 @@ class Analyzer:
 
     def scope_of(self, range_name: str | None, instances: Table | None) -> Scope:
         """The one scope of an analysis (gpugap.accounting.scope): the --range
-        *range_name* (its *instances*' windows), else each device's steady state."""
+        *range_name* (its *instances*' windows; the phases stay inside a range of several
+        instances, and the verdict judges its steady part; a range of one instance is
+        judged whole), else each device's steady state."""
         windows = (nvtx_ranges.windows_of(self.trace, instances) if instances is not None
                    else None)
         devices = {} if self.accounting is None else self.accounting.devices
-        return Scope.of(devices, range_name, windows)
+        return Scope.of(devices, range_name, windows,
+                        whole_range=instances is not None and len(instances) < 2)
 
     def analyze(self, range_name: str | None = None, *, require_gpu: bool = True
                 ) -> Analysis:
@@ -253,6 +258,8 @@ class Analyzer:
             return result
         accounting = result.accounting = self.accounting
         context = Context(accounting, scope)
+        if instances is not None and range_name:
+            result.instances = range_instances(trace, range_name, instances, context)
         stages = Stages(self.processes, shared=(trace, accounting, context, self.program,
                                                 *accounting.devices.values()))
         read = stages.fork(self._readings(context, instances))

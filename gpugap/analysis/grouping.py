@@ -58,7 +58,6 @@ from typing import Any
 from gpugap.errors import GpugapError
 from gpugap.report.cache import content_key, sqlite_export
 from gpugap.report.database import Database
-from gpugap.report.validate import as_int
 
 # The variables that give a rank and the world size, first found wins (each launcher
 # sets its pair: torchrun, srun, Open MPI, MPICH/PMI, PMIx, MVAPICH).
@@ -176,13 +175,10 @@ def _read_identity(db: Database, out: ReportIdentity) -> None:
         out.env = environment_variables(env.get("DeviceEnvironment"))
         out.program = db.program
         start = db.session_start_utc_ns
-        if start is not None and db.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
-            rows = db.rows("SELECT startTime, stopTime FROM ANALYSIS_DETAILS")
-            read = [(as_int(a, 0), as_int(b, 0)) for a, b in rows]
-            spans = [(a, b) for a, b in read if a is not None and b is not None and b >= a]
-            if spans:
-                out.start_ns = start + min(a for a, _ in spans)
-                out.end_ns = start + max(b for _, b in spans)
+        spans = db.session_spans if start is not None else []
+        if start is not None and spans:
+            out.start_ns = start + min(a for a, _ in spans)
+            out.end_ns = start + max(b for _, b in spans)
     except GpugapError as exc:
         out.error = (str(exc).splitlines() or ["unreadable"])[0]
     finally:

@@ -136,9 +136,18 @@ class HostEvidence(Record):
     def lines(self) -> list[str]:
         """The evidence for people, a line each: the summary, each thread with its
         frames, the GIL, the waits, the advice and notes."""
+        return self.brief() + self.details()
+
+    def brief(self) -> list[str]:
+        """What the verdict says of it: the summary, the advice and notes (what the
+        report lacks to say more)."""
+        return ([self.summary] if self.summary else []) + (
+            [self.advice] if self.advice else []) + list(self.notes)
+
+    def details(self) -> list[str]:
+        """Each thread with its frames, the GIL, the waits: the evidence behind the
+        summary."""
         out = []
-        if self.summary:
-            out.append(self.summary)
         for t in self.threads:
             work = [f"{hw.KINDS[k].what} {p:.0f}%" for k, p in t.work.items()
                     if k in hw.KINDS and p >= SHOWN_PCT][:3]
@@ -154,9 +163,6 @@ class HostEvidence(Record):
             out.append("the launching thread waited in " + ", ".join(
                 f"{w['name']}" + (f" ({w['where']})" if w.get("where") else "")
                 + f" {w['share_pct']:.0f}%" for w in self.waits[:3]))
-        if self.advice:
-            out.append(self.advice)
-        out += self.notes
         return out
 
 
@@ -248,7 +254,7 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
     elif inv.python_sampling:
         out.notes.append(NO_PAYLOADS)
     if inv.gil:
-        out.gil = _gil(trace, source.gil(lo, hi), windows, idle, main)
+        out.gil = _gil(trace, source.gil(lo, hi, main), windows, idle, main)
     if inv.os_runtime:
         out.waits = _waits(source, windows, idle, main)
     _conclude(out, idle, main, trace)

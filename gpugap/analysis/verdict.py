@@ -36,7 +36,7 @@ from gpugap.analysis.host_evidence import HostEvidence
 from gpugap.jsonout import Record
 from gpugap.report.table import descending, unique_in_order
 from gpugap.report.trace import Trace
-from gpugap.rules.base import ERROR_PCT, WARN_PCT, Finding, Rule
+from gpugap.rules.base import ERROR_PCT, RANGE_PHASE, WARN_PCT, Finding, Rule
 from gpugap.rules.catalogue import pitfall_title
 from gpugap.rules.evidence import host_calls
 from gpugap.rules.model import Cause, Severity
@@ -179,14 +179,16 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     busy = sum(totals[b] for b in BUSY_IDS)
     breakdown = {b: _pct(v, wall) for b, v in sorted(totals.items(), key=lambda kv: -kv[1])
                  if v > 0}
-    phase = None if scope.is_range else "steady"
+    # The findings of what is judged: the steady state's, or a --range's steady part
+    # (its one-time parts are listed apart, as a whole report's are).
+    judged = (RANGE_PHASE, None) if scope.is_range else ("steady",)
     # Not the findings their rule holds to be context (max_severity info: a library
     # kernel's grid, a small skew between ranks): never the bottleneck.
     mine = [f for f in findings if f.device == dev.device and f.cost_ns > 0
-            and (phase is None or f.phase == phase) and f.max_severity != Severity.INFO]
+            and f.phase in judged and f.max_severity != Severity.INFO]
     # (Context findings explain their time too: it is no unexplained bottleneck.)
     explained = {b for f in findings if f.device == dev.device and f.claim is not None
-                 and (phase is None or f.phase == phase) and f.cost_ns > 0
+                 and f.phase in judged and f.cost_ns > 0
                  for b in f.claim.buckets}
     # (Without a loop, copies have no next batch's compute to overlap: the program's
     # work, not a bottleneck of its own.)
@@ -217,7 +219,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
 
     def recurring(f: Finding) -> bool:
         return _recurring(f, floor)
-    inside = _inside_loop(findings, causes, dev, wall) if not scope.is_range else []
+    inside = _inside_loop(findings, causes, dev, wall)
     context = [c for c in (_context(findings, causes, dev, wall) if not scope.is_range else [])
                if top is None or c["finding"] != top.id]
     busy_pct = _pct(busy, wall)

@@ -85,7 +85,7 @@ def _compiler_processes(trace: Trace, process_names: dict[int, str]
     compilers = {pid: re.sub(r"^.*/", "", name) for pid, name in process_names.items()
                  if COMPILER_PROCESS.search(name)}
     threads = trace.table("threads")
-    if not compilers or not len(threads) or "OSRT_API" not in trace.info.tables:
+    if not compilers or not len(threads) or not trace.osrt_traced:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), []
     gtids = threads["gtid"][np.isin(threads["pid"], list(compilers))].astype(np.int64)
     if not gtids.size:

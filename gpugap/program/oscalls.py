@@ -29,7 +29,7 @@ _ANY = re.compile("|".join(p.pattern for p in (WAITS, CHILD_START, CHILD_WAIT, F
 def read(trace: Trace, pids: list[int]) -> Table | None:
     """The waits, child runs and file writes of *pids* (start, end, gtid, name), sorted
     by start; None when the report has no OS runtime trace."""
-    if "OSRT_API" not in trace.info.tables:
+    if not trace.osrt_traced:
         return None
     return trace.osrt_calls_named(_ANY, pids=pids)
 

@@ -40,6 +40,8 @@ import numpy as np
 from gpugap import __version__
 from gpugap.analysis import Analysis
 from gpugap.files import write_atomic
+from gpugap.jsonout import json_value
+from gpugap.render.numbering import at, cost_text, when
 from gpugap.render.outputs import View
 from gpugap.render.timeline import (
     CATEGORIES,
@@ -69,7 +71,8 @@ def _finding_json(f: Finding, tl: Timeline, index: int) -> dict[str, Any]:
             "cost": int(f.cost_ns), "s": tl.rel(f.start_ns), "e": tl.rel(f.end_ns),
             "streams": [int(s) for s in f.streams], "device": f.device,
             "ranges": list(f.ranges), "message": f.message, "row": tl.track_rows[index],
-            "color": rule_color(f.rule), "num": tl.labels[index]}
+            "color": rule_color(f.rule), "num": tl.labels[index], "id": f.id,
+            "when": when(f)}
 
 
 def timeline_json(tl: Timeline) -> dict[str, Any]:
@@ -115,7 +118,7 @@ def _phases_json(tl: Timeline) -> list[dict[str, Any]]:
 
 def _script_json(document: Any) -> str:
     text = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                      default=_json_default)
+                      default=json_value)
     # Inside <script>: no '</script>' or '<!--' can appear once '<' is escaped. JSON
     # escapes C0 controls itself. DEL, C1 (ESC's 8-bit twin, U+009B CSI), bidi and other
     # format characters (U+202E turns a name around: 'Kernel2\u202egnp.exe' shows as
@@ -130,16 +133,6 @@ def _visible(match: re.Match[str]) -> str:
     if unicodedata.category(ch) in _INVISIBLE:
         return f"\\\\u{ord(ch):04x}"
     return ch
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return None if np.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return str(value)
 
 
 # --- HTML --------------------------------------------------------------------------
@@ -190,6 +183,13 @@ def _verdict_html(a: Analysis) -> str:
     if v is None:
         return ""
     fix = f'<p class="fix"><b>fix:</b> {_esc(v.fix)}</p>' if v.fix else ""
+    between = a.instances.between if a.instances is not None else None
+    said = between.verdict_text() if between is not None else None
+    if said:                            # the problem a --range leaves between its instances
+        framework = a.program.framework if a.program is not None else None
+        other = between.fix(framework)
+        fix += (f'<p class="between"><b>between:</b> {_esc(said)}</p>'
+                + (f'<p class="fix"><b>fix:</b> {_esc(other)}</p>' if other else ""))
     return (f'<div class="verdict {_esc(v.kind)}"><b>{_esc(v.kind.upper())}</b> '
             f'({_esc(v.scope)}): {_esc(v.headline)}{_host_html(v.host)}{fix}</div>')
 
@@ -248,32 +248,40 @@ def _ranges_html(tl: Timeline, panel: int) -> str:
 
 
 def _findings_html(tl: Timeline, panel: int) -> str:
-    """The findings in the terminal's order and with its numbers (main findings, each
-    followed by those it explains, then the one-time costs: S1, S2...)."""
+    """The findings the terminal lists, in its order, with its numbers and words (main
+    findings, each followed by those it explains, then the one-time costs: S1, S2...;
+    gpugap.render.numbering), times on the report's clock, and what it leaves out."""
+    left_out = tl.listing.left_out_text() if tl.listing is not None else None
+    tail = f'<p class="muted">… {_esc(left_out)}</p>' if left_out else ""
     if not tl.findings:
         note = ("No findings: nothing on this timeline crossed a threshold."
                 if tl.analysis.metrics is not None else "No findings.")
-        return f'<p class="muted">{note}</p>'
+        return f'<p class="muted">{note}</p>{tail}'
     lists: dict[bool, list[str]] = {False: [], True: []}
+    entries = tl.listing.entries if tl.listing is not None else []
     for i in tl.order:
         f = tl.findings[i]
         where = " › ".join(f.ranges) or "outside NVTX ranges"
         streams = ", ".join(map(str, f.streams[:8])) + ("…" if len(f.streams) > 8 else "")
-        loc = f"{where} · t={fmt_ns(tl.rel(f.start_ns))}…{fmt_ns(tl.rel(f.end_ns))}"
+        loc = f"{where} · {when(f)}"
+        if f.phase:
+            loc += f" · {f.phase}"
         if streams:
             loc += f" · streams {streams}"
         if f.device is not None:
             loc += f" · GPU {f.device}"
-        count = f" ×{f.count}" if f.count > 1 else ""
-        lists[tl.labels[i].startswith("S")].append(
+        entry = entries[i] if i < len(entries) else None
+        one_time = entry.one_time if entry is not None else tl.labels[i].startswith("S")
+        cost = cost_text(entry) if entry is not None else f"cost {fmt_ns(f.cost_ns)}"
+        lists[one_time].append(
             f'<li class="finding sev-{_esc(f.severity)}" data-panel="{panel}" '
-            f'data-finding="{i}" data-num="{_esc(tl.labels[i])}" '
+            f'data-finding="{i}" data-num="{_esc(tl.labels[i])}" data-id="{_esc(f.id)}" '
             f'style="--rule:{rule_color(f.rule)}">'
             f'<button type="button" class="finding-head" title="show on the timeline">'
             f'<span class="num">{_esc(tl.labels[i])}</span>'
             f'<span class="sev">{_esc(f.severity)}</span> '
             f'<b>{_esc(f.rule)}</b> <span class="cause">[{_esc(f.cause)}]</span> '
-            f'<span class="cost">cost {_esc(fmt_ns(f.cost_ns))}{count}</span></button>'
+            f'<span class="cost">{_esc(cost)}</span></button>'
             f'<div class="where">{_esc(loc)}</div>'
             f'<p class="msg">{_esc(f.message)}</p>'
             f'<details><summary>fix</summary><p>{_esc(f.fix)}</p></details></li>')
@@ -281,9 +289,11 @@ def _findings_html(tl: Timeline, panel: int) -> str:
     if lists[False]:
         out += f'<ol class="findings">{"".join(lists[False])}</ol>'
     if lists[True]:
-        out += ('<h4>Start-up and other one-time costs</h4>'
+        heading = ("Warm-up in the range and other one-time costs" if tl.analysis.scope.is_range
+                   else "Start-up and other one-time costs")
+        out += (f'<h4>{heading}</h4>'
                 f'<ol class="findings one-time">{"".join(lists[True])}</ol>')
-    return out
+    return out + tail
 
 
 def _metrics_line(a: Analysis) -> str:
@@ -313,7 +323,8 @@ def _panel_header(tl: Timeline) -> str:
     verdict = (f'<div class="panel-verdict verdict {_esc(a.verdict.kind)}">'
                f'{_esc(a.verdict.headline)}</div>' if a.verdict is not None else "")
     about = (f"{shown_path(a.report)} · nsys {a.nsys_version or 'unknown'} · {gpu_text} · "
-             f"{scope} · t=0 at {tl.origin_ns / 1e9:.6f} s of the session · {tl.events:,} events")
+             f"{scope} · times on the report's clock (nsys's), the view from "
+             f"{at(tl.origin_ns)} · {tl.events:,} events")
     return (f'<div class="panel-title" title="{_esc(about)}"><b>{_esc(tl.label)}</b> '
             f'<span class="muted">{_esc(about)}</span></div>{verdict}{_metrics_line(a)}')
 

@@ -1,4 +1,5 @@
-"""Markdown for CI: a check's gates or a diff, for $GITHUB_STEP_SUMMARY or a PR comment."""
+"""Markdown for CI: an analysis, a check's gates or a diff, for $GITHUB_STEP_SUMMARY or a
+PR comment."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from gpugap.ci.gates import (
     fmt_value,
     is_pct,
 )
+from gpugap.render.numbering import analysis_listing, cost_text, when
+from gpugap.rules.model import Severity
 from gpugap.text import MESSAGE_LIMIT, NAME_LIMIT, safe_text, shown_path
 
 if TYPE_CHECKING:
+    from gpugap.analysis import Analysis
     from gpugap.render.outputs import View
 
 ICON = {PASS: "✅", FAIL: "❌", "skip": "⏭️"}
@@ -177,4 +181,51 @@ def diff_markdown(diff: Diff, view: View | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["check_markdown", "diff_markdown", "table"]
+def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
+    """The verdict, then the findings the terminal lists, with its labels, costs and
+    times on the report's clock (gpugap.render.numbering), and what it leaves out."""
+    floor = view.min_severity if view is not None else None
+    floor = None if floor is None or Severity(floor) <= Severity.INFO else floor
+    lines = [f"### gpugap analyze: {code(shown_path(analysis.report))} · "
+             f"{scope_name(analysis.scope.range_name)}", ""]
+    v = analysis.verdict
+    if v is not None:
+        lines += [f"**{text(v.kind.upper())}** ({text(v.scope)}): {text(v.headline)}", ""]
+        if v.finding:
+            lines += [f"finding: {code(v.finding)}", ""]
+        if v.fix:
+            lines += [f"fix: {text(v.fix)}", ""]
+    if analysis.error:
+        lines += [f"> ⚠️ {text(analysis.error)}", ""]
+    inst = analysis.instances
+    if inst is not None:
+        lines += [text(inst.text()), ""]
+        if inst.between is not None:
+            said = inst.between.verdict_text()
+            lines += [f"**between:** {text(said)}" if said else text(inst.between.text()),
+                      ""]
+    listed = analysis_listing(analysis, floor)
+    for title, entries in (("Findings " + ("in the range" if analysis.scope.is_range else
+                                           "of the steady state"), listed.main),
+                           (("Warm-up in the range and other one-time costs"
+                             if analysis.scope.is_range else "Start-up and other one-time costs"),
+                            listed.one_time)):
+        if not entries:
+            continue
+        rows = [[e.label, Severity(e.finding.severity).upper(),
+                 code(f"{e.finding.rule} [{e.finding.cause}]"),
+                 cost_text(e), e.finding.phase or "",
+                 " > ".join(e.finding.ranges) or "outside NVTX ranges", when(e.finding)]
+                for e in entries]
+        lines += [f"#### {title}", "",
+                  *table(["#", "Severity", "Rule [cause]", "Cost", "Phase", "Where",
+                          "When"], rows, "lllrlll"), ""]
+    left_out = listed.left_out_text()
+    if left_out:
+        lines += [f"… {text(left_out)}", ""]
+    if not listed.entries and not left_out:
+        lines += ["No findings.", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["analysis_markdown", "check_markdown", "diff_markdown", "table"]

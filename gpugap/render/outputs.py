@@ -140,7 +140,8 @@ register(Format(
 register(Format(
     "markdown", "write a Markdown summary here (default under GitHub Actions: append it "
                 "to $GITHUB_STEP_SUMMARY)", FILE,
-    renders={CHECK: "gpugap.render.markdown:check_markdown",
+    renders={ANALYSIS: "gpugap.render.markdown:analysis_markdown",
+             CHECK: "gpugap.render.markdown:check_markdown",
              DIFF: "gpugap.render.markdown:diff_markdown"},
     default_file="gpugap.render.github:step_summary"))
 register(Format(

@@ -1,5 +1,7 @@
 """The terminal view of an Analysis: the verdict first, then the steady state's
-accounting and findings, then one-time costs (start-up), then the ranges.
+accounting and findings (of a --range: its instances, the time between them, the
+findings of its steady part), then one-time costs (start-up), then the ranges. What is
+listed, numbered and left out is gpugap.render.numbering's, as in every other view.
 
 Every string that comes from a report (kernel, API and NVTX names, messages that quote
 them) goes through gpugap.text: control characters escaped, long names cut, never
@@ -17,7 +19,16 @@ from gpugap.accounting.buckets import BUSY_IDS, BY_ID
 from gpugap.accounting.metrics import Metrics
 from gpugap.analysis import Analysis
 from gpugap.render.fit import table_width, text_width, wrap_name
-from gpugap.render.numbering import partition
+from gpugap.render.numbering import (
+    Entry,
+    analysis_listing,
+    at,
+    hidden_text,
+    limited,
+    sections,
+    when,
+)
+from gpugap.render.numbering import head as finding_head
 from gpugap.rules.base import Finding
 from gpugap.rules.model import Severity
 from gpugap.text import MESSAGE_LIMIT, fit_path, safe_rich, safe_text, shown_path
@@ -79,12 +90,23 @@ def verdict_panel(analysis: Analysis) -> Panel | None:
                                    limit=MESSAGE_LIMIT))
     if v.host is not None:
         # What the CPU ran while the GPU idled (gpugap.analysis.host_evidence).
-        for i, line in enumerate(v.host.lines()):
+        # (Its threads and frames follow the steady state: host_text.)
+        for i, line in enumerate(v.host.brief()):
             body.append("\nhost: " if i == 0 else "\n  ", style="bold cyan")
             body.append_text(safe_rich(line, limit=MESSAGE_LIMIT))
     if v.fix:
         body.append("\nfix: ", style="bold green")
         body.append_text(safe_rich(v.fix, limit=MESSAGE_LIMIT))
+    between = analysis.instances.between if analysis.instances is not None else None
+    said = between.verdict_text() if between is not None else None
+    if said:                            # the problem a --range leaves between its instances
+        body.append("\nbetween: ", style="bold yellow")
+        body.append_text(safe_rich(said, limit=MESSAGE_LIMIT))
+        framework = analysis.program.framework if analysis.program is not None else None
+        fix = between.fix(framework)
+        if fix:
+            body.append("\nfix: ", style="bold green")
+            body.append_text(safe_rich(fix, limit=MESSAGE_LIMIT))
     title = Text.assemble(("VERDICT ", "bold"), (v.kind.upper(), KIND_STYLE.get(v.kind, "")),
                           f"  {v.scope}")
     return Panel(body, title=title, title_align="left",
@@ -140,7 +162,7 @@ def phases_text(analysis: Analysis, width: int | None = None) -> Text | None:
                 f"{it['count']} iterations ({acc['how']}); {it['warmup']} warm-up, "
                 + (f"{len(first)} first use{'s' if len(first) != 1 else ''} of new work, "
                    if first else "")
-                + f"{it['steady']} steady, median "
+                + f"{it['steady']} steady{_steady_from(acc)}, median "
                 f"{fmt_ns(steady.get('iteration_median_ns') or 0)} "
                 f"(p90 {fmt_ns(steady.get('iteration_p90_ns') or 0)})", limit=MESSAGE_LIMIT))
         else:
@@ -155,6 +177,44 @@ def phases_text(analysis: Analysis, width: int | None = None) -> Text | None:
     return out if analysis.devices else None
 
 
+def _steady_from(acc: dict) -> str:
+    """' from t=15.361750s': where the steady state starts, on the report's clock."""
+    span = (acc.get("phases") or {}).get("steady") or {}
+    return f" from {at(span['start_ns'])}" if span.get("ns") else ""
+
+
+def host_text(analysis: Analysis, width: int | None = None) -> Text | None:
+    """The verdict's host evidence in full: each thread's share of the GPU's idle time
+    and its top frames, the GIL, the launching thread's waits."""
+    v = analysis.verdict
+    lines = v.host.details() if v is not None and v.host is not None else []
+    if not lines:
+        return None
+    out = Text(f"\nWhat the host ran while GPU {v.device} idled\n", style="bold")
+    for line in lines:
+        words = [safe_rich(w) for w in safe_text(line, MESSAGE_LIMIT).split(" ") if w]
+        out.append_text(joined(words, width, indent=4, sep=" ", first_indent=2))
+        out.append("\n")
+    return out
+
+
+def range_text(analysis: Analysis, width: int | None = None) -> Text:
+    """The --range's instances (how many are warm-up) and the time between them
+    (gpugap.analysis.instances), then the breakdown of its steady part."""
+    out = Text()
+    inst = analysis.instances
+    if inst is not None:
+        out.append_text(safe_rich(inst.text(), limit=MESSAGE_LIMIT))
+        out.append("\n")
+        if inst.between is not None:
+            out.append_text(safe_rich(inst.between.text(), limit=MESSAGE_LIMIT))
+            out.append("\n")
+    if analysis.verdict is not None:
+        out.append_text(breakdown_line(analysis.verdict.breakdown, width=width))
+        out.append("\n")
+    return out
+
+
 # A panel's title sits between "╭─ " and " ─╮": what is left of the width for it.
 PANEL_TITLE_MARGIN = 6
 
@@ -165,13 +225,14 @@ TITLE_LAYOUTS = (("  ", "cost ", True), (" ", "cost ", True), (" ", "", True),
 TITLE_FORMS = len(TITLE_LAYOUTS)
 
 
-def finding_title(f: Finding, index: int, width: int | None = None,
+def finding_title(f: Finding, index: int | str, width: int | None = None,
                   first_form: int = 0) -> tuple[Text, bool]:
-    """'1. ERROR rule [cause]  cost 1.03 ms (49.6%)  x20', and whether the cause is in
-    it. A title wider than *width* would be cut at its end, where the cost and count
-    are: it drops the double spaces, then the word 'cost', then moves the cause into
-    the panel's body, so that the cost and the count always show. *first_form*: the
-    widest layout to try (the findings of one list share one)."""
+    """'1. ERROR rule [cause]  cost 1.03 ms (49.6%)  x20' (*index*: its number), and
+    whether the cause is in it: at full width gpugap.render.numbering.head's words. A
+    title wider than *width* would be cut at its end, where the cost and count are: it
+    drops the double spaces, then the word 'cost', then moves the cause into the panel's
+    body, so that the cost and the count always show. *first_form*: the widest layout
+    to try (the findings of one list share one)."""
     share = f" ({f.share_pct:.1f}%)" if f.share_pct is not None else ""
     count = f"x{f.count}" if f.count > 1 else ""
     severity = (f"{f.severity.upper()} ", SEVERITY_STYLE.get(f.severity, ""))
@@ -205,17 +266,17 @@ def title_form(findings: list[Finding], width: int | None) -> int:
 
 
 def per_iteration_text(per: dict) -> str:
-    """'per iteration: median 2.05 ms, p90 2.29 ms (in 39 of 39)'; a cost in a few
+    """'lost per iteration: median 2.05 ms, p90 2.29 ms (in 39 of 39)'; a cost in a few
     iterations only (median 0): 'in 1 of 39 iterations: 6.36 ms at most', not a median
     of nothing."""
     if per["median_ns"] <= 0:
         return (f"in {per['with_cost']} of {per['iterations']} iterations only: "
                 f"{fmt_ns(per.get('max_ns', 0))} at most in one")
-    return (f"per iteration: median {fmt_ns(per['median_ns'])}, p90 "
+    return (f"lost per iteration: median {fmt_ns(per['median_ns'])}, p90 "
             f"{fmt_ns(per['p90_ns'])} (in {per['with_cost']} of {per['iterations']})")
 
 
-def finding_panel(f: Finding, index: int, consequences: list[Finding],
+def finding_panel(f: Finding, index: int | str, consequences: list[Entry],
                   width: int | None = None, form: int = 0) -> Panel:
     where = " > ".join(f.ranges) or "outside NVTX ranges"
     streams = ", ".join(map(str, f.streams[:8])) + ("..." if len(f.streams) > 8 else "")
@@ -230,7 +291,7 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding],
         body.append(f"; process {f.pid}", style="dim")
     if streams:
         body.append(f"; streams {streams}", style="dim")
-    body.append(f"; t={f.start_ns / 1e9:.6f}s..{f.end_ns / 1e9:.6f}s", style="dim")
+    body.append(f"; {when(f)}", style="dim")
     per = f.per_iteration
     if per and per.get("iterations"):
         body.append(f"\n{per_iteration_text(per)}", style="dim")
@@ -240,8 +301,7 @@ def finding_panel(f: Finding, index: int, consequences: list[Finding],
     body.append_text(safe_rich(f.fix, limit=MESSAGE_LIMIT))
     for c in consequences:
         body.append("\nexplains: ", style="bold")
-        body.append_text(safe_rich(f"{c.rule} [{c.cause}] x{c.count} (counted here; "
-                                   f"{fmt_ns(c.cost_ns)} of it on its own)"))
+        body.append_text(safe_rich(finding_head(c)))
     return Panel(body, title=head, title_align="left",
                  border_style=SEVERITY_STYLE.get(f.severity, "white"))
 
@@ -311,14 +371,19 @@ def devices_table(analysis: Analysis) -> Table:
     return table
 
 
-def _one_time_line(f: Finding, width: int | None = None) -> Text:
-    """'  INFO    start-up: launch-gap [module-load] 219 ms x16 on GPU 0 in step N',
-    wrapped between its parts to *width* under the text (never to column 0); what the
-    finding's evidence notes about it (``note``: 'waiting for rank 1's start-up') after
-    its cost."""
-    parts = [Text(f"{f.severity.upper():7}", style=SEVERITY_STYLE.get(f.severity, "")),
-             safe_rich(f"{f.phase}: {f.rule} [{f.cause}]"),
-             safe_rich(fmt_ns(f.cost_ns) + (f" x{f.count}" if f.count > 1 else ""))]
+def _one_time_line(e: Entry, width: int | None = None) -> Text:
+    """'  S1. INFO launch-gap [module-load] cost 219 ms (2.2%) x16 in warm-up on GPU 0 in
+    step N' (gpugap.render.numbering.head), wrapped between its parts to *width* under
+    the text (never to column 0); what the finding's evidence notes about it (``note``:
+    'waiting for rank 1's start-up') after its GPU. One it explains: 'explains: S1a.
+    ...', under it."""
+    f = e.finding
+    style = SEVERITY_STYLE.get(f.severity, "")
+    if not e.root:                      # where and when are its explainer's
+        words = [safe_rich(w, style) for w in finding_head(e).split(" ")]
+        return joined([Text("explains:", style="bold"), *words],
+                      width, indent=8, sep=" ", first_indent=4)
+    parts = [safe_rich(finding_head(e), style), safe_rich(f"in {f.phase}")]
     if f.device is not None:
         parts.append(Text(f"on GPU {f.device}" + (":" if f.evidence.get("note") else "")))
     note = f.evidence.get("note")
@@ -327,7 +392,7 @@ def _one_time_line(f: Finding, width: int | None = None) -> Text:
     where = " > ".join(f.ranges)
     if where:
         parts.append(safe_rich(f"in {where}", "dim", limit=80))
-    return joined(parts, width, indent=10, sep=" ", first_indent=2)
+    return joined(parts, width, indent=6, sep=" ", first_indent=2)
 
 
 # One-time costs on more GPUs than this are summed without naming each one's.
@@ -352,12 +417,11 @@ def one_time_total(findings: list[Finding]) -> list[str]:
             *(f"{e}," for e in each[:-1]), each[-1]]
 
 
-def _hidden_line(console: Console, count: int, shown: int) -> None:
-    """What --max-findings left out of a list of *count* findings, if anything."""
-    if count <= shown:
-        return
-    hidden = f"{count} findings" if not shown else f"... and {count - shown} more"
-    console.print(f"{hidden} hidden (--max-findings {shown}); --json lists all")
+def _hidden_line(console: Console, hidden: int, shown_roots: int, limit: int) -> None:
+    """What --max-findings left out of a list, if anything."""
+    text = hidden_text(hidden, shown_roots, f"--max-findings {limit}")
+    if text:
+        console.print(text)
 
 
 def render(analysis: Analysis, console: Console, max_findings: int = 20,
@@ -393,38 +457,48 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
             console.print(text, end="")
     elif analysis.verdict is not None:
         console.print(Text(f"Range {safe_text(analysis.scope.range_name)}", style="bold"))
-        console.print(breakdown_line(analysis.verdict.breakdown, width=console.width))
+        console.print(range_text(analysis, console.width), end="")
+    host = host_text(analysis, console.width)
+    if host is not None:
+        console.print(host, end="")
     floor = Severity(min_severity)
-    shown = [f for f in analysis.findings if Severity(f.severity) >= floor]
-    linked: dict[str, list[Finding]] = {}
-    for f in shown:
-        if f.consequence_of:
-            linked.setdefault(f.consequence_of, []).append(f)
-    main_findings, one_time = partition(shown, analysis.scope.range_name)   # as the pictures number
+    # What is listed, numbered and left out: the same in every view.
+    listed = analysis_listing(analysis, floor if floor > Severity.INFO else None)
+    main_findings = sections(listed.main)
     if main_findings:
         what = "in the range" if analysis.scope.is_range else "of the steady state"
         console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",
                            style="bold"))
-        form = title_form(main_findings[:max_findings], console.width)
-        for i, f in enumerate(main_findings[:max_findings], 1):
-            console.print(finding_panel(f, i, linked.get(f.id, []), console.width, form))
-        _hidden_line(console, len(main_findings), max_findings)
+        shown, hidden = limited(listed.main, max_findings)
+        groups = sections(shown)
+        form = title_form([g[0].finding for g in groups], console.width)
+        for g in groups:
+            console.print(finding_panel(g[0].finding, g[0].label, g[1:], console.width,
+                                        form))
+        _hidden_line(console, hidden, len(groups), max_findings)
     elif analysis.metrics is not None:
         console.print(Text("\nNo findings " + ("in the range" if analysis.scope.is_range else
                                                "in the steady state")
                            + (f" at or above {floor}" if floor > Severity.INFO else "")
                            + ".",
                            style="green"))
-    if one_time:
-        parts = one_time_total(one_time)
-        parts[0] = f"Start-up and other one-time costs ({parts[0]}"
+    if listed.one_time:
+        roots = [e.finding for e in listed.one_time]   # each ns once (settle)
+        parts = one_time_total(roots)
+        parts[0] = (("Warm-up in the range and other one-time costs" if analysis.scope.is_range
+                     else "Start-up and other one-time costs") + f" ({parts[0]}")
         parts[-1] += ")"
         console.print()
         console.print(joined([Text(p, style="bold") for p in parts], console.width,
                              indent=2, sep=" ", first_indent=0))
-        for f in sorted(one_time, key=lambda f: -f.cost_ns)[:max_findings]:
-            console.print(_one_time_line(f, console.width))
-        _hidden_line(console, len(one_time), max_findings)
+        shown, hidden = limited(listed.one_time, max_findings)
+        for e in shown:
+            console.print(_one_time_line(e, console.width))
+        _hidden_line(console, hidden, len(sections(shown)), max_findings)
+    left_out = listed.left_out_text()
+    if left_out:
+        console.print(Text(("\n" if listed.entries else "") + "... " + left_out,
+                           style="dim"))
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,
                                     "\nTimeline " + ("(range)" if analysis.scope.is_range

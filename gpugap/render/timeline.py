@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from gpugap.accounting import ranges as nvtx_ranges
+from gpugap.accounting.api_names import DRAWN
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError
+from gpugap.intervals import is_sorted
 from gpugap.render import decimate
-from gpugap.render.numbering import finding_labels
+from gpugap.render.numbering import Listing, analysis_listing
 from gpugap.render.outputs import View
 from gpugap.report.trace import Trace, graph_label
 from gpugap.rules import registry
@@ -198,9 +200,12 @@ class Timeline:
     scope: str | None = None
     notes: list[str] = field(default_factory=list)
     # Per finding (index in findings): its label, as the terminal numbers it ('3', '3a',
-    # 'S1': gpugap.render.numbering); and the indices in the terminal's order.
+    # 'S1': gpugap.render.numbering); and the indices in the terminal's order. The
+    # findings are those every view lists (gpugap.render.numbering.listing), in its
+    # order; what it leaves out is counted in *listing*.
     labels: list[str] = field(default_factory=list)
     order: list[int] = field(default_factory=list)
+    listing: Listing | None = None
     # What the initial view leaves out before it (a whole report opened on its steady
     # state): the folded span (relative ns) and its name, e.g. 'start-up 3.2 s'.
     fold: dict[str, Any] | None = None
@@ -225,14 +230,11 @@ def _api_category(names: pd.Series) -> np.ndarray:
     codes, uniques = pd.factorize(names.astype(str))
     s = pd.Series(uniques, dtype=object)
     cat = np.full(len(s), CATEGORY_INDEX["api-other"], dtype=np.int16)
-    rules = (("api-module", r"Module|Library|LinkComplete|GetProcAddress"),
-             ("api-memory", r"Malloc|Free|MemAlloc|HostAlloc|HostRegister|MemPool|MemCreate|"
-                            r"MemMap|MemRelease"),
-             ("api-sync", r"Synchronize|WaitEvent|StreamWait|EventQuery|StreamQuery"),
-             ("api-copy", r"Memcpy|Memset|MemPrefetch"),
-             ("api-launch", r"Launch"))
-    for cid, pattern in rules:
-        cat[s.str.contains(pattern, regex=True).to_numpy(dtype=bool)] = CATEGORY_INDEX[cid]
+    # The classes of gpugap.accounting.api_names, the first that matches winning: the
+    # last written.
+    for cid, pattern in reversed(DRAWN):
+        cat[s.str.contains(pattern.pattern, regex=True).to_numpy(dtype=bool)] = \
+            CATEGORY_INDEX[cid]
     return cat[codes] if len(s) else np.zeros(len(names), dtype=np.int16)
 
 
@@ -496,7 +498,7 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                      for _, f in frames)
         view = view if inside <= max_events // 2 else None
     sources = []
-    frames = [(kind, f if _ascending(f["start"].to_numpy()) else
+    frames = [(kind, f if is_sorted(f["start"].to_numpy()) else
                f.sort_values("start", kind="stable")) for kind, f in frames]
     for kind, f in frames:
         start = f["start"].to_numpy(dtype=np.int64)
@@ -523,11 +525,6 @@ def _decimated(frames, lanes_of, n_lanes: int, max_events: int, evidence: np.nda
                "quantum_ns": kept.quantum_ns if kept.quantum_ns < decimate.INF else None,
                "max_events": max_events}
     return parts, summary
-
-
-def _ascending(values: np.ndarray) -> bool:
-    """Sorted (as the loader gives every frame; one built in memory may not be)."""
-    return bool((values[1:] >= values[:-1]).all())
 
 
 def _collect(parts_in, lanes_of, trace: Trace, parts: _Parts) -> None:
@@ -663,7 +660,8 @@ def _origin_and_view(trace: Trace, analysis: Analysis, starts: np.ndarray,
 
 def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None,
                    range_name: str | None = None,
-                   max_events: int = DEFAULT_MAX_EVENTS) -> Timeline:
+                   max_events: int = DEFAULT_MAX_EVENTS,
+                   min_severity: Severity | str | None = None) -> Timeline:
     """Lanes, events and finding markers of one report, times relative to its origin.
 
     *range_name* (default: the analysis's scope) sets the origin (t=0 at the range's
@@ -677,6 +675,9 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     merged into spans on each lane (gpugap.render.decimate; ``Timeline.merged``,
     ``Timeline.decimation``), the findings' evidence and, where they fit, the initial
     view's events kept as they are.
+
+    The findings drawn and listed are those the terminal lists, from *min_severity*
+    up (gpugap.render.numbering.listing), with its labels.
     """
     import pandas as pd
 
@@ -728,10 +729,15 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
                   origin_ns=origin, lanes=lanes, lane=a["lane"], row=rows, start=start,
                   dur=a["end"] - a["start"], cat=a["cat"], name=codes[:n].astype(np.int32),
                   info=codes[n:].astype(np.int32), corr=a["corr"], nbytes=a["bytes"],
-                  strings=strings, findings=list(analysis.findings), markers=[],
+                  strings=strings, findings=[], markers=[],
                   track_rows=[], ranges=[], view=view, extent=extent, scope=range_name,
                   merged=a["merged"] if decimation else None, decimation=decimation)
-    tl.labels, tl.order = finding_labels(tl.findings, analysis.scope.range_name)
+    floor = None if min_severity is None or Severity(min_severity) <= Severity.INFO \
+        else min_severity
+    tl.listing = analysis_listing(analysis, floor)
+    tl.findings = [e.finding for e in tl.listing.entries]
+    tl.labels = [e.label for e in tl.listing.entries]
+    tl.order = list(range(len(tl.findings)))
     if fold is not None:
         tl.fold = {"s": extent[0], "e": view[0], "lines": fold,
                    "label": " ".join(fold[1:]).replace(" + ", " and ")}
@@ -912,9 +918,10 @@ class Written:
 
 def build_panels(source: Analysis | Sequence[Panel | tuple[str, Trace, Analysis]],
                  trace: Trace | None = None, *, range_name: str | None = None,
-                 max_events: int = DEFAULT_MAX_EVENTS) -> list[Timeline]:
+                 max_events: int = DEFAULT_MAX_EVENTS,
+                 min_severity: Severity | str | None = None) -> list[Timeline]:
     return [build_timeline(p.trace, p.analysis, label=p.label, range_name=range_name,
-                           max_events=max_events)
+                           max_events=max_events, min_severity=min_severity)
             for p in as_panels(source, trace)]
 
 
@@ -923,7 +930,8 @@ def view_panels(analysis: Analysis, view: View) -> list[Timeline]:
     built once per view, for all of them."""
     return view.once("panels", lambda: build_panels(
         analysis, view.trace, range_name=view.range_name,
-        max_events=DEFAULT_MAX_EVENTS if view.max_events is None else view.max_events))
+        max_events=DEFAULT_MAX_EVENTS if view.max_events is None else view.max_events,
+        min_severity=view.min_severity))
 
 
 def output_args(source, trace, path) -> tuple[Trace | None, Path]:

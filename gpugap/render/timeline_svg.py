@@ -24,6 +24,8 @@ import numpy as np
 from gpugap.analysis import Analysis
 from gpugap.errors import UsageError, option
 from gpugap.files import write_atomic
+from gpugap.render.numbering import head as finding_head
+from gpugap.render.numbering import hidden_text, when
 from gpugap.render.outputs import View
 from gpugap.render.timeline import (
     CATEGORIES,
@@ -88,7 +90,7 @@ def _f(x: float) -> str:
 
 
 def _ticks(v0: float, v1: float, px: float) -> tuple[float, list[float]]:
-    raw = (v1 - v0) / max(1.0, px / 110)
+    raw = (v1 - v0) / max(1.0, px / 125)
     p = 10 ** np.floor(np.log10(raw))
     m = raw / p
     step = (1 if m < 1.5 else 2 if m < 3.5 else 5 if m < 7.5 else 10) * p
@@ -97,12 +99,10 @@ def _ticks(v0: float, v1: float, px: float) -> tuple[float, list[float]]:
 
 
 def _tick_label(t: float, step: float) -> str:
-    scale, unit = ((1e9, "s") if step >= 1e9 else (1e6, "ms") if step >= 1e6
-                   else (1e3, "µs") if step >= 1e3 else (1, "ns"))
-    digits = max(0, min(6, int(np.ceil(-np.log10(step / scale) - 1e-9))))
-    if abs(t) < step * 1e-6:
-        t = 0.0                                # no "-0 ms"
-    return f"{t / scale:.{digits}f} {unit}"
+    """A tick at *t* ns on the report's clock (nsys's: every view gives times on it), in
+    seconds with as many digits as *step* needs: '15.37 s', '15.3618 s'."""
+    digits = max(0, min(9, int(np.ceil(-np.log10(step / 1e9) - 1e-9))))
+    return f"{t / 1e9:.{digits}f} s"
 
 
 class _Svg:
@@ -277,10 +277,12 @@ def _draw_panel(svg: _Svg, tl: Timeline, top: float, width: int, view: tuple[flo
         svg.rect(0, y, width, GROUP_H, "grp")
     svg.add(f'<svg x="{left}" y="{_f(top)}" width="{plot}" height="{_f(bottom - top)}" '
             f'viewBox="{left} {_f(top)} {plot} {_f(bottom - top)}" overflow="hidden">')
-    step, ticks = _ticks(v0, v1, plot)
+    # Round times on the report's clock (the origin is the panel's, any nanosecond).
+    step, ticks = _ticks(v0 + tl.origin_ns, v1 + tl.origin_ns, plot)
+    ticks = [t - tl.origin_ns for t in ticks]
     for t in ticks:
         svg.add(f'<path class="grid" d="M{_f(x(t))} {_f(top + AXIS_H - 4)}V{_f(bottom)}"/>')
-        text = _tick_label(t, step)
+        text = _tick_label(tl.origin_ns + t, step)     # on the report's clock
         # Right of its line, or left of it where the plot ends: never cut at the edge.
         tx = x(t) + 3 if x(t) + 3 + _text_w(text) <= width - RIGHT - 2 \
             else x(t) - 3 - _text_w(text)
@@ -542,21 +544,26 @@ def render_svg(panels: list[Timeline], *, width: int = 1400, title: str | None =
         y = _draw_panel(svg, tl, y, width, v, stats, folded) + 10
     y = _legend(svg, panels, y + 8, width, v) + 6
     for p, tl in enumerate(panels):
-        for i in tl.order[:MAX_FINDINGS_LISTED]:        # as the terminal lists them
-            f = tl.findings[i]
+        # As the terminal lists them, in its words (gpugap.render.numbering).
+        entries = tl.listing.entries if tl.listing is not None else []
+        shown = entries[:MAX_FINDINGS_LISTED]
+        hidden = len(entries) - len(shown)
+        for e in shown:
+            f = e.finding
             y += 14
-            head = f"{tl.label}: " if len(panels) > 1 else ""
-            count = f" ×{f.count}" if f.count > 1 else ""
+            lead = f"{tl.label}: " if len(panels) > 1 else ""
+            number, _, rest = finding_head(e).partition(" ")
+            severity, _, rest = rest.partition(" ")
             svg.add(f'<text x="8" y="{_f(y)}"><tspan class="sev" '
                     f'fill="{SEVERITY_COLORS.get(f.severity, "#555")}">'
-                    f"{_esc(head)}#{_esc(tl.labels[i])} {_esc(f.severity.upper())}</tspan> "
-                    f"{_esc(f.rule)} [{_esc(f.cause)}] cost {_esc(fmt_ns(f.cost_ns))}{count}"
-                    f'<tspan class="mu"> · {_esc(_trunc(f.message, width - 400) or "")}'
-                    "</tspan></text>")
-        if len(tl.findings) > MAX_FINDINGS_LISTED:
+                    f"{_esc(lead)}{_esc(number)} {_esc(severity)}</tspan> {_esc(rest)}"
+                    f'<tspan class="mu"> · {_esc(when(f))} · '
+                    f'{_esc(_trunc(f.message, width - 560) or "")}</tspan></text>')
+        more = [t for t in (hidden_text(hidden, len(shown), None),
+                            tl.listing.left_out_text() if tl.listing else None) if t]
+        for text in more:
             y += 14
-            svg.text(8, y, f"… and {len(tl.findings) - MAX_FINDINGS_LISTED} more findings"
-                     + (f" in {tl.label}" if len(panels) > 1 else ""), "mu")
+            svg.text(8, y, text + (f" in {tl.label}" if len(panels) > 1 else ""), "mu")
         if p < len(panels) - 1:
             y += 4
     height = int(np.ceil(y + 10))

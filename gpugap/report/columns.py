@@ -8,6 +8,8 @@ Every table and column is optional: a missing column reads as its declared defau
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from gpugap.report import schema as S
@@ -242,27 +244,70 @@ def nvtx_kinds(db: Database) -> tuple[dict[int, str], int]:
 NVTX_INTS = ("start", "end", "type", "text_id", "domain_id", "gtid")
 
 
-def instrumentation_test(db: Database, domain_create: int,
-                         domains: tuple[str, ...] = S.INSTRUMENTATION_DOMAINS) -> str:
-    """SQL true for an NVTX row of one of nsys's own *domains* (the GIL trace, Python
-    samples: gpugap.report.host reads them), matched as (process, domain id) to the
-    rows that name them; '' when the table lacks a needed column. One small subquery,
-    run once per read: the GIL trace alone holds a range per GIL hand-over (112k in a
-    12 s DataLoader capture), which are not the program's ranges."""
+# nsys's own NVTX domains of a file, by its identity (path, size, modification time):
+# the read-ahead, the loader and the host evidence each ask; one scan answers them.
+_NSYS_DOMAINS: dict[tuple, dict[tuple[int, int], str]] = {}
+
+
+def nsys_domains(db: Database) -> dict[tuple[int, int], str]:
+    """nsys's own NVTX domains (S.INSTRUMENTATION_DOMAINS: the GIL trace, Python
+    samples; gpugap.report.host reads them): (pid, domain id) -> name, from the rows
+    that create them. One scan of NVTX_EVENTS per file, page by page (Database's
+    *mapped*), remembered; {} when the table lacks a needed column."""
+    try:
+        st = os.stat(db.path)
+        key = (os.path.realpath(db.path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _NSYS_DOMAINS:
+        return _NSYS_DOMAINS[key]
     t = S.NVTX
     names = {c: column(db, t.name, *t.column(c).candidates, default="")
              for c in ("text", "text_id", "domain_id", "gtid", "type")}
-    if not all(names[c] for c in ("domain_id", "gtid", "type")) or not (
+    found: dict[tuple[int, int], str] = {}
+    if usable(db, t.name) and all(names[c] for c in ("domain_id", "type")) and (
             names["text"] or names["text_id"]):
-        return ""
-    key = f"((ifnull({names['gtid']}, 0) >> {PID_SHIFT}) & {ID_MASK}), {names['domain_id']}"
-    text = names["text"] or "NULL"
-    if names["text_id"] and S.STRINGS.name in db.tables:
-        text = (f"coalesce({text}, (SELECT value FROM {quote_id(S.STRINGS.name)} "
-                f"WHERE id = {names['text_id']}))")
-    listed = ", ".join("'" + d.replace("'", "''") + "'" for d in domains)
-    return (f"({key}) IN (SELECT {key} FROM {quote_id(t.name)} WHERE {names['type']} = "
-            f"{int(domain_create)} AND {text} IN ({listed}))")
+        create = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_DOMAIN_CREATE)
+        gtid = f"ifnull({names['gtid']}, 0)" if names["gtid"] else "0"
+        own = Database(db.path, mapped=False)
+        try:
+            rows = own.rows(f"SELECT ({gtid} >> {PID_SHIFT}) & {ID_MASK}, "
+                            f"{names['domain_id']}, {names['text'] or 'NULL'}, "
+                            f"{names['text_id'] or 'NULL'} FROM {quote_id(t.name)} "
+                            f"WHERE {names['type']} = {int(create)}")
+            ids = sorted({r[3] for r in rows if isinstance(r[3], int)})
+            registered = dict(own.rows(
+                f"SELECT id, value FROM {quote_id(S.STRINGS.name)} WHERE id IN "
+                f"({', '.join(map(str, ids))})")) if ids and S.STRINGS.name in own.tables \
+                else {}
+        finally:
+            own.close()
+        for pid, domain, text, text_id in rows:
+            name = text if isinstance(text, str) else registered.get(text_id)
+            if name in S.INSTRUMENTATION_DOMAINS and isinstance(pid, int) \
+                    and isinstance(domain, int):
+                found[(pid, domain)] = name
+    if key is not None:
+        _NSYS_DOMAINS[key] = found
+    return found
+
+
+def nsys_domain_test(db: Database, pairs: Iterable[tuple[int, int]]) -> str:
+    """SQL true for an NVTX row of one of the (pid, domain id) *pairs* ('0' for none):
+    the domain id compared first, the process only for a row of such a domain (a plain
+    comparison, which most rows of a program's own domains fail)."""
+    t = S.NVTX
+    domain, gtid = (column(db, t.name, *t.column(c).candidates, default="")
+                    for c in ("domain_id", "gtid"))
+    by_domain: dict[int, set[int]] = {}
+    for pid, d in pairs:
+        by_domain.setdefault(int(d), set()).add(int(pid))
+    if not (by_domain and domain):
+        return "0"
+    pid = f"((ifnull({gtid or 0}, 0) >> {PID_SHIFT}) & {ID_MASK})"
+    cases = " ".join(f"WHEN {d} THEN {pid} IN ({', '.join(map(str, sorted(p)))})"
+                     for d, p in sorted(by_domain.items()))
+    return f"(CASE {domain} {cases} ELSE 0 END)"
 
 
 def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None:
@@ -276,9 +321,9 @@ def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None
     kinds, domain_create = nvtx_kinds(db)
     event_type = quote_id(S.NVTX.column("type").nsys)
     where = f'{event_type} IN ({", ".join(str(k) for k in kinds)}, {domain_create})'
-    own = instrumentation_test(db, domain_create)
+    own = nsys_domains(db)
     if own:
-        where += f" AND NOT {own}"
+        where += f" AND NOT {nsys_domain_test(db, own)}"
     if not db.has_rowid(S.NVTX.name):
         return None, select_sql(db, S.NVTX, where=where)
     ints = table_read(db, S.NVTX, NVTX_INTS, where)

@@ -101,7 +101,10 @@ def quote_id(identifier: str) -> str:
 # mmap_size) rather than a read() call per page: a tenth of a table scan's time. The
 # pages it maps count in the process's resident memory (as the file's, not its own), so
 # a bigger report (a million kernels with their API and OS calls: 300 MB; ten million:
-# 3 GB) is read page by page. It is opened immutable: nothing changes it.
+# 3 GB) is read page by page. It is opened immutable: nothing changes it. A table
+# scanned whole for a few of its rows (NVTX_EVENTS beside nsys's GIL trace: 36 MB for a
+# hundred ranges) is read page by page too (``mapped=False``): its pages would stay in
+# the process's memory for nothing, and read() costs a scan no more than the map does.
 MMAP_MAX_BYTES = 256 << 20
 
 
@@ -166,9 +169,10 @@ def program_of(capture: dict[str, str]) -> str | None:
 
 
 class Database:
-    """A validated, read-only nsys SQLite export."""
+    """A validated, read-only nsys SQLite export; *mapped*: read through memory its
+    connections map, where the report is small enough (MMAP_MAX_BYTES)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, mapped: bool = True) -> None:
         self.path = path
         kind = sniff(path)
         if kind != "sqlite":
@@ -177,7 +181,7 @@ class Database:
                                  if kind == "nsys-rep" else "")
                               + "; pass an nsys report (.nsys-rep) or its SQLite export")
         size = _check_not_truncated(path)
-        self.mmap_bytes = size if size < MMAP_MAX_BYTES else 0
+        self.mmap_bytes = size if mapped and size < MMAP_MAX_BYTES else 0
         self._on_close: list = []   # e.g. the fast reader's connections
         uri = f"file:{quote(self._openable_path(path))}?mode=ro&immutable=1"
         self.uri = uri
@@ -321,7 +325,8 @@ class Database:
             rows = row_bound(self, table)
             parts = row_parts(self, table, rows)
             if len(parts) > 1:
-                return read_parts(self.path, table, columns, where, parts)
+                return read_parts(self.path, table, columns, where, parts,
+                                  mapped=bool(self.mmap_bytes))
             return read_columns(self, table, columns, where, rows)
         except UNREADABLE as exc:
             raise self.unreadable(exc) from None
@@ -371,6 +376,17 @@ class Database:
         rows = self._execute('SELECT "utcEpochNs" FROM TARGET_INFO_SESSION_START_TIME')
         values = [v for v in (as_int(r[0], 0) for r in rows) if v is not None]
         return values[0] if values else None
+
+    @cached_property
+    def session_spans(self) -> list[tuple[int, int]]:
+        """ANALYSIS_DETAILS's (startTime, stopTime) rows, in ns from the session's start,
+        those that hold integers and stop no earlier than they start ([] without the
+        table or its columns)."""
+        if not self.has("ANALYSIS_DETAILS", "startTime", "stopTime"):
+            return []
+        read = [(as_int(a, 0), as_int(b, 0)) for a, b in
+                self._execute('SELECT "startTime", "stopTime" FROM ANALYSIS_DETAILS')]
+        return [(a, b) for a, b in read if a is not None and b is not None and b >= a]
 
     def enum(self, table: str) -> dict[int, str]:
         """id -> name of an ENUM_* table ({} if the table is missing). Rows whose id is
@@ -433,19 +449,20 @@ def row_parts(db: Database, table: str, rows: int) -> list[tuple[str, int | None
 
 
 def read_parts(path: Path, table: str, columns: list, where: str,
-               parts: list[tuple[str, int | None]], fast_from: int | None = None) -> dict:
+               parts: list[tuple[str, int | None]], fast_from: int | None = None, *,
+               mapped: bool = True) -> dict:
     """``read_columns`` of *table* in the export at *path*, its rowid ranges *parts*
     (SQL, at most how many rows; :func:`row_parts`) read at once, each by its own
     thread and connection into arrays of its own size, then put end to end in rowid
     order (the order of one scan of the table: the arrays equal a single read's, dtypes
     included, as concatenating narrowed integer arrays takes the widest). A part's
-    error is raised here. *fast_from*: as read_columns's."""
+    error is raised here. *fast_from*: as read_columns's; *mapped*: as Database's."""
     results: list[dict | None] = [None] * len(parts)
     errors: list[BaseException] = []
 
     def one(i: int) -> None:
         try:
-            own = Database(path)              # one connection per thread
+            own = Database(path, mapped=mapped)     # one connection per thread
             try:
                 rowids, capacity = parts[i]
                 both = " AND ".join(f"({w})" for w in (where, rowids) if w)

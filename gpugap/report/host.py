@@ -40,7 +40,16 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.jsonout import Record
 from gpugap.report import schema as S
-from gpugap.report.columns import ID_MASK, PID_SHIFT, column, enum_id, select_sql, table_read
+from gpugap.report.columns import (
+    ID_MASK,
+    PID_SHIFT,
+    column,
+    enum_id,
+    nsys_domain_test,
+    nsys_domains,
+    select_sql,
+    table_read,
+)
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, read_columns
 from gpugap.report.table import Labels, Table
@@ -216,7 +225,11 @@ class HostEvidenceSource:
     # --- helpers ------------------------------------------------------------------------
     @contextmanager
     def _db(self) -> Iterator[Database]:
-        db = Database(self.path)
+        # Page by page, not mapped: the GIL trace and the Python samples are found by a
+        # scan of all of NVTX_EVENTS, whose mapped pages would count as the process's
+        # memory (gpugap.report.database.MMAP_MAX_BYTES); the stacks are a few pages
+        # each, through their index.
+        db = Database(self.path, mapped=False)
         try:
             yield db
         finally:
@@ -262,32 +275,13 @@ class HostEvidenceSource:
         """nsys's own NVTX domains (S.INSTRUMENTATION_DOMAINS) by (pid, domain id)."""
         if self._domains is None:
             out = _Domains()
-            t = S.NVTX.name
-            names = {c: self._nvtx(db, c) for c in ("type", "domain_id", "gtid", "text",
-                                                     "text_id")}
-            if t in db.tables and names["type"] and names["domain_id"]:
-                create = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_DOMAIN_CREATE)
-                gtid = f"ifnull({names['gtid']}, 0)" if names["gtid"] else "0"
-                rows = db.rows(
-                    f"SELECT ({gtid} >> {PID_SHIFT}) & {ID_MASK}, {names['domain_id']}, "
-                    f"{names['text'] or 'NULL'}, {names['text_id'] or 'NULL'} "
-                    f"FROM {quote_id(t)} WHERE {names['type']} = {int(create)}")
-                text_ids = [r[3] for r in rows if isinstance(r[3], int)]
-                registered = dict(zip(text_ids, self._names(
-                    db, np.asarray(text_ids, dtype=np.int64)).tolist(), strict=True))
-                for pid, domain, text, text_id in rows:
-                    name = text if isinstance(text, str) else registered.get(text_id)
-                    if name in S.INSTRUMENTATION_DOMAINS and isinstance(domain, int) \
-                            and isinstance(pid, int):
-                        out.by_name.setdefault(name, set()).add((pid, domain))
+            for pair, name in nsys_domains(db).items():
+                out.by_name.setdefault(name, set()).add(pair)
             self._domains = out
         return self._domains
 
     def _pair_sql(self, db: Database, pairs: list[tuple[int, int]]) -> str:
-        gtid = f"ifnull({self._nvtx(db, 'gtid')}, 0)"
-        key = f"(({gtid} >> {PID_SHIFT}) & {ID_MASK}) * 4294967296 + " \
-              f"{self._nvtx(db, 'domain_id')}"
-        return f"{key} IN ({', '.join(str(p * 4294967296 + d) for p, d in pairs)})"
+        return nsys_domain_test(db, pairs)
 
     # --- what the report holds -------------------------------------------------------
     def inventory(self) -> HostInventory:
@@ -353,7 +347,9 @@ class HostEvidenceSource:
             return False
         mark = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_MARK)
         pairs = self._domains_of(db).pairs(S.PYTHON_SAMPLE_DOMAINS)
+        # The payload tested first: a default export has none (a scan of cheap tests).
         rows = db.rows(f"SELECT 1 FROM {quote_id(S.NVTX.name)} WHERE "
+                       f"{quote_id(S.NVTX_PAYLOAD)} IS NOT NULL AND "
                        f"{self._nvtx(db, 'type')} = {int(mark)} AND "
                        f"{self._pair_sql(db, pairs)} AND "
                        f"length({quote_id(S.NVTX_PAYLOAD)}) > 0 LIMIT 1")
@@ -420,9 +416,12 @@ class HostEvidenceSource:
                           "module": self._names(db, data["module_id"][order])})
 
     # --- the GIL ------------------------------------------------------------------------
-    def gil(self, lo: np.ndarray, hi: np.ndarray) -> Table:
+    def gil(self, lo: np.ndarray, hi: np.ndarray, thread: int | None = None) -> Table:
         """The GIL trace's ranges overlapping the windows [lo, hi): start, end, gtid,
-        holding (True: 'Holding GIL', False: 'Waiting for GIL'), by start."""
+        holding (True: 'Holding GIL', False: 'Waiting for GIL'), by start. With
+        *thread* (a gtid), those that tell who kept it waiting: its waits and the other
+        threads' holds (a thread's own holds are most of the trace: a range per
+        hand-over)."""
         lo, hi = tl.union(np.asarray(lo, np.int64), np.asarray(hi, np.int64))
         with self._db() as db:
             pairs = self._domains_of(db).pairs((S.GIL_DOMAIN,))
@@ -441,9 +440,13 @@ class HostEvidenceSource:
 
             kinds = ", ".join(str(k) for k in _range_kinds(db))
             qlo, qhi = merged_windows(lo, hi)
+            mine = "" if thread is None else (
+                f"CASE WHEN ifnull({n['gtid']}, 0) = {int(thread)} THEN "
+                f"{named(S.GIL_WAITING, waiting)} ELSE {named(S.GIL_HOLDING, holding)} "
+                "END AND ")
             where = (f"{n['type']} IN ({kinds}) AND {self._pair_sql(db, pairs)} AND "
                      f"{n['end']} > {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
-                     + _inside_sql(n["start"], qlo, qhi, n["end"]))
+                     + mine + _inside_sql(n["start"], qlo, qhi, n["end"]))
             cols = [Col("start", n["start"], fill=-1), Col("end", n["end"], fill=-1),
                     Col("gtid", f"ifnull({n['gtid']}, 0)"),
                     Col("kind", f"CASE WHEN {named(S.GIL_HOLDING, holding)} THEN 1 "

@@ -434,7 +434,7 @@ class Loader:
                 if len(parts) > 1 else parts[0])
         data = self._checked("CUDA API tables", data, "CUDA API calls")
         start = data["start"]
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+        if not tl.is_sorted(start):
             order = np.argsort(start, kind="stable")
             data = {k: v[order] for k, v in data.items()}
         data = self._fix_ids(data, S.RUNTIME)
@@ -461,15 +461,26 @@ class Loader:
     def _nvtx_rows(self, ints: reads.Read | None, text: tuple[str, list[str]]
                    ) -> dict[str, np.ndarray]:
         """The NVTX rows' integer columns and their text, row for row (both by rowid;
-        columns.nvtx_reads)."""
+        columns.nvtx_reads). Read page by page, not through the map of the report's
+        connection: the table is scanned whole for the program's own rows, and beside
+        nsys's GIL trace and Python samples (a row per GIL hand-over and per sample)
+        those are a few of its pages; mapped, every page would stay in memory while the
+        report is read (36 MB of a 168 MB capture, once per connection)."""
         texts = prefetch.take_rows(self.db.path, text[0])
-        if texts is None:
-            texts = self.db.frame(*text)
-        if ints is None:
+        data = prefetch.take(self.db.path, ints) if ints is not None else None
+        if texts is None or (ints is not None and data is None):
+            db = Database(self.db.path, mapped=False)
+            try:
+                if texts is None:
+                    texts = db.frame(*text)
+                if ints is not None and data is None:
+                    data = ints.run(db)
+            finally:
+                db.close()
+        if ints is None or data is None:
             return texts
-        data = self.run(ints)
         rowid = data.pop("rowid")
-        if rowid.size > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
+        if not tl.is_sorted(rowid, strict=True):
             order = np.argsort(rowid, kind="stable")
             data = {name: values[order] for name, values in data.items()}
         return data | {name: texts[name] for name in text[1] if name != "rowid"}
@@ -773,7 +784,7 @@ class Loader:
         calls = Table({"start": data["start"], "end": data["end"], "gtid": data["gtid"],
                        "name": self.names(data["name_id"])})
         start = data["start"]
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+        if not tl.is_sorted(start):
             calls = calls.rows(np.argsort(start, kind="stable"))
         return calls
 
@@ -906,7 +917,7 @@ class CallKeys:
         rows = None if bool(valid.all()) else np.flatnonzero(valid)
         del valid
         keys = api_key if rows is None else api_key[rows]
-        if keys.size > 1 and not bool((keys[1:] > keys[:-1]).all()):
+        if not tl.is_sorted(keys, strict=True):
             order = np.argsort(keys, kind="stable")
             keys = keys[order]
             rows = order if rows is None else rows[order]

@@ -86,7 +86,7 @@ def _start(path: Path) -> None:
                 for read, rows in big]
         # The NVTX ranges (a range per iteration or per kernel: tens of thousands): their
         # integers by the fast reader, their text through sqlite3 (whose steps let the
-        # other threads run).
+        # other threads run); page by page, not mapped (Loader.nvtx says why).
         nvtx = nvtx_reads(db)
         if nvtx is not None and reader.row_bound(db, S.NVTX.name) >= min_rows():
             ints, (sql, names) = nvtx
@@ -94,7 +94,7 @@ def _start(path: Path) -> None:
             if ints is not None:
                 work.append((_sql(ints), partial(read_parts, path, ints.table,
                                                  list(ints.cols), ints.where, [("", None)],
-                                                 fast_from=min_rows())))
+                                                 fast_from=min_rows(), mapped=False)))
     finally:
         db.close()
     jobs = []
@@ -130,7 +130,8 @@ def _start(path: Path) -> None:
 
 
 def _read_rows(path: Path, sql: str, names: list[str]) -> dict:
-    own = Database(path)                      # one connection per thread
+    """The NVTX rows' text (Loader.nvtx), in a connection of its own."""
+    own = Database(path, mapped=False)
     try:
         return reader.read_rows(own, sql, names)
     finally:

@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, SupportsInt, TypeVar, 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from gpugap import intervals as tl
 from gpugap.jsonout import Record
 from gpugap.report import schema
 from gpugap.report.table import Labels, Table, distinct
@@ -119,7 +120,8 @@ class HostSource(Protocol):
 
     def sample_frames(self, ids: np.ndarray) -> Table: ...
 
-    def gil(self, lo: np.ndarray, hi: np.ndarray) -> Table: ...
+    def gil(self, lo: np.ndarray, hi: np.ndarray, thread: int | None = None
+            ) -> Table: ...
 
     def os_waits(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> Table: ...
 
@@ -303,6 +305,12 @@ class Trace:
         return frame
 
     @property
+    def osrt_traced(self) -> bool:
+        """Whether the report traced OS runtime calls (it has their table), read yet or
+        not: without it, no call's absence says anything."""
+        return schema.OSRT.name in self.info.tables
+
+    @property
     def osrt_read(self) -> bool:
         """Whether the OS runtime calls are held (read, or given)."""
         return "osrt" in self.tables
@@ -426,10 +434,6 @@ def graph_label(graph_id: SupportsInt) -> str:
     return f"CUDA graph {int(graph_id)}"
 
 
-def _sorted(a: np.ndarray) -> bool:
-    return a.size < 2 or bool((a[1:] >= a[:-1]).all())
-
-
 class OpIndex:
     """Kernels, copies, memsets and graph executions as one sequence of GPU ops, in
     start order (ties: in that order of kinds, each in its frame's order). Holds no per-op
@@ -497,7 +501,7 @@ class OpIndex:
         parts = []
         for start, end, source, row, index in zip(starts, ends, sources, rows, indexes,
                                                   strict=True):
-            if not (start.size < 2 or bool((start[1:] >= start[:-1]).all())):
+            if not tl.is_sorted(start):
                 order = np.argsort(start, kind="stable")
                 start, end = start[order], end[order]
                 row = order.astype(index) if row is None else row[order]

@@ -32,10 +32,12 @@ from gpugap.rules.model import Cause, Mark, Severity
 
 # What a finding belongs to: the accounting's phases (one-time costs before the steady
 # state: start-up, then the warm-up iterations; the steady state; what follows it), so
-# that a finding and the accounting's frame name the same nanoseconds alike; under
-# --range, the range: the user chose that window, so it is one scope, never split into
-# phases (a cause is one finding there, its share of the range, as the range's
-# breakdown counts it).
+# that a finding and the accounting's frame name the same nanoseconds alike. Under a
+# --range the phases stay inside the range: the part of its instances in the steady
+# state is 'range' (what the verdict judges; a cause is one finding there, its share of
+# that part, as the range's breakdown counts it), the parts in start-up, warm-up (first
+# uses included) or the tail are those one-time phases, shares of the range's whole
+# time. A range with no time in the steady state on a device is all 'range' there.
 FINDING_PHASES = ("start-up", "warm-up", "steady", "tail", "range")
 RANGE_PHASE = "range"
 # The phases of one-time costs: each a share of the device's whole window.
@@ -47,6 +49,9 @@ _RANGE = FINDING_PHASES.index(RANGE_PHASE)
 # window reads 'steady'.
 _FINDING_PHASE_OF = np.array([FINDING_PHASES.index(p) for p in PHASES] + [_STEADY],
                              dtype=np.int8)
+# The same under a --range: its steady part is 'range', and so is time outside the window.
+_RANGE_PHASE_OF = np.where(_FINDING_PHASE_OF == _STEADY, _RANGE, _FINDING_PHASE_OF
+                           ).astype(np.int8)
 
 
 @dataclass
@@ -65,7 +70,8 @@ class Claim:
 class Context:
     """What rules get besides the trace: the accounting (phases and buckets per device)
     and the scope of the analysis (gpugap.accounting.scope: a --range's windows, else
-    each device's steady state; by default the steady state)."""
+    each device's steady state; by default the steady state), which keeps the
+    accounting's phases inside a --range (FINDING_PHASES)."""
 
     accounting: Accounting
     scope: Scope = None  # type: ignore[assignment]   # None: the steady state's
@@ -90,18 +96,19 @@ class Context:
         out = np.zeros(times.shape, dtype=bool)
         for d in np.unique(devices).tolist():
             on = devices == d
-            out[on] = tl.within(times[on], self.scope.on(int(d)))
+            out[on] = tl.within(times[on], self.scope.range_on(int(d)))
         return out
 
     @property
     def whole_phase(self) -> str | None:
-        """The phase of every finding when the scope is a --range ('range'), else None:
-        findings then belong to the phase their time falls in."""
+        """The phase of a finding that spans the scope when it is a --range ('range', its
+        steady part), else None: findings then belong to the phase their time falls
+        in."""
         return RANGE_PHASE if self.scope.is_range else None
 
     def phase_of(self, device: int, times: ArrayLike) -> np.ndarray:
         """FINDING_PHASES name of each time on *device* ('steady' where it has no phases;
-        'range' for every time under a --range). The phases are spans of the GPU's
+        under a --range, 'range' for its steady part). The phases are spans of the GPU's
         timeline: pass GPU times (an op's start), not the host's (launch calls run ahead
         of the GPU)."""
         return _FINDING_PHASE_NAMES[self.phase_code(device, times)]
@@ -109,13 +116,14 @@ class Context:
     def phase_code(self, device: int, times: ArrayLike) -> np.ndarray:
         """phase_of as int8 indices into FINDING_PHASES (no strings: millions of items)."""
         t = np.asarray(times, dtype=np.int64)
-        if self.scope.is_range:
-            return np.full(t.shape, _RANGE, dtype=np.int8)
         dev = self.accounting.devices.get(int(device))
+        if self.scope.is_whole(int(device)):
+            return np.full(t.shape, _RANGE, dtype=np.int8)
         if dev is None:
             return np.full(t.shape, _STEADY, dtype=np.int8)
-        # -1 (outside the window) reads the trailing 'steady'
-        return _FINDING_PHASE_OF[dev.phases.phase_codes(t)]
+        # -1 (outside the window) reads the trailing 'steady' ('range')
+        of = _RANGE_PHASE_OF if self.scope.is_range else _FINDING_PHASE_OF
+        return of[dev.phases.phase_codes(t)]
 
     def phases_of(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """phase_of for items on several devices: the phase of each (device, time)."""
@@ -129,7 +137,8 @@ class Context:
         if devices.size and bool((devices == devices.flat[0]).all()):
             return self.phase_code(int(devices.flat[0]), times)
         ids = np.unique(devices)
-        out = np.full(times.shape, _STEADY, dtype=np.int8)
+        out = np.full(times.shape, _RANGE if self.scope.is_range else _STEADY,
+                      dtype=np.int8)
         for d in ids.tolist():
             on = devices == d
             out[on] = self.phase_code(int(d), times[on])
@@ -140,13 +149,15 @@ class Context:
         """Per FINDING_PHASES phase of *device* that has time in scope: (phase, its
         windows within the scope, their length, the wall a finding's share is of, as
         settling computes it: the steady state, or for one-time costs the device's whole
-        window). Under a --range, one: ('range', its windows on *device*, their length
-        twice)."""
+        window). Under a --range: ('range', its steady part, its length twice), then its
+        one-time parts, each with the range's whole time on *device* as the wall."""
         if self.scope.is_range:
-            span = self.phase_span(device, RANGE_PHASE)
-            wall = tl.total(span)
-            if wall > 0:
-                yield RANGE_PHASE, span, wall, wall
+            whole = tl.total(self.scope.range_on(device))
+            for phase in (RANGE_PHASE, *ONE_TIME_PHASES):
+                span = self.phase_span(device, phase)
+                wall = tl.total(span)
+                if wall > 0:
+                    yield phase, span, wall, wall if phase == RANGE_PHASE else whole
             return
         dev = self.accounting.devices[int(device)]
         whole = dev.window[1] - dev.window[0]
@@ -157,19 +168,26 @@ class Context:
                 yield phase, span, wall, wall if phase == "steady" else whole
 
     def phase_span(self, device: int, phase: str) -> tuple[np.ndarray, np.ndarray]:
-        """The windows of a FINDING_PHASES phase on *device*, as a union ('range': the
-        scope's windows there)."""
+        """The windows of a FINDING_PHASES phase on *device*, as a union; under a
+        --range, inside its windows ('range': their steady part)."""
         if phase == RANGE_PHASE:
             return self.scope.on(int(device)) if self.scope.is_range else tl.EMPTY
         dev = self.accounting.devices[int(device)]
         ph = dev.phases
         if phase == "steady":                   # but its first-use iterations
-            return ph.steady_windows()
-        lo, hi = ph.spans[phase]
-        if phase == "warm-up" and ph.first_use.size:   # the first uses are warm-up too
-            extra = ph.first_use_windows()
-            return tl.union(np.r_[lo, extra[0]], np.r_[hi, extra[1]])
-        return tl.union(np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
+            span = ph.steady_windows()
+        else:
+            lo, hi = ph.spans[phase]
+            span = (np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64))
+            if phase == "warm-up" and ph.first_use.size:   # the first uses are warm-up too
+                extra = ph.first_use_windows()
+                span = (np.r_[span[0], extra[0]], np.r_[span[1], extra[1]])
+            span = tl.union(*span)
+        if not self.scope.is_range:
+            return span
+        if self.scope.is_whole(int(device)):
+            return tl.EMPTY
+        return tl.intersect(span, self.scope.range_on(int(device)))
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap.accounting.api_names import ASYNC
 from gpugap.accounting.buckets import COPY_IDS
 from gpugap.accounting.labels import ranges_of
 from gpugap.report.table import Table
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import ASYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.evidence import group_ids, rows_by_group
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity

@@ -83,8 +83,8 @@ CAUSES = (
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     findings: list[Finding] = []
-    if context.scope.is_range:
-        # A --range is one scope, never split into phases: a recompile inside it is its
+    if context.scope.whole_range:
+        # A range of one instance is one scope: a recompile inside it is its
         # compilation (launch-gap), as the range's breakdown counts it.
         return findings
     program = context.accounting.program

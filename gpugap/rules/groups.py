@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpugap import scan
 from gpugap.accounting.labels import folded_label_codes
 from gpugap.report.table import DENSE_RANGE, factorize
 from gpugap.report.trace import Trace
 from gpugap.rules.base import FINDING_PHASES, Context
 
 GroupKey = tuple[int, str, str]          # device, phase, NVTX label ('' for none)
-# Events grouped at a time: the working arrays of a part (labels, phases, keys) are a few
-# megabytes, not tens of them for a batch of a million.
-_PART = 1 << 18
 # first_seen_codes keeps its combined codes within a range table.factorize numbers
 # through an array (table.DENSE_RANGE), without a sort.
 _DENSE_RANGE = DENSE_RANGE
@@ -96,13 +94,15 @@ class Groups:
         """For events on *device* whose GPU time began at *start*, launched at
         *launched*: each one's group numbered within the batch (0..k-1, in order of
         appearance), and each batch group's id (``to_id[local]`` is the event's id).
-        Worked through _PART events at a time: ids are given in order of first
-        appearance, so numbering the parts in turn numbers the batch as one."""
+        Worked through a batch of events at a time (gpugap.scan: the working arrays of
+        labels, phases and keys a few megabytes, not tens of them for a million): ids
+        are given in order of first appearance, so numbering the parts in turn numbers
+        the whole as one."""
         local = np.empty(device.size, dtype=np.intp)
         batch_ids: list[int] = []                 # the batch's groups' ids, in order
         code_of: dict[int, int] = {}              # an id's code within the batch
-        for i in range(0, device.size, _PART):
-            part = slice(i, i + _PART)
+
+        def number(part: slice) -> None:
             part_code, part_ids = self._ids_of(device[part], start[part], launched[part])
             # The part's groups in order of first appearance, so the batch's codes are
             # too: one step per group, not per event.
@@ -112,6 +112,8 @@ class Groups:
                     batch_ids.append(g)
             local[part] = np.array([code_of[g] for g in part_ids.tolist()],
                                    dtype=np.intp)[part_code]
+
+        scan.each(device.size, number)
         return local, np.array(batch_ids, dtype=np.int64)
 
     def _ids_of(self, device: np.ndarray, start: np.ndarray, launched: np.ndarray

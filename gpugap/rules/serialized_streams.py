@@ -29,17 +29,18 @@ idle, small-grid's findings: the two settle as peers, the larger claim first.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap import scan
+from gpugap.accounting.api_names import SYNCHRONIZE
 from gpugap.accounting.labels import range_label_codes, ranges_of
 from gpugap.accounting.occupancy import resident_blocks_per_sm, sm_counts
-from gpugap.memory import give_back
 from gpugap.report.table import Table, factorize
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
-from gpugap.rules._common import SYNC
 from gpugap.rules.base import FINDING_PHASES, Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.groups import first_seen_codes, rows_of_codes
 from gpugap.rules.model import Cause, EventRef, Link, Mark, Outline, Severity
@@ -117,7 +118,7 @@ CAUSE_LIST = (
 )
 
 # A host synchronisation, or a stream waiting on an event: what _Between counts.
-_SYNC_OR_WAIT = re.compile(f"{SYNC.pattern}|StreamWaitEvent")
+_SYNC_OR_WAIT = re.compile(f"{SYNCHRONIZE.pattern}|StreamWaitEvent")
 
 
 # Transition causes as small integer codes: -1 not serialized (the kernels overlapped),
@@ -195,10 +196,6 @@ class _Kernels:
         return np.where(launch == NO_CALL, self.start[i], launch)
 
 
-# Transitions are classified in batches of this many: memory stays bounded.
-_CHUNK = 1 << 18
-
-
 def _index_dtype(n: int):
     return np.int32 if n < 2**31 - 1 else np.int64
 
@@ -261,17 +258,14 @@ def _keys(p: np.ndarray, st: np.ndarray) -> np.ndarray:
 def _on_streams(p: np.ndarray, st: np.ndarray, pids: np.ndarray, streams: np.ndarray
                 ) -> np.ndarray:
     """Per op (process *p*, stream *st*): is it on one of the streams (pids[i],
-    streams[i])? _CHUNK ops at a time (the keys of every kernel at once: 80 MB at 10M
-    kernels, twice in the making)."""
+    streams[i])? A batch of ops at a time (the keys of every kernel at once: 80 MB at
+    10M kernels, twice in the making)."""
     if pids.size == 1:
         # One stream (one process's legacy stream, as a rule): process and stream
         # compared as they are, no key built per op.
         return (p == int(pids[0])) & (st == int(streams[0]))
     keys = _keys(pids, streams)
-    out = np.empty(p.size, dtype=bool)
-    for i in range(0, p.size, _CHUNK):
-        out[i:i + _CHUNK] = np.isin(_keys(p[i:i + _CHUNK], st[i:i + _CHUNK]), keys)
-    return out
+    return scan.fill(p.size, lambda ops: np.isin(_keys(p[ops], st[ops]), keys), bool)
 
 
 def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
@@ -288,17 +282,19 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
     a_all = np.empty(m, dtype=index)
     code = np.empty(m, dtype=np.int8)
     tolerance_share = config["overlap_tolerance"]
-    reached, last = np.iinfo(np.int64).min, 0        # carried from the batch before
-    for lo_i in range(0, m, _CHUNK):
-        hi_i = min(lo_i + _CHUNK, m)
+
+    def classify(pairs: slice, before: tuple[int, int]) -> tuple[int, int]:
+        """Transitions *pairs*: A and the cause of each, written in place. *before*:
+        the latest end among the kernels before them, and the kernel that set it."""
+        reached, last = before
         # The running maximum of end times up to each kernel i, and A = the kernel that
         # set it (the last to finish).
-        reach = np.maximum(np.maximum.accumulate(end[lo_i:hi_i]), reached)
-        arg = np.where(end[lo_i:hi_i] == reach, np.arange(lo_i, hi_i, dtype=index), last)
+        reach = np.maximum(np.maximum.accumulate(end[pairs]), reached)
+        arg = np.where(end[pairs] == reach,
+                       np.arange(pairs.start, pairs.stop, dtype=index), last)
         np.maximum.accumulate(arg, out=arg)
-        reached, last = int(reach[-1]), int(arg[-1])
-        a_all[lo_i:hi_i] = a = arg
-        later = slice(lo_i + 1, hi_i + 1)          # the kernels B: views, not gathers
+        a_all[pairs] = a = arg
+        later = slice(pairs.start + 1, pairs.stop + 1)   # the kernels B: views, not gathers
         # A's end is the running maximum it set (reach): not gathered again.
         tolerance = tolerance_share * np.minimum(reach - start[a], end[later] - start[later])
         serial = start[later] >= reach - tolerance
@@ -306,7 +302,7 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
         # Only serialized pairs on two streams have a cause: the rest (most pairs, on
         # one stream or overlapping) need none of the lookups below.
         pair = np.flatnonzero(serial & (stream[a] != stream[later]))
-        a, b = a[pair], pair + (lo_i + 1)
+        a, b = a[pair], pair + later.start
         late = api_start[b] >= end[a]                  # NO_CALL (-1): never late
         n_sync, n_legacy, _, _ = between.counts(k, a, b)
         ka, kb = _keys(pid[a], stream[a]), _keys(pid[b], stream[b])
@@ -320,7 +316,10 @@ def _transitions(k: _Kernels, cap: _Capacity, config: Mapping[str, float],
             [_CODE["explicit-sync"], _CODE["host-launch-bound"],
              _CODE["legacy-default-stream"], _CODE["explicit-sync"],
              _CODE["resource-saturation"]], default=_CODE["unknown"])
-        code[lo_i:hi_i] = c
+        code[pairs] = c
+        return int(reach[-1]), int(arg[-1])
+
+    scan.fold(m, classify, (np.iinfo(np.int64).min, 0))
     return {"a": a_all, "code": code}
 
 
@@ -332,51 +331,7 @@ def _idle(k: _Kernels, a: np.ndarray, i: np.ndarray) -> np.ndarray:
 def _idle_sums(k: _Kernels, a: np.ndarray, keep: np.ndarray, bounds: np.ndarray
                ) -> np.ndarray:
     """np.add.reduceat(_idle(k, a, keep), bounds), a batch of transitions at a time."""
-    return _run_sums(lambda p0, p1: _idle(k, a, keep[p0:p1]), keep.size, bounds)
-
-
-def _batch_runs(bounds: np.ndarray, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
-    """The runs that kept transitions p0..p1 belong to (runs begin at *bounds*: strictly
-    increasing from 0, as _runs gives them): the first, the one after the last, and
-    where each begins in the batch."""
-    j0 = int(np.searchsorted(bounds, p0, side="right")) - 1
-    j1 = int(np.searchsorted(bounds, p1, side="left"))
-    return j0, j1, np.r_[0, bounds[j0 + 1:j1] - p0]
-
-
-def _run_sums(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
-              ) -> np.ndarray:
-    """np.add.reduceat(values(0, size), bounds) in int64 (runs begin at *bounds*), from
-    values(p0, p1) of a batch of kept transitions at a time."""
-    out = np.zeros(bounds.size, dtype=np.int64)
-    for p0 in range(0, size, _CHUNK):
-        p1 = min(p0 + _CHUNK, size)
-        j0, j1, cuts = _batch_runs(bounds, p0, p1)
-        out[j0:j1] += np.add.reduceat(values(p0, p1), cuts, dtype=np.int64)
-    return out
-
-
-def _run_mins(values: Callable[[int, int], np.ndarray], size: int, bounds: np.ndarray
-              ) -> np.ndarray:
-    """np.minimum.reduceat(values(0, size), bounds) in int64, from values(p0, p1) of a
-    batch of kept transitions at a time (no copy of every kept transition's value)."""
-    out = np.full(bounds.size, np.iinfo(np.int64).max, dtype=np.int64)
-    for p0 in range(0, size, _CHUNK):
-        p1 = min(p0 + _CHUNK, size)
-        j0, j1, cuts = _batch_runs(bounds, p0, p1)
-        out[j0:j1] = np.minimum(out[j0:j1], np.minimum.reduceat(values(p0, p1), cuts))
-    return out
-
-
-def _device_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """Permutation sorting by (start, end), stable; None when already in that order
-    (checked _CHUNK kernels at a time: no array of every step)."""
-    for i in range(0, start.size - 1, _CHUNK):
-        s, e = start[i:i + _CHUNK + 1], end[i:i + _CHUNK + 1]
-        step = s[1:] - s[:-1]
-        if not (bool((step >= 0).all()) and bool(((step > 0) | (e[1:] >= e[:-1])).all())):
-            return np.lexsort((end, start))
-    return None
+    return scan.reduceat(np.add, lambda kept: _idle(k, a, keep[kept]), keep.size, bounds)
 
 
 class _Capacity:
@@ -432,13 +387,13 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             start, end = start[rows], end[rows]
         if start.size < 2:              # one kernel on this device: nothing to serialize
             continue
-        order = _device_order(start, end)
+        # Kernels in (start, end) order, stable: as a rule already so.
+        order = None if tl.is_sorted(start, end) else np.lexsort((end, start))
         positions = (rows if order is None else order if rows is None else rows[order])
         k = _Kernels(kernels, positions)
         cap = cap_all.at(positions)
         t = _transitions(k, cap, config, between)
         t["new_range"] = _range_changes(trace, context, int(device), k)
-        give_back()                     # the batches' memory, before the runs are built
         findings += _runs_to_findings(trace, int(device), k, cap, t, config, context,
                                       between)
     return findings
@@ -448,22 +403,36 @@ def _range_changes(trace: Trace, context: Context, device: int, k: _Kernels
                    ) -> np.ndarray:
     """Per transition (kernel B = i + 1): was B launched in another NVTX range, or did it
     run in another phase, than the kernel B before it? (A run does not cross from one
-    range or phase into another.) A batch of kernels at a time."""
+    range or phase into another.) A batch of transitions at a time."""
     out = np.zeros(max(k.start.size - 1, 0), dtype=bool)
     ids: dict[str, int] = {}          # label -> code, the same across batches
-    last = None
-    for lo in range(1, k.start.size, _CHUNK):
-        b = np.arange(lo, min(lo + _CHUNK, k.start.size))
+
+    def compare(pairs: slice, last: int | None) -> int | None:
+        """Transitions *pairs*: B's code against the B before it, written in place.
+        *last*: the code of the last B of the batch before."""
+        b = np.arange(pairs.start + 1, pairs.stop + 1)
         part, labels = range_label_codes(trace, k.at(b))
         label_ids = np.array([ids.setdefault(str(s), len(ids)) for s in labels],
                              dtype=np.int64)
         code = (label_ids[part] * len(FINDING_PHASES)
                 + context.phase_code(device, k.start[b]))
         if last is not None:
-            out[lo - 1] = code[0] != last
-        out[lo:lo - 1 + b.size] = code[1:] != code[:-1]
-        last = code[-1]
+            out[pairs.start] = code[0] != last
+        out[pairs.start + 1:pairs.stop] = code[1:] != code[:-1]
+        return int(code[-1])
+
+    scan.fold(out.size, compare, None)
     return out
+
+
+class _Carry(NamedTuple):
+    """What a batch of transitions hands the next in _runs."""
+    streak: int           # the same-stream streak the batch ended in
+    cause: int            # the cause carried out of it
+    run_at: int           # the last run's number
+    last_kept: int        # the number of the last run a kept transition is in
+    kept: int             # transitions kept so far
+    runs: int             # runs begun so far
 
 
 def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
@@ -486,55 +455,55 @@ def _runs(t: dict[str, np.ndarray], config: Mapping[str, float]
     keeps = np.empty(m, dtype=index)
     firsts = np.empty(m, dtype=np.int64)
     causes = np.empty(m, dtype=np.int8)
-    runs = 0
-    # A batch at a time, with what carries over from the batch before: the length of the
-    # same-stream streak it ended in, the cause carried, the run numbers (the last one,
-    # and the last one kept).
-    streak, cause, run_at, last_kept = 0, missing, 0, -1
-    kept = 0
-    for i0 in range(0, m, _CHUNK):
-        i1 = min(i0 + _CHUNK, m)
-        c = code[i0:i1]
-        idx = np.arange(i1 - i0, dtype=index)
+    # A batch at a time, with what carries over from the batch before (_Carry): the
+    # length of the same-stream streak it ended in, the cause carried, the run numbers
+    # (the last one, and the last one kept), the kept transitions and runs so far.
+
+    def split(part: slice, before: _Carry) -> _Carry:
+        """Transitions *part*: the kept ones and where runs begin, written in place."""
+        c = code[part]
+        idx = np.arange(part.stop - part.start, dtype=index)
         same = c == _SAME
         # Position of each same-stream transition within its streak.
         cs = np.cumsum(same, dtype=index)
         last_other = np.where(same, index(-1), idx)
         np.maximum.accumulate(last_other, out=last_other)
         streak_pos = np.where(last_other >= 0, cs - cs[np.maximum(last_other, 0)],
-                              cs + streak)
+                              cs + before.streak)
         too_long = same & (streak_pos > config["max_same_stream"])
         streak = int(streak_pos[-1]) if same[-1] else 0
         del cs, last_other, streak_pos, same
         # The cause carried forward over same-stream and overlapping transitions.
         carrier = np.where(c > _SAME, idx, index(-1))
         np.maximum.accumulate(carrier, out=carrier)
-        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)], cause).astype(np.int8)
+        carried = np.where(carrier >= 0, c[np.maximum(carrier, 0)],
+                           before.cause).astype(np.int8)
         del carrier, idx
         previous = np.empty_like(carried)
-        previous[:1] = cause
+        previous[:1] = before.cause
         previous[1:] = carried[:-1]
-        cause = int(carried[-1])
         boundary = ((c == _NONE) | (carried != previous) | (carried == missing)
                     | (previous == missing) | too_long)
         if new_range is not None:
-            boundary |= new_range[i0:i1]
+            boundary |= new_range[part]
         del previous
-        run = np.cumsum(boundary, dtype=index) + index(run_at)
+        run = np.cumsum(boundary, dtype=index) + index(before.run_at)
         run_at = int(run[-1])
         keep = np.flatnonzero((c != _NONE) & ~too_long & (carried != missing))
         run = run[keep]
         first = np.flatnonzero(np.r_[True, run[1:] != run[:-1]]) if run.size else keep
-        if first.size and int(run[0]) == last_kept:      # the run goes on from before
+        if first.size and int(run[0]) == before.last_kept:   # the run goes on from before
             first = first[1:]
-        if run.size:
-            last_kept = int(run[-1])
-        keeps[kept:kept + keep.size] = keep + i0
+        last_kept = int(run[-1]) if run.size else before.last_kept
+        kept, runs = before.kept, before.runs
+        keeps[kept:kept + keep.size] = keep + part.start
         firsts[runs:runs + first.size] = first + kept
         causes[runs:runs + first.size] = carried[keep[first]]
-        kept += keep.size
-        runs += first.size
-    return keeps[:kept], firsts[:runs], causes[:runs]
+        return _Carry(streak, int(carried[-1]), run_at, last_kept, kept + keep.size,
+                      runs + first.size)
+
+    done = scan.fold(m, split, _Carry(0, missing, 0, -1, 0, 0))
+    return keeps[:done.kept], firsts[:done.runs], causes[:done.runs]
 
 
 def _claim(device: int, k: _Kernels, cause: str, g: Table) -> Claim | None:
@@ -560,15 +529,16 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
     if keep.size == 0:
         return []
     # Runs are contiguous stretches of the kept transitions: keep[bounds[j]:bounds[j+1]].
-    transitions = _run_sums(lambda p0, p1: t["code"][keep[p0:p1]] != _SAME, keep.size,
-                            bounds)
+    transitions = scan.reduceat(np.add, lambda kept: t["code"][keep[kept]] != _SAME,
+                                keep.size, bounds)
     good = transitions >= config["min_transitions"]
     if not good.any():
         return []
     stretch = np.flatnonzero(good)                  # each good run's stretch of keep
     stats = {"run": stretch, "cause": carried[good],
              "transitions": transitions[good],
-             "first": _run_mins(lambda p0, p1: t["a"][keep[p0:p1]], keep.size, bounds)[good],
+             "first": scan.reduceat(np.minimum, lambda kept: t["a"][keep[kept]], keep.size,
+                                    bounds)[good],
              "last": np.maximum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
              # The first kernel B of the run: where (and in which range) it begins.
              "first_b": np.minimum.reduceat(keep, bounds)[good].astype(np.int64) + 1,
@@ -636,7 +606,7 @@ def _runs_to_findings(trace: Trace, device: int, k: _Kernels, cap: _Capacity,
 def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     """Per run (kernels first..last): total kernel time, the busiest stream's kernel
     time and id, and the streams present (sorted lists, in an object array). Runs are
-    taken in batches of about _CHUNK member kernels."""
+    taken in batches of about a batch's rows of member kernels (scan.by_weight)."""
     ids = np.sort(factorize(k.stream)[1]) if k.size else np.zeros(0, np.int64)
     width = max(len(ids), 1)
     kernel_ns = np.zeros(first.size, dtype=np.int64)
@@ -645,30 +615,30 @@ def _member_sums(k: _Kernels, first: np.ndarray, last: np.ndarray) -> dict:
     streams = np.empty(first.size, dtype=object)
     id_list = [int(x) for x in ids.tolist()]
     lengths = last - first + 1
-    cum = np.cumsum(lengths)
-    a = 0
-    while a < first.size:
-        base = int(cum[a - 1]) if a else 0
-        b = max(int(np.searchsorted(cum, base + _CHUNK, side="right")), a + 1)
-        ln = lengths[a:b]
+
+    def weigh(runs: slice) -> None:
+        """Runs *runs*: their sums and streams, written in place."""
+        a, b = runs.start, runs.stop
+        ln = lengths[runs]
         total = int(ln.sum())
         run_of = np.repeat(np.arange(b - a), ln)
-        member = np.arange(total) - np.repeat(np.cumsum(ln) - ln - first[a:b], ln)
+        member = np.arange(total) - np.repeat(np.cumsum(ln) - ln - first[runs], ln)
         key = run_of * width + np.searchsorted(ids, k.stream[member])
         del run_of
         # Kernel times are integers far below 2**53: float sums are exact.
         sums = np.bincount(key, weights=k.end[member] - k.start[member],
                            minlength=(b - a) * width).reshape(b - a, width)
         present = np.bincount(key, minlength=(b - a) * width).reshape(b - a, width) > 0
-        kernel_ns[a:b] = np.rint(sums.sum(axis=1)).astype(np.int64)
-        busiest[a:b] = np.rint(sums.max(axis=1)).astype(np.int64)
-        busiest_stream[a:b] = ids[sums.argmax(axis=1)] if len(ids) else 0
+        kernel_ns[runs] = np.rint(sums.sum(axis=1)).astype(np.int64)
+        busiest[runs] = np.rint(sums.max(axis=1)).astype(np.int64)
+        busiest_stream[runs] = ids[sums.argmax(axis=1)] if len(ids) else 0
         # Runs alternate between a few sets of streams: each set listed once.
         sets, which = np.unique(present, axis=0, return_inverse=True)
         listed = [[id_list[j] for j in np.flatnonzero(row).tolist()] for row in sets]
         for run, at in enumerate(which.reshape(-1).tolist(), start=a):
             streams[run] = list(listed[at])
-        a = b
+
+    scan.each(scan.by_weight(lengths), weigh)
     return {"kernel_ns": kernel_ns, "busiest": busiest, "busiest_stream": busiest_stream,
             "streams": streams}
 

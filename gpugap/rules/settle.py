@@ -14,10 +14,11 @@ serialised, whichever of the two claims more (bigger grids, or running them conc
 explains the other.
 
 A finding's share is of its scope: the steady state of its device, the whole timeline
-for one-time costs (start-up, warm-up iterations, tail), or the user's ``--range`` (one
-scope, not split into phases: gpugap.rules.base.FINDING_PHASES). Severity: info below
-5%, warning from 5%, error from 20%; one-time costs outside a ``--range`` are info
-(warning from 10 s). Findings that ask for a minimum
+for one-time costs (start-up, warm-up iterations, tail); under the user's ``--range``,
+the range's steady part, or for its one-time parts the range's whole time on the device
+(the phases stay inside the range: gpugap.rules.base.FINDING_PHASES). Severity: info
+below 5%, warning from 5%, error from 20%; one-time costs are info (warning from 10 s).
+Findings that ask for a minimum
 share (``Finding.min_share_pct``) and fall below it in their scope are dropped.
 """
 
@@ -30,10 +31,18 @@ from functools import partial
 
 import numpy as np
 
-from gpugap import forkjoin
 from gpugap import intervals as tl
+from gpugap import scan
 from gpugap.accounting.buckets import IDS
-from gpugap.rules.base import FINDING_PHASES, ONE_TIME_PHASES, Context, Finding, Rule, severity_for
+from gpugap.rules.base import (
+    FINDING_PHASES,
+    ONE_TIME_PHASES,
+    RANGE_PHASE,
+    Context,
+    Finding,
+    Rule,
+    severity_for,
+)
 from gpugap.rules.model import Severity
 
 ONE_TIME_WARNING_NS = 10e9
@@ -150,26 +159,18 @@ class _Tally:
     per_iteration: np.ndarray | None = None
 
 
-# Runs of blocks per process settling a device's claims (gpugap.forkjoin): a few each, so
-# that a process done early takes another.
-RUNS_PER_PROCESS = 4
-
-
 def _settle_device(dev, claims: list[_Claiming], processes: int | None = 1) -> None:
     """Settle the claims of one device (in priority order), block by block: the buckets
     partition time, so each claim meets only what was claimed in its own buckets, and
     blocks are disjoint, so each is settled on its own (runs of blocks in as many
-    processes as *processes* allows, their figures added up here, exact integers)."""
+    processes as *processes* allows, gpugap.scan.spread; their figures added up here,
+    exact integers)."""
     bounds = [b for b in (c.where.bounds() for c in claims) if b is not None]
     if not bounds:
         return
     numbers = dev.block_range(min(b[0] for b in bounds), max(b[1] for b in bounds))
-    workers = min(forkjoin.processes(), processes or forkjoin.processes())
-    n_runs = 1 if workers == 1 else max(min(len(numbers), RUNS_PER_PROCESS * workers), 1)
-    cuts = [numbers.start + len(numbers) * i // n_runs for i in range(n_runs + 1)]
-    runs = [range(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
-    for tallies in forkjoin.run([partial(_settle_blocks, dev, claims, run) for run in runs],
-                                shared=(dev,), max_processes=processes):
+    for tallies in scan.spread(numbers, partial(_settle_blocks, dev, claims),
+                               shared=(dev,), processes=processes):
         for c, tally in zip(claims, tallies, strict=True):
             c.add(tally)
 
@@ -294,7 +295,8 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
             f.cost_ns = int(round(f.claim.weight * c.left))
             wall = _wall(context, f, scope)
             f.share_pct = None if wall <= 0 else round(100.0 * f.cost_ns / wall, 3)
-            if scope is not None or f.phase == "steady":
+            if f.phase == "steady" or (scope is not None
+                                       and f.phase not in ONE_TIME_PHASES):
                 f.severity = severity_for(f.cost_ns, wall)
             else:
                 f.severity = (Severity.WARNING if f.cost_ns >= ONE_TIME_WARNING_NS
@@ -315,8 +317,8 @@ def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
     for f in kept:
         if f.consequence_of in dropped:
             f.consequence_of = None
-    # The steady state first (a --range is one scope: by cost alone).
-    rank = {"steady": 0, "start-up": 1, "warm-up": 2, "tail": 3} if scope is None else {}
+    # The steady state (a --range's steady part) first, then the one-time costs.
+    rank = {"steady": 0, RANGE_PHASE: 0, "start-up": 1, "warm-up": 2, "tail": 3}
     kept.sort(key=lambda f: (rank.get(f.phase or "steady", 0), -f.cost_ns,
                              -Severity(f.severity).rank))
     return kept
@@ -333,7 +335,10 @@ def _claimed_ns(f: Finding) -> float:
 def _wall(context: Context, f: Finding, scope: Mapping[int, tl.Intervals] | None) -> int:
     device = int(f.claim.device)
     if scope is not None:
-        return tl.total(scope.get(device, tl.EMPTY))
+        # One-time parts of a range: a share of its whole time; else of its steady part.
+        if f.phase in ONE_TIME_PHASES:
+            return tl.total(scope.get(device, tl.EMPTY))
+        return tl.total(context.phase_span(device, RANGE_PHASE))
     dev = context.accounting.devices.get(device)
     if dev is None:
         return 0

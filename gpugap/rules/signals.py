@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from gpugap.accounting import DeviceAccount
-from gpugap.accounting.host import ALLOCATE, MEMCPY, MODULE_LOAD, SYNCHRONIZE
+from gpugap.accounting.api_names import ALLOCATE, MEMCPY, MODULE_LOAD, SYNCHRONIZE
 from gpugap.memory import isin
 from gpugap.program import Program
 from gpugap.report.table import as_labels

@@ -24,10 +24,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap import scan
 from gpugap.accounting.labels import split_label
 from gpugap.accounting.metrics import COMM, kernel_flags
 from gpugap.accounting.occupancy import sm_counts
-from gpugap.memory import give_back, joined
+from gpugap.memory import joined
 from gpugap.report.table import Table, concat, factorize, unique_in_order
 from gpugap.report.trace import NO_CALL, Trace, demangled_name
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
@@ -59,12 +60,6 @@ FIX_LIBRARY = ("These are the library's own kernels ({library}): it picks their 
                "calls), another layout it has wider kernels for (channels_last with "
                "mixed precision for cuDNN's convolutions and batch norm), or fuse the "
                "operation away (torch.compile, XLA).")
-
-
-# Kernels per batch. Part of the arithmetic: each kernel's share of the wall time (a
-# float) is summed per batch, then batch by batch, so another size could change the last
-# digits of a result.
-_CHUNK = 1 << 20
 
 
 class _SmCounts:
@@ -175,30 +170,35 @@ def _top_configs(configs: list[Table], max_examples: int) -> dict[int, Table]:
             for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)}
 
 
-def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
-    k = trace.table("kernels")
-    if k.empty:
-        return []
-    names = k.labels("name")
-    name_code, name_text = names.codes, names.categories
-    cols = {c: k[c] for c in ("blocks", "start", "end", "api_start", "device",
-                              "threads_per_block", "corr", "stream")}
-    sms_of = _SmCounts(trace)
-    flags = kernel_flags(trace)                    # each kernel's; compared per batch
-    idle_sm = _IdleSm(trace, sms_of)
-    # Groups (device, phase, NVTX range) get global ids in order of first appearance;
-    # each chunk contributes partial sums per group and per launch configuration, all
-    # combined at the end (vectorised: no Python work per kernel name or configuration).
-    groups = Groups(trace, context)
-    totals, partial, configs = [], [], []
-    streams: dict[int, set[int]] = {}              # per group: its small kernels' streams
-    spans: dict[int, list[tl.Intervals]] = {}      # per group: its small kernels' unions
+class _GroupSums:
+    """The groups' figures, batch by batch (``add``): partial sums per group and per
+    launch configuration, and each group's small kernels' streams and unions. Every
+    figure is a sum, min, max or first-seen value per group, so the batches' parts are
+    combined at the end (_sums, _top_configs), and a batch's arrays go when it is done
+    (vectorised: no Python work per kernel name or configuration)."""
 
-    def add_chunk(i0: int) -> None:
-        """One batch of kernels: its partial sums per group and configuration (its
-        arrays go when it returns, before the next batch is built)."""
-        part = slice(i0, min(i0 + _CHUNK, len(k)))
-        idle_ns, own_ns = idle_sm.take(part.start, part.stop)     # before the chunk's arrays
+    def __init__(self, trace: Trace, config: Mapping[str, float], context: Context
+                 ) -> None:
+        k = trace.table("kernels")
+        self.config, self.context = config, context
+        self.name_code = k.labels("name").codes
+        self.cols = {c: k[c] for c in ("blocks", "start", "end", "api_start", "device",
+                                       "threads_per_block", "corr", "stream")}
+        self.sms_of = _SmCounts(trace)
+        self.flags = kernel_flags(trace)               # each kernel's; compared per batch
+        self.idle_sm = _IdleSm(trace, self.sms_of)
+        # Groups (device, phase, NVTX range) get global ids in order of first appearance.
+        self.groups = Groups(trace, context)
+        self.totals: list[Table] = []
+        self.partial: list[Table] = []
+        self.configs: list[Table] = []
+        self.streams: dict[int, set[int]] = {}      # per group: its small kernels' streams
+        self.spans: dict[int, list[tl.Intervals]] = {}   # per group: their unions
+
+    def add(self, part: slice) -> None:
+        """Kernels *part*: its partial sums per group and configuration."""
+        cols, config, sms_of = self.cols, self.config, self.sms_of
+        idle_ns, own_ns = self.idle_sm.take(part.start, part.stop)   # in order, first
         blocks = cols["blocks"][part].astype(np.int64, copy=False)
         start = cols["start"][part].astype(np.int64, copy=False)
         end = cols["end"][part].astype(np.int64, copy=False)
@@ -206,19 +206,19 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         at = np.where(launch == NO_CALL, start, launch).astype(np.int64, copy=False)
         # Kernels outside the scope weigh nothing and are never small; communication
         # kernels (NCCL) are small by design: they move data, not fill SMs.
-        dur = np.where(context.in_scope(cols["device"][part], at), end - start, 0)
+        dur = np.where(self.context.in_scope(cols["device"][part], at), end - start, 0)
         small = ((blocks < config["max_sm_fraction"] * sms_of(cols["device"][part]))
-                 & (dur > 0) & (flags[part] != COMM))
+                 & (dur > 0) & (self.flags[part] != COMM))
         device = cols["device"][part]
         # Groups: device, phase (by GPU time) and NVTX range (by launch time, numbered
         # instances folded), so a setup phase does not dilute a measured range.
-        group, to_global = groups.of_batch(device, start, at)
+        group, to_global = self.groups.of_batch(device, start, at)
         total = np.bincount(group, weights=dur, minlength=to_global.size)
-        totals.append(Table({"gid": to_global, "kernel_ns": np.rint(total)}))
+        self.totals.append(Table({"gid": to_global, "kernel_ns": np.rint(total)}))
         rows = np.flatnonzero(small)
         if not rows.size:
             return
-        # The chunk's small kernels grouped by group id (stable: each group's kernels in
+        # The batch's small kernels grouped by group id (stable: each group's kernels in
         # their order), every sum, min, max and first one reduceat over each group's run.
         local = group[rows]
         # Groups are few: as 2-byte keys numpy sorts them by radix (stable), in one pass.
@@ -232,7 +232,7 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         # The batch's arrays go as soon as they are used (megabytes each): the batch's
         # peak is its last steps, with the unions of all batches before it held.
         del order, dur, group
-        partial.append(Table({
+        self.partial.append(Table({
             "gid": gids, "small_ns": np.add.reduceat(small_dur, cuts),
             "small": np.diff(np.r_[cuts, rows.size]),
             "cost": np.add.reduceat(np.rint(idle_ns[rows]).astype(np.int64), cuts),
@@ -242,36 +242,41 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         stream = cols["stream"][part][rows]
         for g, lo, hi in zip(gids.tolist(), cuts.tolist(), [*cuts[1:].tolist(), rows.size],
                              strict=True):
-            spans.setdefault(g, []).append(tl.union(start[lo:hi], end[lo:hi]))
+            self.spans.setdefault(g, []).append(tl.union(start[lo:hi], end[lo:hi]))
             # The streams as they first appear (hashed or counted, not sorted: they are
             # sorted once per group at the end).
-            streams.setdefault(g, set()).update(unique_in_order(stream[lo:hi]).tolist())
+            self.streams.setdefault(g, set()).update(unique_in_order(stream[lo:hi]).tolist())
         del start, end, at, stream
         # Launch configurations (group, name, blocks, threads) in order of first launch.
         blocks, threads = blocks[rows], cols["threads_per_block"][part][rows]
-        launch_config, first = first_seen_codes(to_global[local], name_code[part][rows],
+        launch_config, first = first_seen_codes(to_global[local], self.name_code[part][rows],
                                                 blocks, threads)
         first_row = rows[first]
-        configs.append(Table({
-            "gid": to_global[local[first]], "name": name_code[part][first_row],
+        self.configs.append(Table({
+            "gid": to_global[local[first]], "name": self.name_code[part][first_row],
             "blocks": blocks[first], "threads": threads[first],
             "count": np.bincount(launch_config, minlength=first.size),
             "time_ns": _int_sums(launch_config, small_dur, first.size),
             "sms": sms_of(cols["device"][part][first_row]),
-            "corr": cols["corr"][part][first_row], "row": first_row + i0}))
+            "corr": cols["corr"][part][first_row], "row": first_row + part.start}))
 
-    # Kernels in batches (in their order), so memory stays bounded: every quantity is a
-    # sum, min, max or first-seen value per group.
-    for i0 in range(0, len(k), _CHUNK):
-        add_chunk(i0)
-        # The batch's freed arrays lie in the heap between the unions kept (spans):
-        # given back, so that each batch does not leave its own behind.
-        give_back()
+
+def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
+    k = trace.table("kernels")
+    if k.empty:
+        return []
+    name_text = k.labels("name").categories
+    sums = _GroupSums(trace, config, context)
+    # The kernels a batch at a time, in order (the idle SMs are swept as they are taken);
+    # the batches' freed arrays lie in the heap between the unions kept, so they are
+    # given back after each.
+    scan.each(len(k), sums.add, rows=scan.SUM_ROWS, give_back=True)
+    groups, spans, partial = sums.groups, sums.spans, sums.partial
     if not partial:
         return []
-    acc = _sums(totals, partial, len(groups))
-    top_of = _top_configs(configs, int(config["max_examples"]))
-    stream_of = {g: sorted(s) for g, s in streams.items()}
+    acc = _sums(sums.totals, partial, len(groups))
+    top_of = _top_configs(sums.configs, int(config["max_examples"]))
+    stream_of = {g: sorted(s) for g, s in sums.streams.items()}
     findings = []
     for (dev, phase, label), g in groups.keys():
         n_small = int(acc["small"][g])

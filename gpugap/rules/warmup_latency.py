@@ -22,17 +22,17 @@ consequences and cost only what is left. One finding per cause, device and phase
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from gpugap import intervals as tl
+from gpugap import scan
+from gpugap.accounting.api_names import LAUNCH, MODULE_LOAD, SYNCHRONIZE
 from gpugap.accounting.buckets import IDLE_IDS
 from gpugap.accounting.labels import range_labels, ranges_of
-from gpugap.memory import give_back
 from gpugap.report.table import Table, as_labels, factorize
 from gpugap.report.trace import NO_CALL, Trace
-from gpugap.rules._common import LAUNCH, MODULE_LOAD, SYNC
 from gpugap.rules.base import Claim, Context, Finding, Rule, Threshold
 from gpugap.rules.evidence import group_ids, rows_by_group
 from gpugap.rules.model import Cause, Mark, Severity, Span
@@ -70,8 +70,7 @@ def _first_vs_typical_idx(start: np.ndarray, end: np.ndarray, key: np.ndarray,
         return []
     start = np.asarray(start, dtype=np.int64)
     dur = np.asarray(end, dtype=np.int64) - start
-    order = None if start.size < 2 or bool((start[1:] >= start[:-1]).all()) else \
-        np.argsort(start, kind="stable")
+    order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
     # Group codes numbered by first occurrence in start order; rows grouped by a stable
     # sort of the codes (start order kept within a group).
     codes, uniq = factorize(key if order is None else key[order])
@@ -131,31 +130,32 @@ def _module_load_inside(trace: Trace, starts: np.ndarray, ends: np.ndarray,
     return out
 
 
-_CHUNK = 1 << 18
-
-
-def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: int
+def _first_vs_typical_stream(n: int, rows_of: Callable[[slice], tuple[np.ndarray, np.ndarray]],
+                             config: Mapping[str, float], keys: int
                              ) -> list[tuple[int, float, int]]:
-    """_first_vs_typical_idx for many rows, in bounded memory. ``chunk(i0, i1)`` gives
-    rows i0..i1 (in start order, ties in input order) as (durations, key codes in
-    0..keys-1, -1 for rows that do not count). Two passes: counts and first occurrences
-    per key; then, for the keys whose first call could pass the thresholds, the median
-    of their later calls. Returns (row, median, count) in order of first occurrence."""
+    """_first_vs_typical_idx for many rows, in bounded memory (a batch at a time:
+    gpugap.scan). ``rows_of(batch)`` gives the rows of a batch of 0..n-1 (in start
+    order, ties in input order) as (durations, key codes in 0..keys-1, -1 for rows that
+    do not count). Two passes: counts and first occurrences per key; then, for the keys
+    whose first call could pass the thresholds, the median of their later calls.
+    Returns (row, median, count) in order of first occurrence."""
     counts = np.zeros(keys, dtype=np.int64)
     first = np.full(keys, -1, dtype=np.int64)
     first_dur = np.zeros(keys, dtype=np.int64)
     min_dur = np.full(keys, np.iinfo(np.int64).max, dtype=np.int64)
-    negative = False
-    low = high = 0                                    # the range of the durations
-    for i0 in range(0, n, _CHUNK):
-        dur, key = chunk(i0, min(i0 + _CHUNK, n))
+
+    def count(part: slice, seen: tuple[bool, int, int]) -> tuple[bool, int, int]:
+        """Rows *part*: counts and first occurrences per key, in place. *seen*: whether
+        a duration so far was negative, and the range of the durations."""
+        negative, low, high = seen
+        dur, key = rows_of(part)
         valid = np.flatnonzero(key >= 0)
         kv, dv = key[valid], dur[valid]
-        counts += np.bincount(kv, minlength=keys)
+        counts[:] += np.bincount(kv, minlength=keys)
         here = np.full(keys, -1, dtype=np.int64)
         here[kv[::-1]] = valid[::-1]                  # the first row of each key here
         new = (first < 0) & (here >= 0)
-        first[new] = here[new] + i0
+        first[new] = here[new] + part.start
         first_dur[new] = dur[here[new]]
         if dv.size:
             least = int(dv.min())
@@ -163,6 +163,9 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
             if least < 0:                                 # only in broken exports
                 negative = True
                 np.minimum.at(min_dur, kv, dv)
+        return negative, low, high
+
+    negative, low, high = scan.fold(n, count, (False, 0, 0))
     min_excess = config["min_excess_us"] * 1e3
     # The median is at least the minimum, which is at least 0 unless some call ended
     # before it started: only keys whose first call is long enough can pass.
@@ -182,12 +185,14 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
         else np.int64
     later = [np.empty(int(counts[key]) - 1, dtype=width) for key in candidates.tolist()]
     filled = [0] * candidates.size
-    for i0 in range(0, n, _CHUNK):
-        dur, key = chunk(i0, min(i0 + _CHUNK, n))
+
+    def collect(part: slice) -> None:
+        """Rows *part*: the candidates' later calls, written in place."""
+        dur, key = rows_of(part)
         which = lut[key]
         rows = np.flatnonzero(which >= 0)
         if not rows.size:
-            continue
+            return
         # Rows grouped by candidate (stable), each group's run taken once.
         group = which[rows]
         # Few candidates: their numbers in 2 bytes, which numpy sorts stably by radix.
@@ -198,9 +203,11 @@ def _first_vs_typical_stream(n: int, chunk, config: Mapping[str, float], keys: i
         for c, lo, hi in zip(group[cuts].tolist(), cuts.tolist(),
                              [*cuts[1:].tolist(), rows.size], strict=True):
             mine = rows[lo:hi]
-            mine = mine[mine + i0 != first[candidates[c]]]
+            mine = mine[mine + part.start != first[candidates[c]]]
             later[c][filled[c]:filled[c] + mine.size] = dur[mine]
             filled[c] += mine.size
+
+    scan.each(n, collect)
     out = []
     for c, key in enumerate(candidates.tolist()):
         typical = float(np.median(later[c], overwrite_input=True))
@@ -239,15 +246,15 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         return []
     names = as_labels(api["name"])
     name_code, name_text = names.codes, names.categories
-    skip = np.array([bool(SYNC.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
+    skip = np.array([bool(SYNCHRONIZE.search(t) or MODULE_LOAD.search(t) or LAUNCH.search(t))
                      for t in name_text] + [False])
     width = len(name_text) + 1
     start, end, pid = api["start"], api["end"], api["pid"]
     pids = _distinct_ids(pid)
     order = None if tl.is_sorted(start) else np.argsort(start, kind="stable")
 
-    def calls(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = slice(i0, i1) if order is None else order[i0:i1]
+    def calls(part: slice) -> tuple[np.ndarray, np.ndarray]:
+        rows = part if order is None else order[part]
         code = name_code[rows]
         key = _key_codes(pids, pid[rows], code, width)
         return end[rows] - start[rows], np.where(skip[code], -1, key)
@@ -261,7 +268,6 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
                       "start": int(start[row]), "end": int(end[row]),
                       "gtid": int(api["gtid"][row]), "cost": int(first - typical),
                       "first_ns": first, "typical_ns": int(typical), "calls": n})
-    give_back()                        # the calls' batches, before the launches' own
     # First launch of each kernel: the launch call, matched to its kernel by correlation.
     k = trace.table("kernels")
     launch = k["api_start"]
@@ -283,8 +289,8 @@ def _items_first_calls(trace: Trace, config: Mapping[str, float]) -> list[dict]:
         api_end = k["api_end"]
         n_rows = len(k) if order is None else order.size
 
-        def launches(i0: int, i1: int) -> tuple[np.ndarray, np.ndarray]:
-            rows = slice(i0, i1) if order is None else order[i0:i1]
+        def launches(part: slice) -> tuple[np.ndarray, np.ndarray]:
+            rows = part if order is None else order[part]
             dur = (api_end[rows].astype(np.int64, copy=False)
                    - launch[rows].astype(np.int64, copy=False))
             return dur, _key_codes(pids, pid[rows], kernel_code[rows], width)
@@ -381,12 +387,13 @@ def _thread_devices(trace: Trace) -> dict[int, int]:
     k = trace.table("kernels")
     gtid, device = k["gtid"], k["device"]
     counts: dict[tuple[int, int], int] = {}             # (thread, device): in order seen
-    for i0 in range(0, len(k), _CHUNK):
-        g, d = gtid[i0:i0 + _CHUNK], device[i0:i0 + _CHUNK]
+
+    def count(part: slice) -> None:
+        g, d = gtid[part], device[part]
         known = g != NO_CALL
         g, d = g[known], d[known]
         if not g.size:
-            continue
+            return
         # A thread launches runs of kernels onto one device: the pairs are found among
         # the runs (a few), each counted by its length.
         runs = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (d[1:] != d[:-1])])
@@ -397,6 +404,8 @@ def _thread_devices(trace: Trace) -> dict[int, int]:
                          strict=True):
             key = (int(g[at]), int(d[at]))
             counts[key] = counts.get(key, 0) + int(n)
+
+    scan.each(len(k), count)
     best: dict[int, tuple[int, int]] = {}
     for (g, d), n in counts.items():
         if int(g) not in best or n > best[int(g)][1]:
@@ -423,7 +432,6 @@ def _as_evidence(items: list[dict]) -> list[dict]:
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     items = _items_module_load(trace, config) + _items_library_init(trace, config)
-    give_back()                  # the module loads' mask over every call, to the system
     items += _items_first_calls(trace, config) + _items_first_iteration(trace, config)
     if not items or not context.accounting.devices:
         return []

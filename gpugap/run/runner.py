@@ -48,7 +48,11 @@ Step = Callable[[str], None]   # progress callback: describes what is happening 
 
 
 @dataclass
-class Check:
+class ScenarioCheck:
+    """One expectation of a profiled run (a scenario's numerical check, a finding or a
+    metric bound) and whether the run met it; not gpugap.ci.gates.Check, the gates of
+    ``gpugap check``."""
+
     what: str
     passed: bool
     detail: str
@@ -72,7 +76,7 @@ class ProfiledRun:
     analysis: Analysis | None = None
     trace: Trace | None = None
     result: dict[str, Any] | None = None       # a scenario's own results
-    checks: list[Check] = field(default_factory=list)
+    checks: list[ScenarioCheck] = field(default_factory=list)
     error: str | None = None
     exit_code: int = 0
     scoped: dict[str, Analysis] = field(default_factory=dict)   # NVTX range -> analysis
@@ -330,13 +334,13 @@ def profile(nsys: Nsys, out_base: Path, program: Sequence[str], *, label: str,
 # --- scenarios ----------------------------------------------------------------------
 def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
              result: dict[str, Any] | None,
-             scoped: dict[str, Analysis] | None = None) -> list[Check]:
+             scoped: dict[str, Analysis] | None = None) -> list[ScenarioCheck]:
     """A variant's expected diagnosis against what gpugap finds in each expectation's
     NVTX range (the analysis of that range: ``gpugap analyze --range NAME``). The
     analyses of the ranges are left in *scoped* when given."""
-    checks: list[Check] = []
+    checks: list[ScenarioCheck] = []
     if result is not None:
-        checks.append(Check("numerical check", bool(result.get("check_ok")),
+        checks.append(ScenarioCheck("numerical check", bool(result.get("check_ok")),
                             str(result.get("check", "no result"))))
     analyzer = Analyzer(trace, thresholds=analysis.thresholds)
     scoped_runs: dict[str, Analysis | UsageError] = {}
@@ -350,7 +354,7 @@ def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
                 scoped_runs[exp.range] = exc
         found = scoped_runs[exp.range]
         if isinstance(found, UsageError):
-            checks.append(Check(exp.describe(), False, str(found)))
+            checks.append(ScenarioCheck(exp.describe(), False, str(found)))
             continue
         hits = [f for f in found.findings
                 if f.rule == exp.rule and (exp.cause is None or f.cause == exp.cause)
@@ -359,17 +363,17 @@ def evaluate(variant_spec: Any, analysis: Analysis, trace: Trace,
         detail = (f"{len(hits)} finding(s): " + "; ".join(
             f"{f.rule}/{f.cause} {f.severity} cost {f.cost_ns / 1e6:.3g} ms" for f in hits[:3])
             if hits else "no such finding")
-        checks.append(Check(exp.describe(), ok, detail))
+        checks.append(ScenarioCheck(exp.describe(), ok, detail))
     for bound in variant_spec.bounds:
         try:
             m = metrics.compute(trace, nvtx_ranges.window(trace, bound.range))
         except UsageError as exc:
-            checks.append(Check(bound.describe(), False, str(exc)))
+            checks.append(ScenarioCheck(bound.describe(), False, str(exc)))
             continue
         value = getattr(m, bound.metric)
         ok = value is not None and (bound.min is None or value >= bound.min) and \
             (bound.max is None or value <= bound.max)
-        checks.append(Check(bound.describe(), ok, f"{bound.metric} = {value}"))
+        checks.append(ScenarioCheck(bound.describe(), ok, f"{bound.metric} = {value}"))
     return checks
 
 
@@ -443,7 +447,7 @@ def default_out(root: Path, name: str) -> Path:
     return path
 
 
-__all__ = ["Check", "ProfiledRun", "check_out_dir", "default_out", "ensure_empty_dir",
+__all__ = ["ScenarioCheck", "ProfiledRun", "check_out_dir", "default_out", "ensure_empty_dir",
            "environment_manifest", "evaluate", "no_report_failure", "nsys_failure_lines",
            "profile", "program_tail", "refuse_inputs", "require_gpu", "run_scenario",
            "shell_join", "write_json"]

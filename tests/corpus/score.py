@@ -240,6 +240,19 @@ def score_program(name: str, analysis, expected: dict) -> list[Check]:
     if want.get("no_warnings"):
         loud = [f.id for f in findings if _severity_at_least_warning(f)]
         check("silent.no_warnings", True, loud or "none", not loud)
+    want = expected.get("host", {})
+    if want:
+        # What the host ran (issue 44): the verdict's host evidence names the work (any
+        # of the words, in its summary or the fix it led to), or there is none (a
+        # healthy control, a cause on the GPU).
+        host = getattr(v, "host", None) if v is not None else None
+        said = " ".join(x for x in ((host.summary if host else None), fix) if x)
+        if "names" in want:
+            hits = [w for w in want["names"] if w.casefold() in said.casefold()]
+            check("host.names", want["names"], hits or said or None, bool(hits))
+        if "absent" in want:
+            check("host.absent", want["absent"], "absent" if host is None else "present",
+                  (host is None) == bool(want["absent"]))
     want = expected.get("rank", {})
     if "late" in want and v is not None:
         late = want["late"]

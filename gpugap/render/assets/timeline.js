@@ -98,16 +98,18 @@
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; });
   }
+  // About 125 px a tick: room for a time on the report's clock ("18.435 s").
   function tickStep(span, px) {
-    var raw = span / Math.max(1, px / 110), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var raw = span / Math.max(1, px / 125), p = Math.pow(10, Math.floor(Math.log10(raw)));
     var m = raw / p; return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
   }
+  // Ticks on the report's clock (nsys's, as every view gives times), not the panel's
+  // origin: seconds with as many digits as the step needs.
   function tickLabel(t, step) {
-    var unit = step >= 1e9 ? [1e9, "s"] : step >= 1e6 ? [1e6, "ms"] : step >= 1e3 ? [1e3, "µs"] : [1, "ns"];
-    var digits = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / unit[0]) - 1e-9)));
-    if (Math.abs(t) < step * 1e-6) { t = 0; }  // no "-0 ms"
-    return (t / unit[0]).toFixed(digits) + " " + unit[1];
+    var digits = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / 1e9) - 1e-9)));
+    return (t / 1e9).toFixed(digits) + " s";
   }
+  function at(ns) { return "t=" + (ns / 1e9).toFixed(6) + "s"; }
   var lum = {};
   function textColor(bg) {
     if (!(bg in lum)) {
@@ -313,10 +315,11 @@
 
   function drawGrid(P, W, H) {
     var ctx = P.ctx, step = tickStep(view.t1 - view.t0, W - X0);
-    var first = Math.ceil(view.t0 / step) * step;
+    // Round times on the report's clock (the origin is the panel's, any nanosecond).
+    var o = P.d.origin_ns, first = Math.ceil((o + view.t0) / step) * step - o;
     ctx.strokeStyle = "#e9ecf2"; ctx.lineWidth = 1; P.tickTotal = 0;
     for (var t = first; t <= view.t1; t += step) {
-      var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(t, step);
+      var x = Math.round(xOf(P, t)) + 0.5, text = tickLabel(o + t, step);
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 5); ctx.lineTo(x, H); ctx.stroke();
       // Right of its line, or left of it where the plot ends: never cut at the edge.
       var tx = x + 3 + ctx.measureText(text).width > W - 2 ? x - 3 - ctx.measureText(text).width : x + 3;
@@ -624,7 +627,8 @@
   // ---------------------------------------------------------------- status, test hook
   function updateStatus() {
     var span = view.t1 - view.t0;
-    var text = "view " + fmtNs(view.t0) + " … " + fmtNs(view.t1) + " (" + fmtNs(span) + ") · " +
+    var o = panels.length ? panels[0].d.origin_ns : 0;
+    var text = "view " + at(o + view.t0) + " … " + at(o + view.t1) + " (" + fmtNs(span) + ") · " +
       stats.visible.toLocaleString() + " events in view";
     text += stats.merged ? " · " + stats.merged.toLocaleString() + " events merged into " +
       stats.spans.toLocaleString() + " spans at this zoom (zoom in to separate them)"
@@ -759,7 +763,7 @@
     }
     html += '<div class="t">' + esc(d.strings[d.name[i]]) + "</div>";
     html += '<div class="d">' + esc(cat.label) + " · " + esc(lane.group) + " · " + esc(lane.label) + "</div>";
-    html += "<div>start " + fmtNs(P.S[i]) + " · duration " + fmtNs(P.D[i]) + "</div>";
+    html += "<div>start " + at(d.origin_ns + P.S[i]) + " · duration " + fmtNs(P.D[i]) + "</div>";
     if (d.strings[d.info[i]]) { html += "<div>" + esc(d.strings[d.info[i]]) + "</div>"; }
     var extra = [];
     if (P.corr[i] >= 0) { extra.push("correlation id " + P.corr[i]); }

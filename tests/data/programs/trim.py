@@ -9,7 +9,8 @@ OS runtime calls only as evidence of long host waits). Every CUDA, NVTX, GPU and
 metadata row stays as nsys wrote it. A capture of the host's own evidence
 (--keep-callchains) keeps the call chains of the OS calls that stay, and its evidence
 (CPU samples, their stacks to EVIDENCE_DEPTH frames, the GIL trace, Python sample
-marks) from EVIDENCE_LEAD_NS before the GPU's first operation on; its context switches
+marks) from EVIDENCE_LEAD_NS before the GPU's first operation on, but the launching
+thread's own holds of the GIL (its waits and the others' holds stay); its context switches
 (SCHED_EVENTS, which gpugap never reads) go. The file is then VACUUMed. The source is
 never modified (it is copied first); the manifest, if given, gets a "trimmed" entry.
 """
@@ -101,6 +102,18 @@ def _trim_evidence(con: sqlite3.Connection, tables: set[str]) -> dict:
             f"DELETE FROM NVTX_EVENTS WHERE coalesce(\"end\", start) < {since} AND "
             f"(eventType = {NVTX_MARK} OR (domainId IN ({ids}) AND eventType != "
             f"{NVTX_DOMAIN_CREATE}))").rowcount
+    if "NVTX_EVENTS" in tables and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables and domains:
+        # The launching thread's own holds of the GIL (most of the trace when it launches
+        # from Python): what is read is when it waited, and who held the GIL meanwhile.
+        launcher = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY "
+                               "globalTid ORDER BY count(*) DESC LIMIT 1").fetchone()
+        holding = con.execute("SELECT id FROM StringIds WHERE value = 'Holding GIL'"
+                              ).fetchone() if "StringIds" in tables else None
+        if launcher and holding:
+            dropped["launcher_gil_holds"] = con.execute(
+                f"DELETE FROM NVTX_EVENTS WHERE domainId IN ({ids}) AND globalTid = "
+                f"{launcher[0]} AND (textId = {holding[0]} OR text = 'Holding GIL')"
+            ).rowcount
     return {"evidence_since_ns": since, "evidence_depth": EVIDENCE_DEPTH,
             "evidence_rows_dropped": dropped}
 
