@@ -92,8 +92,8 @@ class Between(Record):
         """What the verdict says of the time between instances when it is large and the
         GPU idle in it (BETWEEN_VERDICT_PCT): 'outside the range, between its
         instances: 2.57 s (73.4% of the span from the first to the last); GPU 0 idle
-        100.0% of it, input 100.0%: the host was outside CUDA before uploading the next
-        batch: data loading'. None otherwise."""
+        100.0% of it, input 100.0%: data loading before the next batch's upload' (the
+        idle bucket's meaning: its cause's one description). None otherwise."""
         top = self.top_idle()
         if top is None or self.share_pct < BETWEEN_VERDICT_PCT:
             return None
