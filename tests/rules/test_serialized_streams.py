@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from gpugap.report.builder import TraceBuilder
+from gpugap.report.trace import Trace
 from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
+    Built,
     Fires,
     Silent,
     rule_tests,
@@ -20,6 +23,15 @@ RULE = "serialized-streams"
 CAUSES = "causes/causes-streams"
 # causes-streams' ranges of independent streams, launched in several orders: they overlap.
 OVERLAPPING = ("no-sync", "depth-first", "record-after-each", "breadth-first")
+
+
+
+def one_kernel_alone() -> Trace:
+    """One kernel of one block, alone on its stream (an edge case no real run makes)."""
+    b = TraceBuilder()
+    b.kernel("alone", start_us=0, dur_us=1000, grid=(1, 1, 1))
+    return b.build()
+
 
 FIRES = [
     Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error",
@@ -37,6 +49,8 @@ SILENT = [
     # Undersized grids overlap: never 'serialized' (small-grid's, see its file).
     Silent("grid-sweep-bad", range_name="measured"),
     *(Silent(CAUSES, range_name=name) for name in OVERLAPPING),
+    # One kernel has nothing to be serialized with.
+    Silent(Built("one-kernel-alone", one_kernel_alone)),
 ]
 
 
