@@ -22,11 +22,11 @@ from gpugap.analysis.grouping import Grouping
 from gpugap.analysis.job import Job, Jobs, analyze_job, expand_reports, require_one_job
 from gpugap.analysis.job import analyze_jobs as analyze_grouped
 from gpugap.analysis.job import group_reports as group_paths
-from gpugap.ci.config import rule_threshold
 from gpugap.errors import UsageError
 from gpugap.render.notebook import analysis_html, job_html, jobs_html
 from gpugap.report import load as load_report
 from gpugap.report.trace import Trace
+from gpugap.rules import thresholds as rule_thresholds
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -105,32 +105,13 @@ def analyze_many(reports: PathLike | Iterable[PathLike], *, workers: int | None 
 
 def checked(thresholds: Thresholds | None) -> dict[str, dict[str, float]] | None:
     """*thresholds* with every value checked (a known rule and threshold, a number in
-    range: gpugap.ci.config.rule_threshold), as plain floats, nested by rule. Each is
+    range: gpugap.rules.thresholds.check), as plain floats, nested by rule. Each is
     spelled as the command line's ``--set`` spells it (``{"launch-gap.min_gap_us": 50}``)
     or nested (``{"launch-gap": {"min_gap_us": 50}}``); a wrong name or value raises
     UsageError (a ValueError) with the command line's one-line message."""
     if thresholds is None:
         return None
-    if not isinstance(thresholds, Mapping):
-        raise TypeError("thresholds must be a mapping such as "
-                        "{'launch-gap.min_gap_us': 50}")
-    out: dict[str, dict[str, float]] = {}
-    for key, values in thresholds.items():
-        if not isinstance(key, str):
-            raise TypeError(f"thresholds keys must be 'RULE.NAME' strings, not {key!r}")
-        if isinstance(values, Mapping):
-            pairs = [(key, name, value) for name, value in values.items()]
-        else:
-            rule, dot, name = key.partition(".")
-            if not (dot and rule and name):
-                raise UsageError(f"bad thresholds key '{key}'; write 'RULE.NAME', e.g. "
-                                 "{'launch-gap.min_gap_us': 50}, or nest it: "
-                                 "{'launch-gap': {'min_gap_us': 50}}")
-            pairs = [(rule, name, values)]
-        for rule, name, value in pairs:
-            out.setdefault(rule, {})[name] = rule_threshold(rule, name, value,
-                                                            "thresholds")
-    return out
+    return rule_thresholds.from_mapping(thresholds)
 
 
 def _rules(rules: Iterable[str] | None) -> list[str] | None:

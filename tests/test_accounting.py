@@ -244,6 +244,7 @@ def tiles(dev) -> None:
 CORPUS_NAMES = ["pt-server", "pt-eval-numpy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES + CORPUS_NAMES)
 def test_accounting_matches_nanosecond_sweep(name):
     trace = load(CAPTURES / f"{name}.sqlite" if name in NAMES else corpus_capture(name))
@@ -260,6 +261,7 @@ def test_accounting_matches_nanosecond_sweep(name):
             assert {b: int(v) for b, v in got.items()} == expected, (name, a)
 
 
+@pytest.mark.slow
 def test_phases_of_real_programs():
     """Iterations found from NVTX ranges (numbered or not, nested or not) and, without
     ranges, from the repeating kernel sequence."""
@@ -282,6 +284,7 @@ def test_phases_of_real_programs():
         assert spans["start-up"][0] == ph.window[0] and spans["tail"][1] == ph.window[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["decode", "sync-item", "alloc-nocache"])
 def test_time_slices_change_nothing(name, monkeypatch):
     """The accounting works in slices of CHUNK_GAPS gaps and walks the ops CHUNK_OPS at a
@@ -301,6 +304,7 @@ def test_time_slices_change_nothing(name, monkeypatch):
     assert whole.totals_in() == sliced.totals_in()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [CAPTURES / "sync-item.sqlite", CAPTURES / "eval-pageable.sqlite",
                                   CAPTURES.parent / "scenarios" / "moe-experts-bad.sqlite",
                                   CAPTURES.parent / "scenarios" / "default-stream-bad.sqlite"])
@@ -365,17 +369,26 @@ def test_blocked_calls_go_to_the_bucket_their_category_names():
 
 def test_the_accounting_owns_min_gap_us():
     """launch-gap's min_gap_us is the accounting's threshold, declared once: the rule's
-    default reads it, and a value set for it reaches the accounting's Settings (any
-    value but the default decides alone, without adapting to a framework's pace)."""
-    from gpugap.analysis.core import settings_for
+    default reads it, and a value set for it reaches the accounting's Settings by the
+    setting's name (any value but the default decides alone, without adapting to a
+    framework's pace); a rule not selected sets nothing."""
+    from gpugap.rules import select
     from gpugap.rules.launch_gap import RULE
+    from gpugap.rules.thresholds import accounting_settings, effective
+
+    def settings_for(overrides, rules=None):
+        rules = select(rules)
+        return accounting_settings(rules, effective(rules, overrides))
 
     assert RULE.thresholds["min_gap_us"].default == policy.MIN_GAP_US
+    assert RULE.thresholds["min_gap_us"].setting == "min_gap_us"
     assert policy.Settings().min_gap_us == policy.MIN_GAP_US
     assert settings_for(None) == settings_for({"launch-gap": {"min_gap_us": 100}}) \
         == policy.Settings()
     assert settings_for({"launch-gap": {"min_gap_us": 50}}) == policy.Settings(
         min_gap_us=50.0, adaptive_gap=False)
+    assert settings_for({"launch-gap": {"min_gap_us": 50}}, ["small-grid"]) \
+        == policy.Settings()
 
 
 @pytest.mark.parametrize("name", ["corpus:jax-host-input", "corpus:pt-dataloader-tail",

@@ -28,6 +28,7 @@ def doc_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow
 def test_api_md_examples_run_in_order(monkeypatch, capsys):
     """Every ```python block of docs/api.md, in one namespace, from the repository root
     (the blocks carry their own asserts)."""
@@ -55,6 +56,7 @@ def test_readme_python_runs(monkeypatch):
     assert len(frame) and set(frame["phase"].astype(str)) >= {"steady"}
 
 
+@pytest.mark.slow
 def test_import_gpugap_is_light():
     """import gpugap loads no pandas: the names are imported on first use."""
     code = ("import sys, gpugap; assert 'pandas' not in sys.modules, 'pandas'; "
@@ -66,6 +68,7 @@ def test_import_gpugap_is_light():
     assert {"load", "analyze", "analyze_many", "Trace", "Analysis"} <= set(dir(gpugap))
 
 
+@pytest.mark.slow
 def test_an_analysis_imports_pandas_only_for_the_users_dataframes():
     """`gpugap analyze --json` of a real capture never imports pandas (issue 25: it
     costs more than analysing a small report); the DataFrames a user asks for do."""
@@ -129,6 +132,7 @@ def test_analyze_path_and_trace_agree():
     assert by_path.verdict.headline == by_trace.verdict.headline
 
 
+@pytest.mark.slow
 def test_frames_add_up_on_a_real_capture():
     analysis = gpugap.analyze(TRAIN)
     frames = analysis.frames()
@@ -205,6 +209,7 @@ def test_library_error_texts_name_no_flags():
     assert not offenders, offenders
 
 
+@pytest.mark.slow
 def test_analyze_many_is_a_job_with_a_frame():
     ranks = sorted((CAPTURES / "ranks").glob("ddp-ranks-late.rank*.sqlite"))
     job = gpugap.analyze_many(ranks, workers=1)
@@ -222,6 +227,7 @@ def test_analyze_many_is_a_job_with_a_frame():
     assert "not analyzed: " in mixed._repr_html_()
 
 
+@pytest.mark.slow
 def test_jobs_display_themselves_in_a_notebook():
     """A Job or Jobs on its own in a cell: a few lines of text (its repr was every
     rank's every field, 16-65 kB), and in Jupyter the terminal's view as HTML."""

@@ -8,6 +8,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gpugap"
 
@@ -84,6 +86,7 @@ def test_every_module_has_a_layer():
     assert all(p in MODULES for p in named), [p for p in named if p not in MODULES]
 
 
+@pytest.mark.slow
 def test_imports_go_to_lower_layers_only():
     table = layers()
     wrong = []
@@ -98,6 +101,7 @@ def test_imports_go_to_lower_layers_only():
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.slow
 def test_no_import_cycles():
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in MODULES.items():
@@ -137,6 +141,7 @@ def test_no_import_cycles():
     assert not cycles, cycles
 
 
+@pytest.mark.slow
 def test_function_local_imports_only_in_cli_commands():
     local = [f"{path.relative_to(ROOT)}:{line}"
              for name, path in MODULES.items() if not name.startswith("gpugap.cli")

@@ -149,6 +149,7 @@ def test_tolerance_decides_a_single_run_baseline(capsys, tmp_path):
         assert copy["baseline"]["allowed"] == tolerance
 
 
+@pytest.mark.slow
 def test_repeated_runs_give_median_and_spread_and_noise_rule(tmp_path, capsys):
     # The pageable and pinned reports stand in for two very noisy runs of one program.
     a = measured("h2d-copy-bad").metrics.copy_compute_overlap_pct
@@ -246,6 +247,7 @@ def info_counts(path: Path) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_five_good_runs_do_not_flag_the_sixth_and_the_pageable_run_fails(capsys, tmp_path):
     """eval_copy.py --variant pinned profiled six times in a row on one H100: a baseline
     of runs 1-5 passes run 6 with nothing beyond the noise; --variant pageable (bad-1,
@@ -302,6 +304,7 @@ def test_no_good_run_is_flagged_by_a_baseline_of_the_other_five():
     assert max(busy) - min(busy) > 5 and max(steady) - min(steady) < 0.1
 
 
+@pytest.mark.slow
 def test_info_findings_never_fail_a_single_run_baseline(capsys, tmp_path):
     """One run as the baseline (no spread: the tolerances alone decide) and another good
     run with more info findings (2 more occurrences of first calls): passes. Format 1
@@ -347,6 +350,7 @@ def test_a_findings_cost_is_held_to_the_larger_tolerance():
     assert known.scopes["measured"]["findings.launch-gap.count"].max == 0
 
 
+@pytest.mark.slow
 def test_check_and_save_fit_80_columns(tmp_path):
     """A CI log (no TTY, COLUMNS=80): no line is wider than 80, names break at their
     dots and dashes, the numbers are all there."""
@@ -386,6 +390,7 @@ def test_check_and_save_fit_80_columns(tmp_path):
     assert lines[-1] == "gpugap check failed: 8 of 33 gates failed in 1 report(s)"
 
 
+@pytest.mark.slow
 def test_a_baseline_of_another_program_warns(capsys, tmp_path):
     """Saved from the h2d-copy scenario, checked on default-stream: compared, with a
     warning naming both programs (the gates decide pass or fail, as always)."""

@@ -110,6 +110,7 @@ def pair(name: str):
     return real, rebuild(real)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REBUILT)
 def test_handbuilt_rebuild_of_a_capture_gives_the_loaders_frames(name: str) -> None:
     real, built = pair(name)

@@ -21,6 +21,7 @@ def _report(capture: str) -> str:
     return f"corpus:{capture}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [p for p in CATALOGUE if p.capture], ids=lambda p: p.id)
 def test_each_entry_names_a_finding_on_its_capture(entry):
     analysis = analyze_report(_report(entry.capture))

@@ -110,6 +110,7 @@ def panels(text: str) -> int:
     return len(re.findall(r"╭─ \d+\. ", text))       # one per finding shown
 
 
+@pytest.mark.slow
 def test_max_findings_says_what_it_hid(capsys):
     code, full, _ = gpugap(capsys, "analyze", str(TRAIN))
     assert code == 0
@@ -132,6 +133,7 @@ def test_max_findings_says_what_it_hid(capsys):
     assert part.count("... and 6 more hidden (--max-findings 1); --json lists all\n") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["analyze", str(TRAIN)], ["analyze", "--json", str(TRAIN)],
                                   ["rules"]])
 def test_closed_pipe_is_not_a_failed_gate(args):
@@ -166,6 +168,7 @@ def closed_stdout(args: list[str]) -> subprocess.CompletedProcess:
         os.close(write_end)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("document", [[], ["--json"]], ids=["terminal", "json"])
 def test_files_asked_for_are_written_when_stdout_closes(tmp_path, document):
     """`gpugap analyze R --html F --svg G | head -1`: the files whole, said on stderr,
@@ -184,6 +187,7 @@ def test_files_asked_for_are_written_when_stdout_closes(tmp_path, document):
     assert [ln.split(" (")[0] for ln in lines[1:]] == [f"wrote {html}", f"wrote {svg}"]
 
 
+@pytest.mark.slow
 def test_check_writes_its_files_before_stdout_closes(tmp_path):
     from gpugap.errors import EXIT_PIPE_CLOSED
 

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "tests" / "data" / "captures" / "gemm.sqlite"
 
 
+@pytest.mark.slow
 def test_analyze_with_default_options_builds_no_pydantic_validator():
     probe = ("import io, contextlib, sys\n"
              "from gpugap.cli import main\n"

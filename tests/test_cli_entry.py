@@ -20,6 +20,7 @@ def _entry(args: list[str], before: str = "") -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_the_whole_output_and_the_exit_code():
     done = _entry(["analyze", REPORT, "--json"])
     assert done.returncode == 0, done.stderr
@@ -29,6 +30,7 @@ def test_the_whole_output_and_the_exit_code():
     assert "no such file" in bad.stderr
 
 
+@pytest.mark.slow
 def test_exit_handlers_run():
     done = _entry(["analyze", REPORT, "--json"], before=(
         "import atexit\n"
@@ -37,6 +39,7 @@ def test_exit_handlers_run():
     assert "handler ran" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_working_thread_gets_the_usual_exit():
     done = _entry(["analyze", REPORT, "--json"], before=(
         "import threading, time\n"
@@ -53,6 +56,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_a_small_report_is_analyzed_with_freed_memory_held():
     """The command holds freed memory for reuse (gpugap.memory.hold_freed) for reports
@@ -84,6 +88,7 @@ def test_memory_held_is_not_given_back():
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_the_collector_runs_during_the_work_and_is_left_as_it_was():
     """No collection while the command imports; the collector runs from the command's
     work on (what the imports made frozen out of its way) and is left as main found it,

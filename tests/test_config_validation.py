@@ -327,6 +327,7 @@ def test_hostile_names_in_check_outputs(capsys, tmp_path, hostile):
     assert "\x1b" not in text and "`it[/x]\\x1b[2Jer\\x0aX" in text
 
 
+@pytest.mark.slow
 def test_hostile_names_in_diff(capsys, tmp_path, hostile):
     bad, good = hostile
     md = tmp_path / "d.md"

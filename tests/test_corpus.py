@@ -62,6 +62,7 @@ def _report(group: list[score.Outcome]) -> str:
                      for o in group for c in o.checks if not c.met)
 
 
+@pytest.mark.slow
 def test_every_program_is_captured_and_analyzed():
     done = outcomes()
     # 43 written here (dev, held-out), 35 from shared/external (external), the public
@@ -71,6 +72,7 @@ def test_every_program_is_captured_and_analyzed():
     assert [o.program for o in done if o.error] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split", ["dev", "held-out", "external"])
 def test_expectations_met(split, capsys):
     group = [o for o in outcomes() if o.split == split]
@@ -100,6 +102,7 @@ CONTROLS = ["cpp-graph-replay", "cpp-mallocasync", "cpp-pinned", "cpp-threads-st
 WARNED: dict[str, str] = {}
 
 
+@pytest.mark.slow          # outcomes(): the whole corpus analyzed
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=WARNED[n]))
     if n in WARNED else n for n in CONTROLS])
@@ -109,6 +112,7 @@ def test_healthy_control_gets_no_warning(name):
     assert check.met, check.got
 
 
+@pytest.mark.slow          # outcomes(): the whole corpus analyzed
 def test_the_sealed_split_is_complete_and_never_scored():
     """The sealed split (README.md, rule 5): every program captured and pre-registered
     (its capture, manifest, expectation, truth script and figures committed), and no
@@ -125,12 +129,14 @@ def test_the_sealed_split_is_complete_and_never_scored():
     assert not set(sealed) & set(score.programs(None))
 
 
+@pytest.mark.slow          # outcomes(): the whole corpus analyzed
 def test_the_controls_are_the_registered_ones():
     registered = sorted(o.program for o in outcomes() for c in o.checks
                         if c.key == "silent.no_warnings")
     assert registered == sorted(CONTROLS)
 
 
+@pytest.mark.slow          # outcomes(): the whole corpus analyzed
 def test_finding_costs_never_exceed_their_scope():
     """In every program, on every device: the findings of each phase (start-up with its
     warm-up, steady state, tail) cost at most the phase's wall time (one accounting, no
@@ -143,12 +149,14 @@ def test_finding_costs_never_exceed_their_scope():
     assert all(np.isfinite([row[2] for rows in SCOPES.values() for row in rows]))
 
 
+@pytest.mark.slow          # outcomes(): the whole corpus analyzed
 def test_no_claim_contradicts_another():
     """The claim checker (gpugap.analysis.claims) finds nothing on any corpus capture."""
     outcomes()
     assert {name: found for name, found in CONTRADICTIONS.items() if found} == {}
 
 
+@pytest.mark.slow
 def test_truth_scripts_still_print_their_committed_figures(tmp_path):
     """Each truth script (plain sqlite3/numpy, no gpugap) run on its capture prints
     exactly the truth.json committed with the expectation: the figures the expectations

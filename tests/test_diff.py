@@ -207,6 +207,7 @@ def test_relative_floor_for_times_counts_and_findings(capsys):
     assert grid["status"] == "changed"
 
 
+@pytest.mark.slow
 def test_diff_fits_80_columns(tmp_path):
     """A CI log (no TTY, COLUMNS=80), --all: every table fits, names wrap at dots and
     dashes, 'before -> after' takes two lines where one would not fit."""

@@ -163,17 +163,25 @@ def test_the_recipes_small_rule_runs_on_a_real_capture():
     """The rule the recipe shows is a working rule: on a real capture of a small eager
     loop it finds the tiny kernels, costed from the accounting; with a count no device
     reaches it stays silent."""
-    from gpugap import rules
+    from gpugap.rules import detections, finish
+    from gpugap.rules import thresholds as rule_thresholds
     from gpugap.rules.base import Context
+    from gpugap.rules.settle import settle
     from tests.conftest import analyze_report, load_report
 
     rule = _recipe_rule()
     trace = load_report("captures/small-eager")
     context = Context(analyze_report("captures/small-eager").accounting)
-    found = rules.run(trace, context, rules=[rule])
+
+    def run(thresholds=None):
+        """The analysis's stages for this one rule: detect, settle, finish."""
+        config = rule_thresholds.effective([rule], thresholds)
+        raw = [f for detect in detections(trace, context, [rule], config) for f in detect()]
+        return finish(trace, [rule], settle(raw, [rule], context), context)
+
+    found = run()
     assert [(f.rule, f.cause) for f in found] == [("tiny-kernels", "tiny")] * len(found)
     assert found and all(f.count >= 1000 and 0 < f.cost_ns <= f.end_ns - f.start_ns
                          for f in found)
     assert "kernels ran for a few microseconds each" in found[0].message
-    assert rules.run(trace, context, rules=[rule],
-                     thresholds={"tiny-kernels": {"min_count": 10**9}}) == []
+    assert run({"tiny-kernels": {"min_count": 10**9}}) == []

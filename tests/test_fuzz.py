@@ -678,6 +678,7 @@ def summary(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_mutations_apply_to_real_reports(tmp_path):
     """The fuzzer itself: every kind of mutation applies to a real report."""
     source = next(p for p in SOURCES if p.name == "moe-experts-bad.sqlite")
@@ -696,6 +697,7 @@ def test_mutations_apply_to_real_reports(tmp_path):
     assert make_case(3).describe() == make_case(3).describe()       # reproducible
 
 
+@pytest.mark.slow
 def test_fuzz(tmp_path):
     indices = ONLY or list(range(CASES))
     for path in SOURCES:                 # read the schemas once, before the workers fork
@@ -1137,6 +1139,7 @@ def judge_interrupted(run: Run, outputs: list[Path], outdir: Path) -> tuple[str,
     return outcome, problems
 
 
+@pytest.mark.slow
 def test_fuzz_signals(tmp_path):
     """SIGINT or SIGTERM at a random moment of a real run (between its start and the
     length of an uninterrupted run), with and without --html/--svg outputs and --json."""
@@ -1241,6 +1244,7 @@ def judge_full(code, err: str, escaped: str | None, outputs: list[Path],
     return f"exit {code}", problems
 
 
+@pytest.mark.slow
 def test_fuzz_full_disk_under_stdout(tmp_path, small_filesystems):
     """Standard output on /dev/full (always) and on a tmpfs of random size (where root
     may mount one), with --json or the terminal report, buffered or not."""

@@ -396,6 +396,7 @@ def test_steady_state_figures_gate_a_sync_per_step(capsys):
                                                  "steady.iteration_ms")} == {"pass"}
 
 
+@pytest.mark.slow
 def test_diff_and_baseline_follow_the_steady_state(capsys, tmp_path):
     synced, free = CAPTURES / "sync-item.sqlite", CAPTURES / "sync-free.sqlite"
     assert main(["diff", str(synced), str(free), "--json"]) == 0

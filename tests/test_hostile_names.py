@@ -181,6 +181,7 @@ def _no_live_markup(html_text: str, own_tags: set[str]) -> None:
     assert not [v for _, attrs in tags for a, v in attrs if a == "href" and "evil" in (v or "")]
 
 
+@pytest.mark.slow
 def test_one_hostile_report_through_every_output_format(capsys, tmp_path, no_ci):
     """Range names that are HTML, Markdown links and emphasis, through --json, --html,
     --svg, check's --junit and --markdown and diff's --markdown, each parsed as what it

@@ -397,6 +397,7 @@ def test_bad_above_good_on_one_time_scale(browser, tmp_path):
     assert view[0] < 0 < longest < view[1] < 1.1 * longest
 
 
+@pytest.mark.slow
 def test_hundred_thousand_events(browser, tmp_path):
     trace = tiled(load_report("moe-experts-bad"), 10)
     analysis = analyze_report("moe-experts-bad")
@@ -676,6 +677,7 @@ def test_svg_legend_lists_what_its_window_draws(tmp_path):
     assert {"kernel", "API: launch", "NVTX range"} <= measured < whole, measured
 
 
+@pytest.mark.slow
 @pytest.mark.needs_chromium
 def test_png_from_chromium(tmp_path):
     name = "h2d-copy-bad"
@@ -689,6 +691,7 @@ def test_png_from_chromium(tmp_path):
 
 # --- the CLI ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_writes_html_svg_png(capsys, tmp_path, browser):
     out = {k: tmp_path / f"t.{k}" for k in ("html", "svg", "png")}
     code, stdout, stderr = cli(capsys, str(report_path("h2d-copy-bad")), "--json",
@@ -841,6 +844,7 @@ def looks(browser, tmp_path_factory):
     return seen
 
 
+@pytest.mark.slow
 def test_labels_never_overlap_and_stay_in_their_boxes(looks):
     for key, look in looks.items():
         labels = look["state"]["labels"]

@@ -189,6 +189,7 @@ def test_worker_processes_give_the_same_job():
     assert pooled == local
 
 
+@pytest.mark.slow
 def test_dask_cluster_gives_the_same_job_byte_for_byte(capsys):
     import distributed  # in the test extra: CI runs this job on Dask
     code, out, _ = gpugap(capsys, "analyze", *job_paths("late"), "--json", "--workers", "1")
@@ -208,6 +209,7 @@ def test_one_report_keeps_the_single_report_view(capsys):
     assert code == 0 and "JOB" not in out and "VERDICT BOTTLENECK" in out
 
 
+@pytest.mark.slow
 def test_a_broken_report_does_not_sink_the_job(capsys, tmp_path):
     broken = tmp_path / "rank2.sqlite"
     broken.write_bytes(b"not a report at all" * 100)
@@ -243,6 +245,7 @@ def test_a_directory_and_a_glob_name_the_reports(tmp_path):
     assert expand_reports([str(tmp_path / "*.rank1.sqlite")]) == [found[1]]
 
 
+@pytest.mark.slow
 def test_check_and_baseline_gate_job_metrics(capsys, tmp_path):
     code, out, _ = gpugap(capsys, "check", *job_paths("late"), "--workers", "1", "--no-config",
                           "--max", "job.wait_ms_per_iteration=2", "--max", "job.skew_pct=5")
@@ -265,6 +268,7 @@ def test_check_and_baseline_gate_job_metrics(capsys, tmp_path):
     assert code == 1 and "job.wait_ms_per_iteration" in failed
 
 
+@pytest.mark.slow
 def test_job_gates_refuse_the_reports_of_two_jobs(capsys, tmp_path):
     """Two runs' ranks passed together (a directory of runs) were taken as one job of 4
     ranks: a skew of 8.4% that no run had. job.* gates and a job baseline now take the
@@ -326,6 +330,7 @@ def ranks_jobs():
     return gpugap_api.analyze_jobs(RANKS, workers=2)
 
 
+@pytest.mark.slow
 def test_ranks_directory_is_two_jobs_of_two_ranks_at_80_columns():
     done = run_cli("analyze", RANKS, "--workers", "2")
     assert done.returncode == 0
@@ -352,6 +357,7 @@ def test_ranks_directory_is_two_jobs_of_two_ranks_at_80_columns():
     assert all(0 <= p <= 100 for p in percentages(text)), percentages(text)
 
 
+@pytest.mark.slow
 def test_ranks_directory_through_the_python_api(ranks_jobs):
     jobs = ranks_jobs
     assert isinstance(jobs, gpugap_api.Jobs) and jobs.alone == []
@@ -391,6 +397,7 @@ def captures_view():
     return run_cli("analyze", CAPTURES, "--workers", "2")
 
 
+@pytest.mark.slow
 def test_unrelated_reports_form_no_job(captures_view):
     done = captures_view
     assert done.returncode == 0

@@ -79,6 +79,7 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_wheel_holds_gpugap_and_its_scenarios_and_nothing_else(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
@@ -93,6 +94,7 @@ def test_wheel_holds_gpugap_and_its_scenarios_and_nothing_else(wheel):
     assert "gpugap/py.typed" in names             # PEP 561: type checkers read gpugap's types
 
 
+@pytest.mark.slow
 def test_wheel_declares_the_apache_license(wheel):
     archive = zipfile.ZipFile(wheel)
     dist_info = next(n.split("/")[0] for n in archive.namelist() if n.endswith("/METADATA"))
@@ -105,6 +107,7 @@ def test_wheel_declares_the_apache_license(wheel):
     assert "END OF TERMS AND CONDITIONS" in shipped
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_its_scenarios_and_lists_them(wheel, tmp_path):
     """The wheel's contents on sys.path, as an install puts them (the checkout's editable
     install behind them, for the dependencies): gpugap.scenarios imports from there, a

@@ -82,6 +82,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_output_is_the_same_from_a_deep_path(tmp_path, argv):
     """The same command on the same reports prints the same, line for line, from the
@@ -91,6 +92,7 @@ def test_output_is_the_same_from_a_deep_path(tmp_path, argv):
     assert (here.returncode, here.stdout) == (there.returncode, there.stdout)
 
 
+@pytest.mark.slow
 def test_reports_elsewhere_are_named_whole_at_80_columns(tmp_path):
     """Run from elsewhere on reports 80+ characters deep: each named by its end (a
     name never cut), every line within 80 columns and without trailing spaces."""

@@ -302,7 +302,7 @@ def test_range_step_keeps_its_warm_up_apart(small_compile_step):
     apart; the verdict judges the steady steps (launch-bound), one finding per cause and
     phase."""
     a = small_compile_step
-    assert a.scope == "step" and a.ranges[0].count == 100
+    assert a.scope.range_name == "step" and a.ranges[0].count == 100
     assert {f.phase for f in a.findings} <= {"range", "warm-up"}
     keys = [(f.rule, f.cause, f.device, f.phase, tuple(f.ranges)) for f in a.findings]
     assert len(keys) == len(set(keys))

@@ -41,6 +41,7 @@ def run_tiny_suite(tmp_path: Path, require: str | None) -> subprocess.CompletedP
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("require", [None, "0"])
 def test_missing_tools_skip_with_the_fix(tmp_path, require):
     proc = run_tiny_suite(tmp_path, require)
@@ -53,6 +54,7 @@ def test_missing_tools_skip_with_the_fix(tmp_path, require):
     assert "(gpugap: nsys given by $GPUGAP_NSYS is not an executable file" in out
 
 
+@pytest.mark.slow
 def test_missing_tools_fail_when_required(tmp_path):
     proc = run_tiny_suite(tmp_path, "1")
     out = " ".join(proc.stdout.split())

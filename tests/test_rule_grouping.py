@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from gpugap.report.table import Table, as_labels
 from gpugap.rules.evidence import group_ids, rows_by_group
@@ -22,6 +23,7 @@ def _frames(seed: int, count: int):
         })
 
 
+@pytest.mark.slow
 def test_group_ids_number_groups_as_pandas_groupby_without_sorting():
     for frame in _frames(5, 300):
         keys = ["device", "phase", "name"]
@@ -31,6 +33,7 @@ def test_group_ids_number_groups_as_pandas_groupby_without_sorting():
         assert got.tolist() == want.fillna(-1).astype(int).tolist()
 
 
+@pytest.mark.slow
 def test_rows_by_group_are_pandas_groups_in_order():
     for frame in _frames(6, 300):
         keys = ["device", "phase", "name"]

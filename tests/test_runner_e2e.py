@@ -29,6 +29,7 @@ def gpugap(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     import nvtx  # noqa: F401 - the program needs it; nvtx <= 0.2.11 emits under nsys 2023.4
@@ -77,6 +78,7 @@ def test_cpu_program_end_to_end_reports_nvtx_and_no_cuda(capsys, tmp_path):
     assert code == EXIT_NO_CUDA and [r["name"] for r in json.loads(again)["ranges"]] == names
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_node_level_graph_tracing_on_request(capsys, tmp_path):
     out = tmp_path / "run"
@@ -92,6 +94,7 @@ def test_node_level_graph_tracing_on_request(capsys, tmp_path):
     assert code == EXIT_USAGE and "--cuda-graph-trace must be graph or node" in err
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_failing_program_keeps_its_exit_code_and_output(capsys, tmp_path):
     script = ("import sys\n"
@@ -127,6 +130,7 @@ def test_program_tail_drops_what_nsys_2025_printed():
     assert runner.program_tail(redrawn) == "step 9 ok"
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_profile_without_out_writes_where_the_docs_say(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -205,6 +209,7 @@ def test_an_unknown_nsys_failure_still_is_nsys_s():
     assert "--nsys" not in said and "nsys='PATH'" in said      # Python's spelling
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_nsys_failing_for_real_is_not_the_program_s(capsys, tmp_path):
     """The real nsys, its agent killed under it (tests/data/cpu-only/kill_nsys_agent.py):
@@ -241,6 +246,7 @@ def test_existing_output_needs_force(capsys, tmp_path):
     assert (target / "keep.txt").read_text() == "user data"
 
 
+@pytest.mark.slow
 @pytest.mark.needs_nsys
 def test_importer_failure_leaving_a_qdstrm_is_explained(capsys, tmp_path):
     """A real nsys whose importer cannot load one of its libraries: the failure mode of

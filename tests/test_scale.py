@@ -441,6 +441,7 @@ def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
         assert np.array_equal(count, k) and np.array_equal(reach, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["train-workers", "small-compile", "ddp-manual",
                                   "decode"])
 def test_gaps_read_back_from_the_partition_equal_the_union_holes(name, monkeypatch):
@@ -542,6 +543,7 @@ def plain_runs(code, new_range, max_same):
     return keep, bounds, carried[keep][bounds]
 
 
+@pytest.mark.slow
 def test_serialized_runs_in_batches_equal_the_whole_sweep(monkeypatch):
     from gpugap import scan
     from gpugap.rules import serialized_streams as ss

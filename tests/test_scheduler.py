@@ -119,6 +119,7 @@ def test_a_name_server_that_never_answers_is_bounded_by_the_timeout(capsys, monk
     assert "--scheduler-timeout" in line
 
 
+@pytest.mark.slow
 def test_http_server_is_not_a_scheduler(capsys):
     class Quiet(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -134,6 +135,7 @@ def test_http_server_is_not_a_scheduler(capsys):
     assert code == EXIT_USAGE and "said nothing in 1 s" in line and took < 15
 
 
+@pytest.mark.slow
 def test_silent_listener(capsys):
     with socket.create_server(("127.0.0.1", 0)) as listener:
         code, line, took = analyze_on(capsys, f"tcp://127.0.0.1:{listener.getsockname()[1]}",

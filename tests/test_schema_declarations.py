@@ -149,6 +149,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_new_kernel_column_is_one_line(tmp_path):
     """Add nsys's sharedMemoryExecuted to the kernels with one line in a copy of
     schema.py: the loader reads it from a real capture into its frame, the builder

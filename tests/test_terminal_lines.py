@@ -32,6 +32,7 @@ def printed(name: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHOWN)
 def test_no_trailing_spaces_and_80_columns(name):
     lines = printed(name)

@@ -8,9 +8,12 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_architecture import ROOT
 
 
+@pytest.mark.slow
 def test_mypy_finds_no_type_error_in_the_seams():
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)

@@ -54,6 +54,7 @@ def test_real_reports_have_no_problems(name):
     assert info.capture_end_ns is not None
 
 
+@pytest.mark.slow
 def test_real_captures_have_not_lost_gpu_data():
     for path in sorted((DATA / "captures").glob("*.sqlite")):
         info = load(path).info

@@ -74,6 +74,7 @@ def _terminal(analysis) -> str:
     return re.sub(r"[ ─│╭╮╰╯]+", " ", console.export_text())
 
 
+@pytest.mark.slow          # every committed capture in every view
 @pytest.mark.parametrize(("path", "range_name"), CASES,
                          ids=[p + (f"--range={r}" if r else "") for p, r in CASES])
 def test_every_view_lists_the_same_findings(path, range_name):

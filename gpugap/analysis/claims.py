@@ -135,15 +135,15 @@ def _phase_walls(analysis: Analysis) -> dict[tuple[int | None, str | None], int]
     acc = analysis.accounting
     if acc is None:
         return out
-    ranged = getattr(analysis, "range_windows", None)
+    scope = analysis.scope
     for device, dev in acc.devices.items():
         windows = analysis.judged(device)
-        out[(device, "range" if ranged is not None else "steady")] = \
+        out[(device, "range" if scope.is_range else "steady")] = \
             int((windows[1] - windows[0]).sum())
         whole = int(dev.window[1] - dev.window[0])
-        if ranged is not None:
-            mine = ranged.get(device)
-            whole = 0 if mine is None else int((mine[1] - mine[0]).sum())
+        if scope.is_range:
+            mine = scope.range_on(device)
+            whole = int((mine[1] - mine[0]).sum())
         for phase in ONE_TIME_PHASES:
             out[(device, phase)] = whole
     return out

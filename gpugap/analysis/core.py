@@ -13,27 +13,27 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
-
-from gpugap import __version__, forkjoin
+from gpugap import __version__
 from gpugap import intervals as tl
 from gpugap import rules as rule_registry
-from gpugap.accounting import Accounting, Settings, account, metrics
+from gpugap.accounting import Accounting, account, metrics
 from gpugap.accounting import ranges as nvtx_ranges
 from gpugap.accounting.api_names import GPU_WORK
 from gpugap.accounting.metrics import Metrics
+from gpugap.accounting.scope import Scope
 from gpugap.analysis import host_evidence
 from gpugap.analysis.claims import contradictions
 from gpugap.analysis.frames import Frames
 from gpugap.analysis.frames import frames as frames_of
 from gpugap.analysis.instances import RangeInstances, range_instances
+from gpugap.analysis.stages import Stages
 from gpugap.analysis.verdict import Verdict, decide
 from gpugap.errors import NoCudaActivity
 from gpugap.jsonout import Record, Shown
-from gpugap.memory import give_back
 from gpugap.program import Program, understand
 from gpugap.report.table import Table
 from gpugap.report.trace import Trace
+from gpugap.rules import thresholds as rule_thresholds
 from gpugap.rules.base import Context, Finding
 from gpugap.rules.settle import settle
 
@@ -76,7 +76,9 @@ class Analysis(Shown, Record):
     findings: list[Finding]
     ranges_omitted: int = 0          # paths left out of `ranges` (beyond its row limit)
     warnings: list[str] = field(default_factory=list)
-    scope: str | None = None
+    # What the verdict and the findings judge (gpugap.accounting.scope): a --range, else
+    # each device's steady state; its range_name is the JSON's "scope".
+    scope: Scope = field(default_factory=Scope)
     status: str = "ok"
     error: str | None = None
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -84,11 +86,6 @@ class Analysis(Shown, Record):
     # What gpugap understood the program to be (gpugap.program): printed first.
     program: Program | None = field(default=None, repr=False)
     accounting: Accounting | None = field(default=None, repr=False)
-    # Per device, the windows the verdict judges: the steady state, or the --range's
-    # steady part (None: each device's steady state); and the --range's windows, its
-    # one-time parts included (None without one).
-    scope_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
-    range_windows: dict[int, tl.Intervals] | None = field(default=None, repr=False)
     # A --range's instances: how many are warm-up, the time between them (None without
     # a --range).
     instances: RangeInstances | None = None
@@ -100,19 +97,15 @@ class Analysis(Shown, Record):
     _extra_keys = ("program",)
 
     def judged(self, device: int) -> tl.Intervals:
-        """The windows of *device* the verdict judged (the steady state, or the --range's
-        steady part)."""
-        if self.scope_windows is not None:
-            return self.scope_windows.get(device, tl.EMPTY)
-        if self.accounting is None:
-            return tl.EMPTY
-        return self.accounting.devices[device].phases.steady_windows()
+        """The windows of *device* the verdict judged (steady state or --range)."""
+        return self.scope.on(device)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gpugap_version": __version__, "report": self.report, "sqlite": self.sqlite,
             "nsys_version": self.nsys_version, "schema_version": self.schema_version,
-            "status": self.status, "error": self.error, "scope": self.scope,
+            "status": self.status, "error": self.error,
+            "scope": self.scope.range_name,
             "range_instances": None if self.instances is None else self.instances.to_dict(),
             "program": None if self.program is None else self.program.to_dict(),
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
@@ -136,8 +129,8 @@ class Analysis(Shown, Record):
 
     def summary(self) -> str:
         """A few lines: the report, the program, the verdict, the findings by severity."""
-        lines = [f"Analysis of {self.report}" + (f" (range {self.scope})" if self.scope
-                                                  else "")]
+        name = self.scope.range_name
+        lines = [f"Analysis of {self.report}" + (f" (range {name})" if name else "")]
         if self.program is not None:
             lines.append(f"  Program: {self.program.line()}")
         if self.status != "ok":
@@ -185,13 +178,8 @@ def no_cuda_reason(trace: Trace) -> str:
             "kernel launches, copies or memsets; check that it uses the GPU")
 
 
-def settings_for(thresholds: Mapping[str, Mapping[str, float]] | None) -> Settings:
-    """The accounting's settings: launch-gap's min_gap_us is the accounting's own
-    threshold (gpugap.accounting.policy.MIN_GAP_US), separating launch overhead from
-    host work wherever idle time is explained; set to other than its default, it alone
-    decides (Settings.with_min_gap)."""
-    return Settings.with_min_gap((thresholds or {}).get("launch-gap", {}).get("min_gap_us"))
-
+# The names of the readings (Analyzer._readings), with a rule id, a device or None.
+RULE, METRICS, SUMMARY, RANGES = "rule", "metrics", "summary", "ranges"
 
 # GPU operations from which the accounting's slices and the pieces after it run on
 # several cores (gpugap.forkjoin): below, they take less time than a fork and the
@@ -222,32 +210,45 @@ class Analyzer:
                  not_before: tuple[int, str] | None = None) -> None:
         self.trace = trace
         self.selected = rule_registry.select(rules)
-        self.effective = {r.id: r.defaults() | dict((thresholds or {}).get(r.id, {}))
-                          for r in self.selected}
+        # Each selected rule's thresholds: checked, its defaults merged, once.
+        self.effective = rule_thresholds.effective(self.selected, thresholds)
         self.all_domains = all_domains
         self.accounting: Accounting | None = None
         self.program: Program | None = None
         self.processes = processes_for(trace, processes)
         if trace.has_gpu_activity:
             self.program = understand(trace, iteration=iteration)
-            self.accounting = account(trace, settings_for(self.effective),
+            settings = rule_thresholds.accounting_settings(self.selected, self.effective)
+            self.accounting = account(trace, settings,
                                       program=self.program, processes=self.processes,
                                       not_before=not_before)
 
-    def _base(self, range_name: str | None) -> Analysis:
+    def _base(self, scope: Scope) -> Analysis:
         trace = self.trace
         return Analysis(
             report=trace.info.path, sqlite=trace.info.sqlite_path,
             nsys_version=trace.info.nsys_version, schema_version=trace.info.schema_version,
             gpu=_gpu_summary(trace), metrics=None, devices=[], ranges=[], findings=[],
-            warnings=list(trace.info.warnings), scope=range_name, thresholds=self.effective,
+            warnings=list(trace.info.warnings), scope=scope, thresholds=self.effective,
             program=self.program)
+
+    def scope_of(self, range_name: str | None, instances: Table | None) -> Scope:
+        """The one scope of an analysis (gpugap.accounting.scope): the --range
+        *range_name* (its *instances*' windows; the phases stay inside a range of several
+        instances, and the verdict judges its steady part; a range of one instance is
+        judged whole), else each device's steady state."""
+        windows = (nvtx_ranges.windows_of(self.trace, instances) if instances is not None
+                   else None)
+        devices = {} if self.accounting is None else self.accounting.devices
+        return Scope.of(devices, range_name, windows,
+                        whole_range=instances is not None and len(instances) < 2)
 
     def analyze(self, range_name: str | None = None, *, require_gpu: bool = True
                 ) -> Analysis:
         trace = self.trace
         instances = nvtx_ranges.select(trace, range_name) if range_name else None
-        result = self._base(range_name)
+        scope = self.scope_of(range_name, instances)
+        result = self._base(scope)
         if self.accounting is None:
             reason = no_cuda_reason(trace)
             if require_gpu:
@@ -255,82 +256,72 @@ class Analyzer:
             result.status, result.error = "no-cuda-activity", reason
             result.ranges, result.ranges_omitted = self._range_rows(instances)
             return result
-        accounting = self.accounting
-        result.accounting = accounting
-        scope_windows = (nvtx_ranges.windows_of(trace, instances) if instances is not None
-                         else None)
-        scope = None if scope_windows is None else {
-            d: tl.intersect(scope_windows, (np.array([dev.window[0]]),
-                                            np.array([dev.window[1]])))
-            for d, dev in accounting.devices.items()}
-        # The phases stay inside a range of several instances (Context): the verdict
-        # judges its steady part; a range of one instance is judged whole.
-        context = Context(accounting, scope,
-                          whole_range=instances is not None and len(instances) < 2)
-        result.range_windows = scope
-        result.scope_windows = None if scope is None else {
-            d: context.range_steady(d) for d in scope}
+        accounting = result.accounting = self.accounting
+        context = Context(accounting, scope)
         if instances is not None and range_name:
             result.instances = range_instances(trace, range_name, instances, context)
-        # The pieces that only read the trace and the accounting, on every core a big
-        # report is worth forking for (gpugap.forkjoin): each rule's detection, the
-        # metrics (the report's; each device's when there are several), each device's
-        # accounting summary, the range table.
-        devices = metrics.active_devices(trace)
-        pieces: list[Callable[[], Any]] = rule_registry.detections(
-            trace, context, self.selected, self.effective)
-        n_rules = len(pieces)
-        pieces.append(partial(metrics.compute, trace, scope_windows))
-        if len(devices) > 1:
-            pieces += [partial(metrics.compute, trace, scope_windows, [int(d)])
-                       for d in devices]
-        pieces += [accounting.devices[int(d)].summary for d in devices]
-        pieces.append(partial(self._range_rows, instances))
-        done = forkjoin.run(pieces, shared=(trace, accounting, context, self.program,
-                                            *accounting.devices.values()),
-                            max_processes=self.processes)
-        give_back()
-        detected = [f for found in done[:n_rules] for f in found]
-        n_metrics = 1 + (len(devices) if len(devices) > 1 else 0)
-        result.metrics, *per_device_metrics = done[n_rules:n_rules + n_metrics]
-        summaries = done[n_rules + n_metrics:-1]
-        result.ranges, result.ranges_omitted = done[-1]
-        # The freed batches of each step given back before the next builds its own: a
-        # big report's peak would otherwise grow by them step after step.
-        settled = settle(detected, self.selected, context, scope, self.processes)
-        give_back()
-        findings = rule_registry.finish(trace, self.selected, settled, context)
-        give_back()
-        for f in findings:
-            # Name the process of a finding's device when one process drove it.
-            dev = accounting.devices.get(f.device) if f.device is not None else None
-            if f.pid is None and dev is not None and dev.work.pids.size == 1:
-                f.pid = int(dev.work.pids[0])
-        result.findings = findings
-        result.verdict, per_device_verdict = decide(trace, accounting, findings,
-                                                    self.selected, result.scope_windows,
-                                                    range_name)
-        if scope is None:
+        stages = Stages(self.processes, shared=(trace, accounting, context, self.program,
+                                                *accounting.devices.values()))
+        read = stages.fork(self._readings(context, instances))
+        settled = stages.run(settle, [f for r in self.selected for f in read[RULE, r.id]],
+                             self.selected, context, self.processes)
+        findings = result.findings = stages.run(self._finish, context, settled)
+        result.verdict, per_device_verdict = stages.run(
+            decide, trace, accounting, findings, self.selected, scope)
+        if not scope.is_range:
             # What the CPU ran while the GPU idled, for a cause on the host (read from
             # the report's samples only inside the idle intervals the verdict explains).
-            host_evidence.attach(trace, accounting.devices, findings, self.program,
-                                 [result.verdict, *per_device_verdict.values()])
-        give_back()
-        for i, device in enumerate(devices):
-            row = trace.device_row(int(device))
+            stages.run(host_evidence.attach, trace, accounting.devices, findings,
+                       self.program, [result.verdict, *per_device_verdict.values()])
+        result.metrics = read[METRICS, None]
+        result.ranges, result.ranges_omitted = read[RANGES, None]
+        devices = metrics.active_devices(trace)
+        for device in (int(d) for d in devices):
+            row = trace.device_row(device)
             # One device: its metrics are the report's (same scope, same events).
-            per_device = result.metrics if len(devices) == 1 else per_device_metrics[i]
-            dev = accounting.devices[int(device)]
-            result.devices.append({"device": int(device),
+            per_device = read[METRICS, None if len(devices) == 1 else device]
+            dev = accounting.devices[device]
+            result.devices.append({"device": device,
                                    "name": None if row is None else row["name"],
                                    "pids": [int(p) for p in dev.work.pids],
-                                   "verdict": per_device_verdict[int(device)].to_dict(),
-                                   "accounting": summaries[i],
+                                   "verdict": per_device_verdict[device].to_dict(),
+                                   "accounting": read[SUMMARY, device],
                                    "metrics": per_device.to_dict()})
         # Nothing said contradicts anything else (gpugap.analysis.claims); if something
         # does, the analysis says so rather than printing it unremarked.
         result.warnings += [f"contradiction: {c}" for c in contradictions(result)]
         return result
+
+    def _readings(self, context: Context, instances: Table | None
+                  ) -> dict[tuple[str, str | int | None], Callable[[], Any]]:
+        """The stage that only reads the trace and the accounting, by name: each rule's
+        detection (RULE, its id), the metrics (METRICS: the report's, None; each
+        device's when there are several), each device's accounting summary (SUMMARY,
+        device), the range table (RANGES, None)."""
+        trace, accounting = self.trace, context.accounting
+        windows = context.scope.range_windows
+        devices = [int(d) for d in metrics.active_devices(trace)]
+        pieces: dict[tuple[str, str | int | None], Callable[[], Any]] = dict(zip(
+            [(RULE, r.id) for r in self.selected],
+            rule_registry.detections(trace, context, self.selected, self.effective),
+            strict=True))
+        pieces[METRICS, None] = partial(metrics.compute, trace, windows)
+        if len(devices) > 1:
+            pieces |= {(METRICS, d): partial(metrics.compute, trace, windows, [d])
+                       for d in devices}
+        pieces |= {(SUMMARY, d): accounting.devices[d].summary for d in devices}
+        pieces[RANGES, None] = partial(self._range_rows, instances)
+        return pieces
+
+    def _finish(self, context: Context, settled: list[Finding]) -> list[Finding]:
+        """The stage after settling (gpugap.rules.settle): each rule finishes the
+        findings it made, and each names its device's process where one drove it."""
+        findings = rule_registry.finish(self.trace, self.selected, settled, context)
+        for f in findings:
+            dev = context.accounting.devices.get(f.device) if f.device is not None else None
+            if f.pid is None and dev is not None and dev.work.pids.size == 1:
+                f.pid = int(dev.work.pids[0])
+        return findings
 
     def _range_rows(self, instances: Table | None) -> tuple[list[RangeMetrics], int]:
         """The range table (gpugap.accounting.ranges.reported_ranges): metrics per path of

@@ -92,8 +92,8 @@ class Between(Record):
         """What the verdict says of the time between instances when it is large and the
         GPU idle in it (BETWEEN_VERDICT_PCT): 'outside the range, between its
         instances: 2.57 s (73.4% of the span from the first to the last); GPU 0 idle
-        100.0% of it, input 100.0%: the host was outside CUDA before uploading the next
-        batch: data loading'. None otherwise."""
+        100.0% of it, input 100.0%: data loading before the next batch's upload' (the
+        idle bucket's meaning: its cause's one description). None otherwise."""
         top = self.top_idle()
         if top is None or self.share_pct < BETWEEN_VERDICT_PCT:
             return None
@@ -163,7 +163,7 @@ class RangeInstances(Record):
                 ", ..." if self.warm_up > len(self.warm_up_names) else "")
             out += f": {self.warm_up} warm-up ({named}), {self.steady} steady"
         elif not self.one_time_ns:
-            # One instance is judged whole (gpugap.rules.base.Context.whole_range).
+            # One instance is judged whole (gpugap.accounting.scope.Scope.whole_range).
             return out + (", all steady" if self.count > 1 else ", judged whole")
         if self.one_time_ns:
             # The time, not the findings' cost (listed apart, their sum in its heading).
@@ -183,11 +183,11 @@ def range_instances(trace: Trace, name: str, instances: Table, context: Context
     """The instances of the --range *name* (*instances*: its rows of the NVTX table)
     under *context* (whose scope is their windows)."""
     starts, ends = nvtx_ranges.instance_windows(trace, instances)
-    scope = context.scope or {}
+    scope = context.scope
     warm = np.zeros(starts.size, dtype=bool)
     one_time_ns = 0
-    for device, windows in scope.items():
-        steady = context.range_steady(device)
+    for device, windows in scope.ranged.items():
+        steady = scope.on(device)
         one_time = tl.subtract(windows, steady)
         if not one_time[0].size:
             continue

@@ -195,8 +195,7 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
     device = with_comm[0] if with_comm else next(iter(accounting.devices))
     dev = accounting.devices[device]
     out.device = int(device)
-    out.warm_ns = int(dev.phases.spans["steady"][0])
-    out.steady_end_ns = int(dev.phases.spans["steady"][1])
+    out.warm_ns, out.steady_end_ns = analysis.scope.steady_span(device)
     out.held_by = dev.phases.held_by
     row = trace.device_row(int(device))
     out.gpu_uuid = None if row is None or not row.get("uuid") else str(row["uuid"])
@@ -234,7 +233,7 @@ def summarize(analysis: Analysis, trace: Trace, *, index: int = 0,
         out.iteration_labels = [labels[i] if labels else f"#{i}" for i in steady]
         out.collective_iteration = k.astype(np.int32)
     else:
-        span = dev.phases.spans["steady"]
+        span = analysis.scope.steady_span(device)
         inside = (start >= span[0]) & (start < span[1])
         start, end = start[inside], end[inside]
         out.iteration_labels = [""]

@@ -31,6 +31,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting, AccountingIndex, DeviceAccount, host
 from gpugap.accounting.buckets import BUSY_IDS, BY_ID, COPY_IDS, UNKNOWN, WORK_IDS
+from gpugap.accounting.scope import Scope
 from gpugap.analysis.host_evidence import HostEvidence
 from gpugap.jsonout import Record
 from gpugap.report.table import descending, unique_in_order
@@ -80,13 +81,6 @@ class Verdict(Record):
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _scope_windows(dev: DeviceAccount, scope: Mapping[int, tl.Intervals] | None
-                   ) -> tl.Intervals:
-    if scope is not None:
-        return scope.get(dev.device, tl.EMPTY)
-    return dev.phases.steady_windows()
 
 
 def _pct(part: float, whole: float) -> float:
@@ -172,15 +166,12 @@ def _calls(trace: Trace, dev: DeviceAccount, call_category: str | None,
 
 def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                   causes: Mapping[tuple[str, str], Cause],
-                  scope: Mapping[int, tl.Intervals] | None, scope_name: str | None
-                  ) -> Verdict:
+                  scope: Scope) -> Verdict:
     """The verdict of one device; *causes*: the Cause of each (rule id, cause id) of
     *findings* (what the verdict calls it, the calls that show it)."""
-    windows = _scope_windows(dev, scope)
+    windows = scope.on(dev.device)
     wall = tl.total(windows)
-    label = f"range {scope_name}" if scope_name else (
-        "steady state" if dev.phases.iterations is not None or dev.phases.spans[
-            "start-up"][1] > dev.phases.spans["start-up"][0] else "whole timeline")
+    label = scope.label(dev.device)
     if wall <= 0:
         return Verdict("no-gpu-work", dev.device, label,
                        f"GPU {dev.device}: nothing to judge in the {label}")
@@ -190,7 +181,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                  if v > 0}
     # The findings of what is judged: the steady state's, or a --range's steady part
     # (its one-time parts are listed apart, as a whole report's are).
-    judged = ("steady",) if scope is None else (RANGE_PHASE, None)
+    judged = (RANGE_PHASE, None) if scope.is_range else ("steady",)
     # Not the findings their rule holds to be context (max_severity info: a library
     # kernel's grid, a small skew between ranks): never the bottleneck.
     mine = [f for f in findings if f.device == dev.device and f.cost_ns > 0
@@ -205,14 +196,14 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     unexplained = [(v, b) for b, v in totals.items() if b not in WORK_IDS
                    and (looped or b not in COPY_IDS)
                    and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
-    steady = _representative(dev, None) if scope is None else None
+    steady = _representative(dev, None) if not scope.is_range else None
     # Every problem by the time it takes out of the scope (module doc).
     candidates = [(f.cost_ns, f, None) for f in mine] + [(v, None, b) for v, b in unexplained]
     top_cost, top, bucket = max(candidates, key=lambda c: c[0], default=(0, None, None))
     # A share of the scope is at most 100% (garbled launch times can say otherwise).
     share = min(_pct(top_cost, wall), 100.0)
     steady_share = share
-    if share < WARN_PCT and scope is None:
+    if share < WARN_PCT and not scope.is_range:
         # Nothing to fix: then why the GPU idles is what to say, when a context finding
         # explains it (a server waiting for requests: idle capacity, at info).
         held = [f for f in findings if f.device == dev.device and f.phase == "steady"
@@ -229,13 +220,13 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     def recurring(f: Finding) -> bool:
         return _recurring(f, floor)
     inside = _inside_loop(findings, causes, dev, wall)
-    context = [c for c in (_context(findings, causes, dev, wall) if scope is None else [])
+    context = [c for c in (_context(findings, causes, dev, wall) if not scope.is_range else [])
                if top is None or c["finding"] != top.id]
     busy_pct = _pct(busy, wall)
-    iteration = _representative(dev, top) if scope is None else None
+    iteration = _representative(dev, top) if not scope.is_range else None
     per = f"the {label}"
     first = _first_use_first(findings, causes, dev, wall, busy_pct, label,
-                             steady_share >= WARN_PCT) if scope is None else None
+                             steady_share >= WARN_PCT) if not scope.is_range else None
     if first is not None:
         # The loop spent more on the first use of new work (one-time, out of the steady
         # state) than on all its steady iterations: that is what to say first (see
@@ -269,7 +260,7 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
                     f"({_pct(ns, wall):.1f}%)")
             kind = "spread"
         return Verdict(kind, dev.device, label, head, busy_pct=busy_pct, wall_ns=wall,
-                       iteration=_representative(dev, None) if scope is None else None,
+                       iteration=_representative(dev, None) if not scope.is_range else None,
                        breakdown=breakdown, also=inside + context)
     also = []
     if iterated and top is not None and not recurring(top):
@@ -494,14 +485,16 @@ def _title(f: Finding, cause: Cause) -> str:
 
 
 def decide(trace: Trace, accounting: Accounting, findings: list[Finding],
-           rules: Iterable[Rule], scope: Mapping[int, tl.Intervals] | None = None,
-           scope_name: str | None = None) -> tuple[Verdict | None, dict[int, Verdict]]:
+           rules: Iterable[Rule], scope: Scope | None = None
+           ) -> tuple[Verdict | None, dict[int, Verdict]]:
     """The verdict of each device, and the one to say first: the worst bottleneck (the
     largest share), else the first device's. *rules*: those that made *findings* (what
     their causes are called, the calls that show them)."""
     causes = {(r.id, c.id): c for r in rules for c in r.causes.values()}
     pitfalls = {f.id: f.evidence["pitfall"] for f in findings if f.evidence.get("pitfall")}
-    per_device = {d: decide_device(trace, dev, findings, causes, scope, scope_name)
+    if scope is None:                                  # each device's steady state
+        scope = Scope.of(accounting.devices)
+    per_device = {d: decide_device(trace, dev, findings, causes, scope)
                   for d, dev in accounting.devices.items()}
     per_device = {d: replace(v, pitfall=pitfalls.get(v.finding or "")) if v.finding in
                   pitfalls else v for d, v in per_device.items()}

@@ -38,7 +38,6 @@ Schema (``gpugap.toml`` drops the ``tool.gpugap`` prefix)::
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -56,8 +55,9 @@ from gpugap.ci.gates import (
 )
 from gpugap.errors import UsageError, option
 from gpugap.files import CONFIG_MAX_BYTES, read_text
-from gpugap.rules import registry
+from gpugap.rules import thresholds as rule_thresholds
 from gpugap.rules.model import Severity
+from gpugap.rules.thresholds import number as _number
 
 CONFIG_NAME = "gpugap.toml"
 PYPROJECT = "pyproject.toml"
@@ -230,39 +230,6 @@ def _known(table: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
         raise UsageError(f"unknown key '{unknown[0]}' in {where}; known: {', '.join(keys)}")
 
 
-def _number(value: Any, where: str, *, minimum: float | None = None,
-            maximum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{where} must be a number, not {value!r}")
-    if not math.isfinite(value):
-        raise UsageError(f"{where} must be a finite number, not {value!r}")
-    if minimum is not None and value < minimum:
-        raise UsageError(f"{where} must be >= {minimum:g}, not {value!r}")
-    if maximum is not None and value > maximum:
-        raise UsageError(f"{where} must be <= {maximum:g}, not {value!r}")
-    return float(value)
-
-
-# Rule thresholds are all non-negative; shares have an upper bound too.
-UNIT_MAXIMUM = {"fraction": 1.0, "%": 100.0}
-
-
-def rule_threshold(rule_id: str, name: str, value: Any, where: str) -> float:
-    """*value* checked as the threshold *name* of rule *rule_id*: a known rule and
-    threshold (else UsageError naming the valid ones), a finite number, >= 0, and at
-    most 1 for a fraction, 100 for a percentage. *where* names the source in errors."""
-    rules = registry()
-    rule = rules.get(rule_id)
-    if rule is None:
-        raise UsageError(f"unknown rule '{rule_id}' in {where}; rules: {', '.join(rules)}")
-    if name not in rule.thresholds:
-        raise UsageError(f"rule {rule_id} has no threshold {name} ({where}); it has: "
-                         f"{', '.join(rule.thresholds)}")
-    unit = rule.thresholds[name].unit
-    return _number(value, f"{where} {rule_id}.{name} ({unit})", minimum=0,
-                   maximum=UNIT_MAXIMUM.get(unit))
-
-
 def _gates(table: Any, where: _Where, keys: tuple[str, ...], range_name: str | None
            ) -> list[Gate]:
     table = _table(table, where(*keys))
@@ -277,19 +244,9 @@ def _gates(table: Any, where: _Where, keys: tuple[str, ...], range_name: str | N
 
 
 def _thresholds(table: Any, where: _Where) -> dict[str, dict[str, float]]:
-
-    rules = registry()
-    out: dict[str, dict[str, float]] = {}
-    for rule_id, values in _table(table, where("thresholds")).items():
-        rule = rules.get(rule_id)
-        if rule is None:
-            raise UsageError(f"unknown rule '{rule_id}' in {where('thresholds')}; rules: "
-                             f"{', '.join(rules)}")
-        values = _table(values, where("thresholds", rule_id))
-        _known(values, tuple(rule.thresholds), where("thresholds", rule_id))
-        out[rule_id] = {k: rule_threshold(rule_id, k, v, where("thresholds"))
-                        for k, v in values.items()}
-    return out
+    """The [thresholds] table, a table per rule, checked where the rules are
+    (gpugap.rules.thresholds)."""
+    return rule_thresholds.from_tables(_table(table, where("thresholds")), where)
 
 
 def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Config:
@@ -352,5 +309,4 @@ def parse_config(table: Mapping[str, Any], path: Path, prefix: str = "") -> Conf
     return Config(**settings)
 
 
-__all__ = ["CONFIG_NAME", "Config", "Policy", "find_config", "load_config", "parse_config",
-           "rule_threshold"]
+__all__ = ["CONFIG_NAME", "Config", "Policy", "find_config", "load_config", "parse_config"]

@@ -179,7 +179,7 @@ def steady_measures(analysis, trace) -> tuple[dict[str, float | int | None], flo
         m = metrics.compute(trace, windows, devices=[device])
         comm += m.comm_time_ns
         hidden += m.comm_time_ns - m.exposed_comm_ns
-        if analysis.scope is None and len(its):
+        if not analysis.scope.is_range and len(its):
             lo, hi = dev.phases.iteration_windows(its)
             medians.append(float(np.median(hi - lo)))
             counts.append(len(its))

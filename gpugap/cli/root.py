@@ -172,25 +172,12 @@ def status(message: str) -> Iterator[None]:
 def parse_thresholds(items: list[str] | None, min_gap_us: float | None = None
                      ) -> dict[str, dict[str, float]]:
     """--set RULE.NAME=VALUE (and --min-gap-us), each checked up front: a known rule
-    and threshold, a finite number in its range (gpugap.ci.config.rule_threshold)."""
+    and threshold, a finite number in its range (gpugap.rules.thresholds.check)."""
     if not items and min_gap_us is None:
         return {}
-    from gpugap.ci.config import rule_threshold
+    from gpugap.rules.thresholds import from_assignments
 
-    out: dict[str, dict[str, float]] = {}
-    for item in items or []:
-        key, eq, value = item.partition("=")
-        rule, dot, name = key.strip().partition(".")
-        rule, name = rule.strip(), name.strip()
-        if not (eq and dot and rule and name and value.strip()):
-            raise UsageError(f"bad --set '{item}'; write RULE.NAME=VALUE, "
-                             "e.g. launch-gap.min_gap_us=50")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UsageError(f"bad --set '{item}': '{value.strip()}' is not a "
-                             "number") from None
-        out.setdefault(rule, {})[name] = rule_threshold(rule, name, number, "--set")
+    out = from_assignments(items or [])
     if min_gap_us is not None:
         if not min_gap_us > 0 or min_gap_us == float("inf"):
             raise UsageError(f"--min-gap-us must be a positive number, not {min_gap_us:g}")

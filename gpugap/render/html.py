@@ -289,7 +289,7 @@ def _findings_html(tl: Timeline, panel: int) -> str:
     if lists[False]:
         out += f'<ol class="findings">{"".join(lists[False])}</ol>'
     if lists[True]:
-        heading = ("Warm-up in the range and other one-time costs" if tl.analysis.scope
+        heading = ("Warm-up in the range and other one-time costs" if tl.analysis.scope.is_range
                    else "Start-up and other one-time costs")
         out += (f'<h4>{heading}</h4>'
                 f'<ol class="findings one-time">{"".join(lists[True])}</ol>')
@@ -307,7 +307,7 @@ def _metrics_line(a: Analysis) -> str:
              f"copy/compute overlap {_pct(m.copy_compute_overlap_pct)}",
              f"concurrency {_num(m.concurrency)}",
              f"{m.kernels:,} kernels · {m.copies:,} copies · {m.memsets:,} memsets"]
-    scope = f"range {a.scope}" if a.scope else "whole report"
+    scope = f"range {a.scope.range_name}" if a.scope.is_range else "whole report"
     return (f'<div class="panel-metrics" title="summary metrics of the {_esc(scope)}">'
             f'<span class="muted">{_esc(scope)}:</span>'
             + "".join(f"<span>{_esc(p)}</span>" for p in parts) + "</div>")

@@ -187,7 +187,7 @@ def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
     floor = view.min_severity if view is not None else None
     floor = None if floor is None or Severity(floor) <= Severity.INFO else floor
     lines = [f"### gpugap analyze: {code(shown_path(analysis.report))} · "
-             f"{scope_name(analysis.scope)}", ""]
+             f"{scope_name(analysis.scope.range_name)}", ""]
     v = analysis.verdict
     if v is not None:
         lines += [f"**{text(v.kind.upper())}** ({text(v.scope)}): {text(v.headline)}", ""]
@@ -205,10 +205,10 @@ def analysis_markdown(analysis: Analysis, view: View | None = None) -> str:
             lines += [f"**between:** {text(said)}" if said else text(inst.between.text()),
                       ""]
     listed = analysis_listing(analysis, floor)
-    for title, entries in (("Findings " + ("in the range" if analysis.scope else
+    for title, entries in (("Findings " + ("in the range" if analysis.scope.is_range else
                                            "of the steady state"), listed.main),
                            (("Warm-up in the range and other one-time costs"
-                             if analysis.scope else "Start-up and other one-time costs"),
+                             if analysis.scope.is_range else "Start-up and other one-time costs"),
                             listed.one_time)):
         if not entries:
             continue

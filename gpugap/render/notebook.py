@@ -44,7 +44,8 @@ def _e(value: object) -> str:
 
 def _verdict(analysis: Analysis) -> str:
     parts = [f"<h3>gpugap: {_e(shown_path(analysis.report))}"
-             + (f" (range {_e(analysis.scope)})" if analysis.scope else "") + "</h3>"]
+             + (f" (range {_e(analysis.scope.range_name)})" if analysis.scope.is_range
+                else "") + "</h3>"]
     if analysis.program is not None:
         parts.append(f"<p><b>Program:</b> {_e(analysis.program.line())}</p>")
     v = analysis.verdict
@@ -94,7 +95,7 @@ def _findings(analysis: Analysis) -> str:
 def _timeline(analysis: Analysis, trace: Trace) -> str:
     if analysis.status != "ok":
         return ""
-    panels = build_panels(analysis, trace, range_name=analysis.scope)
+    panels = build_panels(analysis, trace, range_name=analysis.scope.range_name)
     page = render_html(panels, title=f"gpugap: {shown_path(analysis.report)}")
     return (f'<iframe class="gpugap-timeline" srcdoc="{_e(page)}" '
             f'style="width:100%;height:{TIMELINE_HEIGHT_PX}px;border:1px solid #ddd" '

@@ -222,7 +222,7 @@ def analysis_listing(analysis: Analysis, min_severity: Severity | str | None = N
     verdicts += [d["verdict"] for d in analysis.devices if d.get("verdict")]
     for v in verdicts:
         keep += [v.get("finding") or "", *(a.get("finding") or "" for a in v.get("also", []))]
-    return listing(analysis.findings, analysis.scope, min_severity, keep)
+    return listing(analysis.findings, analysis.scope.range_name, min_severity, keep)
 
 
 def finding_labels(findings: Sequence[Finding], scope: str | None

@@ -435,7 +435,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
             f"{gpu.get('name') or 'unknown'}"
             + (f" ({gpu['sm_count']} SMs, cc {gpu['compute_capability']})"
                if gpu.get("sm_count") else ""))),
-        Text.assemble(("range ", "dim"), safe_rich(analysis.scope or "whole report"))],
+        Text.assemble(("range ", "dim"), safe_rich(analysis.scope.range_name or "whole report"))],
         console.width))
     console.print(header)
     if analysis.program is not None:
@@ -450,13 +450,13 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
         console.print(panel)
     if len(analysis.devices) > 1:
         console.print(devices_table(analysis))
-    if analysis.scope is None:
+    if not analysis.scope.is_range:
         text = phases_text(analysis, console.width)
         if text is not None:
             console.print(Text("Steady state", style="bold"))
             console.print(text, end="")
     elif analysis.verdict is not None:
-        console.print(Text(f"Range {safe_text(analysis.scope)}", style="bold"))
+        console.print(Text(f"Range {safe_text(analysis.scope.range_name)}", style="bold"))
         console.print(range_text(analysis, console.width), end="")
     host = host_text(analysis, console.width)
     if host is not None:
@@ -466,7 +466,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     listed = analysis_listing(analysis, floor if floor > Severity.INFO else None)
     main_findings = sections(listed.main)
     if main_findings:
-        what = "in the range" if analysis.scope else "of the steady state"
+        what = "in the range" if analysis.scope.is_range else "of the steady state"
         console.print(Text(f"\nFindings {what} ({len(main_findings)}), largest cost first",
                            style="bold"))
         shown, hidden = limited(listed.main, max_findings)
@@ -477,7 +477,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                                         form))
         _hidden_line(console, hidden, len(groups), max_findings)
     elif analysis.metrics is not None:
-        console.print(Text("\nNo findings " + ("in the range" if analysis.scope else
+        console.print(Text("\nNo findings " + ("in the range" if analysis.scope.is_range else
                                                "in the steady state")
                            + (f" at or above {floor}" if floor > Severity.INFO else "")
                            + ".",
@@ -485,7 +485,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
     if listed.one_time:
         roots = [e.finding for e in listed.one_time]   # each ns once (settle)
         parts = one_time_total(roots)
-        parts[0] = (("Warm-up in the range and other one-time costs" if analysis.scope
+        parts[0] = (("Warm-up in the range and other one-time costs" if analysis.scope.is_range
                      else "Start-up and other one-time costs") + f" ({parts[0]}")
         parts[-1] += ")"
         console.print()
@@ -501,7 +501,7 @@ def render(analysis: Analysis, console: Console, max_findings: int = 20,
                            style="dim"))
     if analysis.metrics is not None:
         console.print(metrics_table(analysis.metrics,
-                                    "\nTimeline " + ("(range)" if analysis.scope
+                                    "\nTimeline " + ("(range)" if analysis.scope.is_range
                                                      else "(whole report)")))
     if analysis.ranges:
         console.print(ranges_table(analysis, console.width))

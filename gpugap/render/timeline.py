@@ -618,14 +618,14 @@ def _steady_view(analysis: Analysis, span: tuple[int, int], first_event: int
     phases = max((d.phases for d in acc.devices.values()),
                  key=lambda p: (len(p.steady_iterations), -p.device))
     steady = phases.steady_iterations
-    startup_end = phases.spans["steady"][0]
+    startup_end, steady_end = analysis.scope.steady_span(phases.device)
     if len(steady) > VIEW_ITERATIONS:
         first = int(steady[(len(steady) - VIEW_ITERATIONS) // 2])
         lo, hi = phases.iteration_windows(range(first, first + VIEW_ITERATIONS))
         view = (int(lo[0]), int(hi[-1]))
         skipped = first - int(steady[0])
     else:                   # the whole steady state (what the verdict judged)
-        lo, hi = phases.spans["steady"]
+        lo, hi = startup_end, steady_end
         view = (int(lo), int(hi)) if hi > lo else (max(span[0], int(startup_end)), span[1])
         skipped = 0
     if view[1] <= view[0] or view[0] - span[0] < FOLD_MIN_SHARE * (view[1] - view[0]):
@@ -681,7 +681,7 @@ def build_timeline(trace: Trace, analysis: Analysis, *, label: str | None = None
     """
     import pandas as pd
 
-    range_name = range_name if range_name is not None else analysis.scope
+    range_name = range_name if range_name is not None else analysis.scope.range_name
     gpu_lanes, gpu_index = _gpu_lanes(trace)
     host_lanes, nvtx_lane, api_lane = _host_lanes(trace, len(gpu_lanes))
     lanes = gpu_lanes + host_lanes

@@ -6,14 +6,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from gpugap import intervals as tl
 from gpugap.errors import UsageError
 from gpugap.memory import give_back
 from gpugap.report.trace import Trace
 from gpugap.rules import catalogue
 from gpugap.rules.base import Context, Finding, Rule, Threshold
 from gpugap.rules.model import Cause, Severity
-from gpugap.rules.settle import settle
 
 RULE_MODULES = (
     "blocking_memcpy",
@@ -44,16 +42,6 @@ def select(ids: list[str] | None = None) -> list[Rule]:
     return [reg[i] for i in ids]
 
 
-def run(trace: Trace, context: Context, rules: list[Rule] | None = None,
-        thresholds: Mapping[str, Mapping[str, float]] | None = None,
-        scope: Mapping[int, tl.Intervals] | None = None) -> list[Finding]:
-    """Every selected rule on *trace*, costs settled from the accounting (see
-    gpugap.rules.settle): steady-state findings first, largest cost first."""
-    rules = rules or select()
-    return finish(trace, rules, settle(detect(trace, context, rules, thresholds), rules,
-                                       context, scope), context)
-
-
 def finish(trace: Trace, rules: list[Rule], findings: list[Finding],
            context: Context | None = None) -> list[Finding]:
     """Each rule completes the settled findings it made (see Rule.finish); then each is
@@ -67,34 +55,21 @@ def finish(trace: Trace, rules: list[Rule], findings: list[Finding],
     return findings
 
 
-def detect(trace: Trace, context: Context, rules: list[Rule] | None = None,
-           thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
-    """The raw findings of every selected rule (their costs not settled yet)."""
-    return [f for found in detections(trace, context, rules, thresholds) for f in found()]
-
-
-def detections(trace: Trace, context: Context, rules: list[Rule] | None = None,
-               thresholds: Mapping[str, Mapping[str, float]] | None = None
+def detections(trace: Trace, context: Context, rules: list[Rule],
+               config: Mapping[str, Mapping[str, float]]
                ) -> list[Callable[[], list[Finding]]]:
-    """Each selected rule's detection, to be run (in any order, in any process: rules
-    only read the trace and the context); every threshold is checked first."""
-    pieces: list[Callable[[], list[Finding]]] = []
-    for rule in rules or select():
-        overrides = dict((thresholds or {}).get(rule.id, {}))
-        unknown = set(overrides) - set(rule.thresholds)
-        if unknown:
-            raise UsageError(f"rule {rule.id} has no threshold {', '.join(sorted(unknown))}; "
-                             f"it has: {', '.join(rule.thresholds)}")
-        pieces.append(partial(_detection, rule, trace, context, overrides))
-    return pieces
+    """Each of *rules*' detection, to be run (in any order, in any process: rules only
+    read the trace and the context), with its thresholds in effect, *config* (checked
+    and merged with the defaults once: gpugap.rules.thresholds.effective)."""
+    return [partial(_detection, rule, trace, context, config[rule.id]) for rule in rules]
 
 
-def _detection(rule: Rule, trace: Trace, context: Context, overrides: dict[str, float]
+def _detection(rule: Rule, trace: Trace, context: Context, config: Mapping[str, float]
                ) -> list[Finding]:
-    found = rule.run(trace, context, overrides)
+    found = rule.detect(trace, config, context)
     give_back()                              # the rule's batches' memory, to the system
     return found
 
 
 __all__ = ["Cause", "Context", "Finding", "Rule", "Severity", "Threshold", "RULE_MODULES",
-           "detect", "detections", "finish", "registry", "run", "select"]
+           "detections", "finish", "registry", "select"]

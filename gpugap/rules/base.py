@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from gpugap import intervals as tl
 from gpugap.accounting import Accounting
 from gpugap.accounting.phases import PHASES
+from gpugap.accounting.scope import Scope
 from gpugap.jsonout import Record
 from gpugap.report.trace import Trace
 from gpugap.rules.model import Cause, Mark, Severity
@@ -68,20 +69,16 @@ class Claim:
 @dataclass
 class Context:
     """What rules get besides the trace: the accounting (phases and buckets per device)
-    and the scope of the analysis (per device, the windows of a --range; None: all),
-    which keeps the accounting's phases inside it (FINDING_PHASES)."""
+    and the scope of the analysis (gpugap.accounting.scope: a --range's windows, else
+    each device's steady state; by default the steady state), which keeps the
+    accounting's phases inside a --range (FINDING_PHASES)."""
 
     accounting: Accounting
-    scope: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
-    # A --range of one instance is the window the user measures: judged whole, the
-    # warm-up inside it included (warming up inside the measured region is the bug the
-    # cublas-warmup scenario shows). The phases stay inside a range of several instances
-    # (a loop's 'step N': its first steps are warm-up).
-    whole_range: bool = False
-    # Per device under a --range: the part of its windows in the steady state (what the
-    # verdict judges), computed on first use.
-    _range_steady: dict[int, tuple[tl.Intervals, bool]] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
+    scope: Scope = None  # type: ignore[assignment]   # None: the steady state's
+
+    def __post_init__(self) -> None:
+        if self.scope is None:
+            self.scope = Scope.of(self.accounting.devices)
 
     @property
     def framework(self) -> str | None:
@@ -93,13 +90,13 @@ class Context:
     def in_scope(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
         """Per (device, time): inside the scope? (all True without one)"""
         times = np.asarray(times, dtype=np.int64)
-        if self.scope is None:
+        if not self.scope.is_range:
             return np.ones(times.shape, dtype=bool)
         devices = np.broadcast_to(np.asarray(devices), times.shape)
         out = np.zeros(times.shape, dtype=bool)
         for d in np.unique(devices).tolist():
             on = devices == d
-            out[on] = tl.within(times[on], self.scope.get(int(d), tl.EMPTY))
+            out[on] = tl.within(times[on], self.scope.range_on(int(d)))
         return out
 
     @property
@@ -107,31 +104,7 @@ class Context:
         """The phase of a finding that spans the scope when it is a --range ('range', its
         steady part), else None: findings then belong to the phase their time falls
         in."""
-        return None if self.scope is None else RANGE_PHASE
-
-    def range_steady(self, device: int) -> tl.Intervals:
-        """Under a --range, the part of its windows on *device* in the steady state (the
-        accounting's, first uses left out); all of them where none is (a range of
-        start-up work only is judged whole) or the range is one instance (whole_range).
-        EMPTY without a --range."""
-        if self.scope is None:
-            return tl.EMPTY
-        device = int(device)
-        if device not in self._range_steady:
-            windows = self.scope.get(device, tl.EMPTY)
-            dev = self.accounting.devices.get(device)
-            steady = windows if dev is None or self.whole_range else \
-                tl.intersect(windows, dev.phases.steady_windows())
-            whole = self.whole_range or tl.total(steady) <= 0
-            self._range_steady[device] = (windows if whole else steady, whole)
-        return self._range_steady[device][0]
-
-    def _range_is_whole(self, device: int) -> bool:
-        """Is the --range on *device* judged whole (no time of it in the steady state)?"""
-        if self.scope is None:
-            return False
-        self.range_steady(device)
-        return self._range_steady[int(device)][1]
+        return RANGE_PHASE if self.scope.is_range else None
 
     def phase_of(self, device: int, times: ArrayLike) -> np.ndarray:
         """FINDING_PHASES name of each time on *device* ('steady' where it has no phases;
@@ -144,12 +117,12 @@ class Context:
         """phase_of as int8 indices into FINDING_PHASES (no strings: millions of items)."""
         t = np.asarray(times, dtype=np.int64)
         dev = self.accounting.devices.get(int(device))
-        if self.scope is not None and (dev is None or self._range_is_whole(int(device))):
+        if self.scope.is_whole(int(device)):
             return np.full(t.shape, _RANGE, dtype=np.int8)
         if dev is None:
             return np.full(t.shape, _STEADY, dtype=np.int8)
         # -1 (outside the window) reads the trailing 'steady' ('range')
-        of = _FINDING_PHASE_OF if self.scope is None else _RANGE_PHASE_OF
+        of = _RANGE_PHASE_OF if self.scope.is_range else _FINDING_PHASE_OF
         return of[dev.phases.phase_codes(t)]
 
     def phases_of(self, devices: ArrayLike, times: ArrayLike) -> np.ndarray:
@@ -164,7 +137,7 @@ class Context:
         if devices.size and bool((devices == devices.flat[0]).all()):
             return self.phase_code(int(devices.flat[0]), times)
         ids = np.unique(devices)
-        out = np.full(times.shape, _STEADY if self.scope is None else _RANGE,
+        out = np.full(times.shape, _RANGE if self.scope.is_range else _STEADY,
                       dtype=np.int8)
         for d in ids.tolist():
             on = devices == d
@@ -178,8 +151,8 @@ class Context:
         settling computes it: the steady state, or for one-time costs the device's whole
         window). Under a --range: ('range', its steady part, its length twice), then its
         one-time parts, each with the range's whole time on *device* as the wall."""
-        if self.scope is not None:
-            whole = tl.total(self.scope.get(int(device), tl.EMPTY))
+        if self.scope.is_range:
+            whole = tl.total(self.scope.range_on(device))
             for phase in (RANGE_PHASE, *ONE_TIME_PHASES):
                 span = self.phase_span(device, phase)
                 wall = tl.total(span)
@@ -198,7 +171,7 @@ class Context:
         """The windows of a FINDING_PHASES phase on *device*, as a union; under a
         --range, inside its windows ('range': their steady part)."""
         if phase == RANGE_PHASE:
-            return self.range_steady(device)
+            return self.scope.on(int(device)) if self.scope.is_range else tl.EMPTY
         dev = self.accounting.devices[int(device)]
         ph = dev.phases
         if phase == "steady":                   # but its first-use iterations
@@ -210,11 +183,11 @@ class Context:
                 extra = ph.first_use_windows()
                 span = (np.r_[span[0], extra[0]], np.r_[span[1], extra[1]])
             span = tl.union(*span)
-        if self.scope is None:
+        if not self.scope.is_range:
             return span
-        if self._range_is_whole(int(device)):
+        if self.scope.is_whole(int(device)):
             return tl.EMPTY
-        return tl.intersect(span, self.scope.get(int(device), tl.EMPTY))
+        return tl.intersect(span, self.scope.range_on(int(device)))
 
 
 @dataclass(frozen=True)
@@ -222,6 +195,9 @@ class Threshold:
     default: float
     unit: str
     help: str
+    # The accounting setting (gpugap.accounting.policy.Settings) this threshold sets, by
+    # name: the accounting receives its value (gpugap.rules.thresholds).
+    setting: str | None = None
 
 
 @dataclass

@@ -644,8 +644,9 @@ def refine(trace: Trace, context: Context, findings: list[Finding]) -> None:
             else:
                 s = signals.get(f.device)
                 if s is None:
-                    s = signals[f.device] = Signals(trace, context.accounting.devices[f.device],
-                                                    context.accounting.program)
+                    s = signals[f.device] = Signals(
+                        trace, context.accounting.devices[f.device],
+                        context.accounting.program, context.scope.steady_span(f.device))
                 facts = p.match(s, f)
             if facts is None:
                 continue

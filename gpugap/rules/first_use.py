@@ -83,7 +83,7 @@ CAUSES = (
 
 def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[Finding]:
     findings: list[Finding] = []
-    if context.scope is not None and context.whole_range:
+    if context.scope.whole_range:
         # A range of one instance is one scope: a recompile inside it is its
         # compilation (launch-gap), as the range's breakdown counts it.
         return findings

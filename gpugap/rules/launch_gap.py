@@ -49,7 +49,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpugap import intervals as tl
-from gpugap.accounting.buckets import BY_ID, IDS
+from gpugap.accounting.buckets import BUCKETS, BY_ID, IDS, UNKNOWN, Bucket
 from gpugap.accounting.labels import ranges_of
 from gpugap.accounting.policy import MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
@@ -60,108 +60,22 @@ from gpugap.rules.evidence import dependency_calls, host_calls
 from gpugap.rules.model import Band, Cause, EventRef, Link, Mark, Outline, Severity
 from gpugap.units import fmt_ns
 
-# Accounting bucket -> cause (cause ids kept from earlier versions: users' gates name them).
-BUCKET_CAUSE = {
-    "launch-bound": "launch-bound", "synchronization": "sync-wait",
-    "allocation": "allocation", "blocking-copy": "host-blocked",
-    "module-load": "module-load", "compilation": "compilation", "input": "input",
-    "host-work": "host-launch-latency", "queued-wait": "queued-wait", "unknown": "unknown",
-    "results": "results-work", "thread-wait": "thread-wait",
-    "cross-device-wait": "cross-device-wait",
-}
+# The idle buckets of the accounting, each the one description of its cause
+# (gpugap.accounting.buckets.IdleCause): cause ids kept from earlier versions (users'
+# gates name them).
+IDLE_BUCKETS = tuple(b for b in BUCKETS if b.idle is not None)
+# Accounting bucket -> cause.
+BUCKET_CAUSE = {b.id: b.idle.id for b in IDLE_BUCKETS}
 
-FIX_HOST_WORK = (
-    "The host spends long stretches outside CUDA between launches: move that CPU work "
-    "(Python logic, preprocessing, I/O) off the launching thread or out of the loop, or "
-    "queue more GPU work before it so the GPU has something to do meanwhile.")
-# The fixes in the words of each framework (gpugap.program.Program.framework); PyTorch's
-# are the causes' own texts where none is given.
-FIXES_LAUNCH_BOUND = {
-    "JAX": "Jit-compile the step: wrap the loop body in jax.jit (XLA fuses the element-wise "
-           "work and runs the step as one executable), move Python loops into "
-           "jax.lax.scan / jax.lax.fori_loop, batch small operations (jax.vmap) or raise "
-           "the batch size.",
-    "CuPy": "Launch fewer, larger kernels: fuse element-wise work (cupy.fuse, an "
-            "ElementwiseKernel or a RawKernel doing several steps per launch), capture the "
-            "loop in a CUDA graph (stream.begin_capture() / end_capture(), then "
-            "graph.launch()), or batch small arrays into one.",
-    "CUDA C++": "Launch fewer, larger kernels: capture the loop's kernels in a CUDA graph "
-                "(cudaStreamBeginCapture / cudaStreamEndCapture, then one cudaGraphLaunch "
-                "per iteration), fuse kernels that run back to back, or give each launch "
-                "more work (a grid-stride loop over a bigger batch).",
-}
-FIXES_SYNC = {
-    "JAX": "Keep results on the device and read them rarely: float(), np.asarray(), "
-           ".item() and block_until_ready() inside the loop stop JAX's asynchronous "
-           "dispatch; accumulate metrics as jax.Arrays and jax.device_get them every N "
-           "steps.",
-    "CuPy": "Read results back rarely: .get(), cupy.asnumpy() and implicit conversions to "
-            "NumPy synchronise the device; keep values in CuPy arrays and fetch them every "
-            "N iterations, or copy asynchronously into pinned memory "
-            "(ndarray.get(stream=..., out=pinned)) and wait on an event later.",
-    "CUDA C++": "Synchronise less often: replace the per-iteration "
-                "cudaEventSynchronize / cudaStreamSynchronize / cudaDeviceSynchronize with "
-                "cudaStreamWaitEvent between streams, check results every N iterations, or "
-                "double-buffer (launch iteration i+1 before reading iteration i's result, "
-                "copied with cudaMemcpyAsync into pinned memory).",
-}
-FIXES_ALLOCATION = {
-    "JAX": "Let XLA's allocator keep its pool (do not run with "
-           "XLA_PYTHON_CLIENT_ALLOCATOR=platform) and reuse buffers (donate_argnums) "
-           "instead of allocating new arrays every step.",
-    "CuPy": "Keep CuPy's memory pool on (do not cupy.cuda.set_allocator(None)) and reuse "
-            "arrays: out= arguments and buffers allocated once outside the loop.",
-    "CUDA C++": "Allocate once and reuse: hoist cudaMalloc / cudaFree out of the loop "
-                "(cudaFree synchronises the device), or use the stream-ordered allocator "
-                "(cudaMallocAsync / cudaFreeAsync, with a pool whose release threshold "
-                "keeps memory cached: cudaMemPoolAttrReleaseThreshold).",
-}
-FIXES_BLOCKED = {
-    "JAX": "Upload from pinned memory ahead of use: jax.device_put the next batch while the "
-           "current step runs (a prefetching input pipeline).",
-    "CuPy": "Copy from pinned host memory asynchronously: cupyx.empty_pinned buffers and "
-            "ndarray.set(..., stream=...) on a non-default stream.",
-    "CUDA C++": "Copy from pinned host memory (cudaMallocHost / cudaHostAlloc, or "
-                "cudaHostRegister an existing buffer) with cudaMemcpyAsync on a non-default "
-                "stream, so the call returns at once and the copy overlaps kernels.",
-}
-FIXES_MODULE_LOAD = {
-    "JAX": "Warm up before the region that matters: call each jitted function once with "
-           "the real shapes (or compile ahead of time: jax.jit(f).lower(...).compile()).",
-    "CUDA C++": "Warm up before the region that matters (one call of each kernel and "
-                "library routine), or load modules eagerly with CUDA_MODULE_LOADING=EAGER.",
-}
-FIXES_COMPILATION = {
-    "JAX": "Compile once: keep input shapes and dtypes stable (pad or bucket them), compile "
-           "ahead of time (jax.jit(f).lower(...).compile()) and keep XLA's persistent "
-           "compilation cache (jax.config.update('jax_compilation_cache_dir', ...)).",
-    "CuPy": "Compile kernels once: create each RawKernel/RawModule once (CuPy caches "
-            "compiled code by source and options) and keep CUPY_CACHE_DIR on persistent "
-            "storage.",
-    "CUDA Python": "Compile once: build each program (cuda.core Program.compile, NVRTC) "
-                   "outside the loop and reuse its kernels, keep the compiled cubins "
-                   "between runs, or ship cubins built for the GPUs you run on (no PTX "
-                   "left for the driver to JIT).",
-    "CUDA C++": "Compile ahead of time for the GPUs you run on (nvcc -arch=sm_XX: no PTX "
-                "left for the driver to JIT), and cache NVRTC's output between runs.",
-}
-FIXES_INPUT = {
-    "JAX": "Load data off the critical path: a background input pipeline (grain, tf.data or "
-           "a thread) that prefetches batches, and jax.device_put the next batch while the "
-           "current step runs.",
-    "CuPy": "Prepare the next batch on another thread while the GPU works on this one, in "
-            "pinned buffers (cupyx.empty_pinned), uploaded on a copy stream.",
-    "CUDA C++": "Prepare the next batch on another thread while the GPU works on this one, "
-                "in pinned buffers, uploaded with cudaMemcpyAsync on a copy stream (double "
-                "buffering).",
-}
-FIXES_HOST_WORK = {
-    "JAX": "Move the host work out of the step: jit more of it, or do it on another thread; "
-           "JAX dispatches asynchronously, so the GPU runs ahead only while Python does not "
-           "wait or work between steps.",
-    "CUDA C++": "Move the CPU work off the launching thread (a worker thread), or launch the "
-                "next GPU work before doing it, so the GPU has work queued meanwhile.",
-}
+
+def _cause(bucket: Bucket) -> Cause:
+    """The cause an idle bucket describes, as a rule's Cause."""
+    idle = bucket.idle
+    return Cause(idle.id, bucket.meaning, bucket.fix, color=idle.color, title=idle.title,
+                 occasional_title=idle.occasional_title, priority=idle.priority,
+                 call_category=bucket.call_category, fixes=bucket.fixes,
+                 waits_for_device=idle.waits_for_device)
+
 
 FIX_CHURN = (
     "Create library contexts once and reuse them: make the handle (cublasCreate, "
@@ -180,79 +94,14 @@ CHURN_MIN_GAPS = 6
 
 # Module loading and compilation settle first (priority 0): they explain what other
 # findings see of the same time (the warm-up latency of a lazily loaded module).
-CAUSES = (
-    Cause("launch-bound", "kernels finish before the host launches the next",
-          "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
-          "torch.compile(mode='reduce-overhead')), fuse element-wise work (torch.compile), "
-          "batch small operations together, or raise the batch size.",
-          title="Launch-bound", call_category="launch",
-          fixes=FIXES_LAUNCH_BOUND),
-    Cause("sync-wait", "the host waited for the GPU and the queue drained",
-          "Keep values on the GPU and read them rarely: accumulate losses and metrics as "
-          "tensors and call .item() every N steps; use torch.where or masks instead of "
-          "boolean indexing and nonzero(); order dependent work with events "
-          "(cudaStreamWaitEvent, torch.cuda.Event) instead of synchronising the host.",
-          color="#d62728", title="Host synchronization", call_category="synchronization",
-          fixes=FIXES_SYNC),
-    Cause("allocation", "cudaMalloc/cudaFree or host allocation",
-          "Allocate once and reuse: keep PyTorch's caching allocator on (unset "
-          "PYTORCH_NO_CUDA_MEMORY_CACHING), preallocate buffers outside the loop, or use the "
-          "stream-ordered allocator (cudaMallocAsync/cudaFreeAsync) instead of "
-          "cudaMalloc/cudaFree, which waits for the whole device.",
-          title="Memory allocation", call_category="allocation",
-          fixes=FIXES_ALLOCATION),
-    Cause("host-blocked", "blocked in a copy call",
-          "Take the blocking call out of the hot path: pinned memory and asynchronous copies "
-          "(pin_memory(), non_blocking=True, cudaMemcpyAsync from cudaMallocHost buffers).",
-          color="#c2185b", title="Blocking copies", call_category="blocking-copy",
-          fixes=FIXES_BLOCKED),
-    Cause("module-load", "library/module loading (lazy loading, library init)",
-          "Warm up before the region that matters: run each operation once (first "
-          "cuBLAS/cuDNN call, first launch of each kernel) outside it, or load modules "
-          "eagerly with CUDA_MODULE_LOADING=EAGER (longer start-up, no stalls later).",
-          color="#b5651d", title="Module loading", call_category="module-load", priority=0,
-          fixes=FIXES_MODULE_LOAD),
-    Cause("compilation", "JIT compilation (torch.compile, Triton)",
-          "Compile before the region that matters (one warm-up call), keep the compile "
-          "caches between runs (TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on persistent "
-          "storage, torch.compiler cache artifacts), and avoid recompiles (stable shapes, "
-          "dynamic=True or torch._dynamo.mark_dynamic for sizes that change).",
-          title="Compilation",
-          occasional_title="Recompilation inside the steady state", priority=0,
-          fixes=FIXES_COMPILATION),
-    Cause("input", "data loading before the next batch's upload",
-          "Load data in background workers (DataLoader(num_workers=N, "
-          "persistent_workers=True, prefetch_factor=2+)), pin memory (pin_memory=True) and "
-          "copy with non_blocking=True, so the next batch is ready before the GPU needs it.",
-          title="Input-bound (data loading)",
-          fixes=FIXES_INPUT),
-    Cause("host-launch-latency", "host work between launches (Python, CPU, I/O)",
-          FIX_HOST_WORK, color="#e8890c", title="Host work between launches",
-          fixes=FIXES_HOST_WORK),
-    Cause("queued-wait", "queued in time, held in its stream by non-GPU work",
-          "Keep non-GPU work out of the stream: a host function (cudaLaunchHostFunc, "
-          "cudaStreamAddCallback) stalls every later operation of its stream until the host "
-          "returns: do that work on a host thread, signalled by an event query. For a wait "
-          "on another device or process, start the producer's work earlier (pipeline it).",
-          color="#6a3d9a", title="Queued work held by non-GPU dependencies"),
-    Cause("results-work", "host work on results just read back from the GPU",
-          BY_ID["results"].fix, color="#8c564b", title="Host work on results",
-          fixes=BY_ID["results"].fixes),
-    Cause("thread-wait", "waiting on another thread while no thread had GPU work",
-          BY_ID["thread-wait"].fix, color="#9e9e9e",
-          title="Waiting for work from another thread (the GPU had nothing to do)"),
-    Cause("cross-device-wait", "queued work waiting for another GPU",
-          BY_ID["cross-device-wait"].fix, color="#5e35b1",
-          title="Waiting for another GPU", fixes=BY_ID["cross-device-wait"].fixes,
-          waits_for_device="data"),
-    Cause("library-churn", "library contexts or modules created and destroyed in the loop",
-          FIX_CHURN, color="#795548", title="Library contexts created and destroyed in the "
-          "loop", call_category="module-load", priority=0,
-          fixes={"CuPy": FIX_CHURN_CUPY}),
-    Cause("unknown", "no API call matches the next operation",
-          "Profile with CUDA API tracing on (nsys -t cuda) so the launch of the next "
-          "operation can be seen.", color="#7f7f7f", title="Idle for unknown reasons"),
-)
+# library-churn is module loading that recurs, a cause of its own in the module-load
+# bucket (before 'unknown', as the causes were always listed).
+LIBRARY_CHURN = Cause(
+    "library-churn", "library contexts or modules created and destroyed in the loop",
+    FIX_CHURN, color="#795548", title="Library contexts created and destroyed in the "
+    "loop", call_category="module-load", priority=0, fixes={"CuPy": FIX_CHURN_CUPY})
+CAUSES = (*(_cause(b) for b in IDLE_BUCKETS if b.id != UNKNOWN), LIBRARY_CHURN,
+          _cause(BY_ID[UNKNOWN]))
 # launch-bound, where the work already is compiled or runs as a CUDA graph.
 FIX_LAUNCH_BOUND_COMPILED = (
     "The kernels are already compiled (torch.compile's Triton kernels) and still "
@@ -302,32 +151,8 @@ def _per_parameter_optimizer(trace: Trace, where: list[str]) -> bool:
     return update >= 2 and not multi
 
 
-WHY = {
-    "launch-bound": "the host launched work back to back, but each piece finished before "
-                    "the next arrived (gaps under {min_gap})",
-    "sync-wait": "the launching thread waited for the GPU (synchronize, or a synchronous "
-                 "device-to-host copy), so nothing was queued when the GPU caught up",
-    "allocation": "the launching thread was allocating or freeing memory (cudaFree waits "
-                  "for the whole device)",
-    "host-blocked": "the launching thread was blocked in a copy call",
-    "module-load": "the launching thread was loading modules (lazy loading, library "
-                   "initialisation on first use)",
-    "compilation": "the host was compiling (JIT) before the first launch of the compiled code",
-    "input": "the launching thread was outside CUDA before uploading the next batch: data "
-             "loading",
-    "host-launch-latency": "the launching thread was outside CUDA for long stretches "
-                           "(Python, CPU work, I/O): the next launch came late",
-    "queued-wait": "the next operation was already queued, yet waited in its stream: work "
-                   "there that is not GPU work held it",
-    "unknown": "no CUDA API call matches the next operation",
-    "results-work": "the launching thread worked outside CUDA on results it had just read "
-                    "back from the GPU (a device-to-host copy of the batch's output) before "
-                    "launching more work",
-    "thread-wait": "the launching thread was blocked waiting on another thread (a queue, "
-                   "lock, condition variable, semaphore, poll or sleep) while no launching "
-                   "thread had work: the GPU had nothing to do",
-    "cross-device-wait": "the next operation was already queued but waited for {other}'s "
-                         "work (the program moves data between the GPUs)",
+# What a finding says the launching thread was doing, per cause.
+WHY = {b.idle.id: b.idle.why for b in IDLE_BUCKETS} | {
     "library-churn": "the launching thread created library contexts or loaded modules "
                      "again and again: in {churn} of the steady iterations",
 }
@@ -370,7 +195,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
                 if ns > 0 and 100.0 * ns / base >= config["min_share_pct"]:
                     churn = None
                     if bucket == "module-load" and phase == "steady":
-                        churn = _recurring_share(dev, bucket)
+                        churn = _recurring_share(dev, bucket,
+                                                 context.scope.steady_span(device))
                         if churn >= CHURN_ITERATIONS:
                             cause = "library-churn"
                     f = _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
@@ -442,12 +268,12 @@ def _churn_claim(dev, span: tl.Intervals) -> Claim:
                                           span), CHURN_BUCKETS)
 
 
-def _recurring_share(dev, bucket: str) -> float:
+def _recurring_share(dev, bucket: str, steady: tuple[int, int]) -> float:
     """The share of the steady iterations holding time of *bucket*; without iterations,
-    of tenths of the steady state (a one-time load sits in one)."""
+    of tenths of the *steady* span (a one-time load sits in one)."""
     if len(dev.phases.steady_iterations) >= 3:
         return float((dev.steady_iteration_sums()[:, IDS.index(bucket)] > 0).mean())
-    a, b = dev.phases.spans["steady"]
+    a, b = steady
     if b <= a:
         return 0.0
     # (Without iterations there are no first uses: the steady span is the steady state.)
@@ -655,10 +481,11 @@ RULE = Rule(
     title="GPU idle, by cause",
     thresholds={
         # The accounting's own threshold (policy.MIN_GAP_US): a value set here reaches it
-        # through policy.Settings.with_min_gap.
+        # by its name (gpugap.rules.thresholds.accounting_settings).
         "min_gap_us": Threshold(MIN_GAP_US, "us", "idle gaps shorter than this, spent "
                                 "launching and between launches, are launch-bound; longer "
-                                "ones are host work (10x a launch's latency)"),
+                                "ones are host work (10x a launch's latency)",
+                                setting="min_gap_us"),
         "min_share_pct": Threshold(2, "%", "report a cause holding at least this share of "
                                    "its scope: the steady state, the --range, or for "
                                    "one-time costs the whole timeline"),
@@ -666,7 +493,7 @@ RULE = Rule(
     },
     rationale=("Idle time is time the GPU could have worked; its cause is on the host, in "
                "what the thread that launched the next work was doing meanwhile."),
-    fix=FIX_HOST_WORK,
+    fix=BY_ID["host-work"].fix,
     causes=CAUSES,
     detect=detect,
     finish=finish,

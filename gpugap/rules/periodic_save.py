@@ -128,8 +128,8 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
         until = dev.gaps.end_or(last)
         until = np.maximum(np.minimum(until, hi[saves]), last)
         windows = tl.union(first, until)
-        if context.scope is not None:
-            windows = tl.intersect(windows, context.scope.get(int(device), tl.EMPTY))
+        if context.scope.is_range:
+            windows = tl.intersect(windows, context.scope.range_on(int(device)))
             if not windows[0].size:
                 continue
         writes, write_ns = _writes(context, [int(p) for p in dev.work.pids], windows)

@@ -240,13 +240,14 @@ def _intersect(a: tl.Intervals, b: tl.Intervals) -> tl.Intervals:
 
 
 def settle(findings: list[Finding], rules: Sequence[Rule], context: Context,
-           scope: Mapping[int, tl.Intervals] | None = None,
            processes: int | None = 1) -> list[Finding]:
     """Costs, consequences, shares, severities and per-iteration figures of *findings*
-    (made by *rules*), within *scope* (per device: the windows of a --range; None: each
+    (made by *rules*), within the context's scope (a --range's windows; else each
     finding's phase), each device's blocks in at most *processes* processes (None: every
     core; gpugap.forkjoin). Returns them ordered steady first, then by cost; findings
     outside the scope go."""
+    # Per device, the --range's windows (None: no --range, each finding's phase).
+    scope = context.scope.range_scope()
     assign_ids(findings)
     by_id = {r.id: r for r in rules}
     kept: list[Finding] = []

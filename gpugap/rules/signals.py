@@ -50,6 +50,8 @@ class Signals:
     trace: Trace = field(repr=False)
     dev: DeviceAccount = field(repr=False)
     dev_program: Program | None = field(default=None, repr=False)   # its frameworks
+    # (first, last) ns of the steady state (gpugap.accounting.scope.Scope.steady_span).
+    steady_span: tuple[int, int] = (0, 0)
 
     @cached_property
     def windows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -60,7 +62,7 @@ class Signals:
         if ph.iterations is not None and len(its):
             lo, hi = ph.iteration_windows(its)
             return lo, hi, ph.iterations.cpu_start[its], ph.iterations.cpu_end[its]
-        a, b = ph.spans["steady"]
+        a, b = self.steady_span
         w = np.array([a], dtype=np.int64), np.array([b], dtype=np.int64)
         return w[0], w[1], w[0], w[1]
 

@@ -4,12 +4,20 @@ Each rule of the registry has one file, tests/rules/test_<module>.py (the module
 in gpugap/rules/), holding:
 
 - ``RULE``: the rule's id;
-- ``FIRES``: ``Fires`` cases, committed real captures on which it must find a cause;
+- ``FIRES``: a table of ``Fires`` cases, one line a case: the capture (a committed real
+  one; a ``Built`` trace only for what no real run produces) and its range, the cause
+  the rule must find there, at what severity, and optionally the range its share must
+  fall in (``share=(lo, hi)``, percent of its scope) and a pattern its fix must match
+  (``fix=``);
 - ``SILENT``: ``Silent`` cases, captures (healthy ones, near misses) on which it must
   find nothing (or not that cause, or nothing that severe);
-- four tests that run them: ``test_fires``, ``test_stays_silent``,
-  ``test_messages_match_the_snapshot`` and ``test_findings_are_marked`` (the marks its
-  findings carry name events that exist); copy them from any rule's file;
+- one line that makes the four tests running them, ``test_fires``,
+  ``test_stays_silent``, ``test_messages_match_the_snapshot`` and
+  ``test_findings_are_marked`` (the marks its findings carry name events that exist):
+
+      test_fires, test_stays_silent, test_messages_match_the_snapshot, \\
+          test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
+
 - the rule's own tests of its evidence and costs, on the same captures.
 
 The snapshot, tests/rules/snapshots/<rule-id>.txt, holds the text of every finding the
@@ -31,15 +39,18 @@ while a rule of the registry lacks its file, a case either way or its snapshot.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
+import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpugap.analysis import Analysis
+from gpugap.analysis import Analysis, analyze
 from gpugap.report.trace import Trace
 from gpugap.rules import Finding
 from gpugap.rules.model import EventRef
@@ -53,14 +64,30 @@ SNAPSHOT_WIDTH = 88
 
 
 @dataclass(frozen=True)
+class Built:
+    """A trace built in memory (gpugap's TraceBuilder) by *make*, for an edge case no
+    real run produces; *name* says which."""
+
+    name: str
+    make: Callable[[], Trace]
+
+    def __str__(self) -> str:
+        return f"built:{self.name}"
+
+
+@dataclass(frozen=True)
 class Fires:
     """On *capture* (in its NVTX range *range_name*; None: the whole report) the rule
-    finds *cause*, at least once at *severity* or above."""
+    finds *cause*, at least once at *severity* or above; with *share*, such a finding's
+    share of its scope lies in [lo, hi] percent; with *fix*, its fix matches that
+    pattern (re.search)."""
 
-    capture: str
+    capture: str | Built
     cause: str
     range_name: str | None = None
     severity: str = "info"
+    share: tuple[float, float] | None = None
+    fix: str | None = None
 
     def __str__(self) -> str:
         return f"{where(self)}:{self.cause}" + (
@@ -72,7 +99,7 @@ class Silent:
     """On *capture* (in its range *range_name*) the rule finds nothing at *severity* or
     above: no finding at all by default; with *cause*, no finding of that cause."""
 
-    capture: str
+    capture: str | Built
     cause: str | None = None
     range_name: str | None = None
     severity: str = "info"
@@ -83,12 +110,31 @@ class Silent:
 
 
 def where(case: Fires | Silent) -> str:
-    return case.capture + (f"[{case.range_name}]" if case.range_name else "")
+    return str(case.capture) + (f"[{case.range_name}]" if case.range_name else "")
 
 
 def analysis(case: Fires | Silent) -> Analysis:
     """The case's analysis, shared by every test of the session that reads it."""
+    if isinstance(case.capture, Built):
+        return _built_analysis(case.capture, case.range_name)
     return analyze_report(case.capture, case.range_name)
+
+
+def trace_of(case: Fires | Silent) -> Trace:
+    """The case's trace (loaded once per session, or built once)."""
+    if isinstance(case.capture, Built):
+        return _built(case.capture)
+    return load_report(case.capture)
+
+
+@functools.cache
+def _built(built: Built) -> Trace:
+    return built.make()
+
+
+@functools.cache
+def _built_analysis(built: Built, range_name: str | None) -> Analysis:
+    return analyze(_built(built), range_name=range_name)
 
 
 def _found(a: Analysis) -> str:
@@ -102,6 +148,15 @@ def check_fires(rule: str, case: Fires) -> list[Finding]:
     found = [f for f in a.findings_of(rule, case.cause) if f.severity >= case.severity]
     assert found, (f"{rule} [{case.cause}] did not fire at {case.severity} or above on "
                    f"{where(case)}; found: {_found(a)}")
+    if case.share is not None:
+        lo, hi = case.share
+        assert any(lo <= (f.share_pct or 0.0) <= hi for f in found), (
+            f"{rule} [{case.cause}] on {where(case)}: share "
+            f"{[f.share_pct for f in found]}, not within {lo}-{hi}%")
+    if case.fix is not None:
+        assert any(re.search(case.fix, f.fix) for f in found), (
+            f"{rule} [{case.cause}] on {where(case)}: no fix matches {case.fix!r}: "
+            f"{[f.fix for f in found]}")
     return found
 
 
@@ -143,7 +198,7 @@ def check_marks(findings: list[Finding], trace: Trace, name: str) -> None:
 def check_marks_of(rule: str, cases: list[Fires]) -> None:
     """check_marks on the findings of *rule* in each analysis of *cases*."""
     for case in cases:
-        check_marks(analysis(case).findings_of(rule), load_report(case.capture), str(case))
+        check_marks(analysis(case).findings_of(rule), trace_of(case), str(case))
 
 
 def _events_matching(frames: dict, ref: EventRef) -> int:
@@ -181,7 +236,7 @@ def snapshot_text(rule: str, cases: list[Fires]) -> str:
              "# Refresh after a change meant:", f"# {REFRESH}"]
     seen = set()
     for case in cases:
-        key = (case.capture, case.range_name)
+        key = (str(case.capture), case.range_name)
         if key in seen:
             continue
         seen.add(key)
@@ -214,3 +269,27 @@ def check_snapshot(rule: str, cases: list[Fires]) -> None:
         pytest.fail(f"{rule}: its findings' text changed (- committed, + now):\n{diff}\n"
                     f"Where the change is meant, refresh and commit the snapshot: {REFRESH}",
                     pytrace=False)
+
+
+def rule_tests(rule: str, fires: list[Fires], silent: list[Silent]
+               ) -> tuple[Callable[..., None], ...]:
+    """The four tests of a rule's file, run on its tables of cases: test_fires,
+    test_stays_silent (one test a case), test_messages_match_the_snapshot and
+    test_findings_are_marked."""
+
+    @pytest.mark.parametrize("case", fires, ids=str)
+    def test_fires(case: Fires) -> None:
+        check_fires(rule, case)
+
+    @pytest.mark.parametrize("case", silent, ids=str)
+    def test_stays_silent(case: Silent) -> None:
+        check_silent(rule, case)
+
+    def test_messages_match_the_snapshot() -> None:
+        check_snapshot(rule, fires)
+
+    def test_findings_are_marked() -> None:
+        check_marks_of(rule, fires)
+
+    return (test_fires, test_stays_silent, test_messages_match_the_snapshot,
+            test_findings_are_marked)

@@ -4,25 +4,24 @@ silent on pinned copies, which never block (h2d-copy-good, prefetch-pipeline).""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
     Fires,
     Silent,
     check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "blocking-memcpy"
 
 FIRES = [
-    Fires("h2d-copy-bad", "pageable-async", "measured", severity="error"),
-    Fires("captures/eval-pageable", "pageable-async", severity="error"),
+    Fires("h2d-copy-bad", "pageable-async", "measured", severity="error",
+          share=(37.7, 63.4), fix="Uploads from pageable"),
+    Fires("captures/eval-pageable", "pageable-async", severity="error",
+          share=(65.8, 100), fix="Results copied back"),
     # The result read back once, by cudaMemcpy: info, a one-time cost.
-    Fires("default-stream-bad", "synchronous"),
+    Fires("default-stream-bad", "synchronous",
+          share=(7.5, 13.1), fix="Use cudaMemcpyAsync from"),
 ]
 
 SILENT = [
@@ -32,22 +31,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_blocking_copy_evidence_names_the_copies() -> None:

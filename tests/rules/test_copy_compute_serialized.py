@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.conftest import DATA, analyze_report, load_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "copy-compute-serialized"
 CAUSES = "causes/causes-streams"
 
 FIRES = [
-    Fires("prefetch-pipeline-bad", "same-stream", "measured", severity="error"),
-    Fires(CAUSES, "dependency", "single-buffer"),
+    Fires("prefetch-pipeline-bad", "same-stream", "measured", severity="error",
+          share=(31.8, 53.6), fix="Move the copies"),
+    Fires(CAUSES, "dependency", "single-buffer",
+          share=(18.5, 31.4), fix="Deepen the pipeline"),
 ]
 
 SILENT = [
@@ -38,22 +35,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_copies_taking_turns_with_compute_on_one_stream() -> None:

@@ -7,24 +7,21 @@ iterations (a checkpoint every 10 steps: pt-checkpoint) and on a loop without on
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import analyze_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "first-use"
 
 FIRES = [
-    Fires("corpus:ext-b4-cudnn_varshape", "autotuning"),
-    Fires("corpus:pt-dynamic-compile", "compilation"),
-    Fires("corpus:jax-recompile", "compilation"),
+    Fires("corpus:ext-b4-cudnn_varshape", "autotuning",
+          share=(4.7, 8.4), fix="cudnn.benchmark autotunes every"),
+    Fires("corpus:pt-dynamic-compile", "compilation",
+          share=(18.2, 31), fix="torch.compile recompiles for"),
+    Fires("corpus:jax-recompile", "compilation", share=(32, 53.9), fix="jit compiles a"),
 ]
 
 SILENT = [
@@ -34,22 +31,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_the_autotuned_sizes_leave_the_steady_state():

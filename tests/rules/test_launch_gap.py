@@ -7,16 +7,12 @@ host waiting on it, a host sleeping; silent where the GPU is kept fed."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "launch-gap"
@@ -24,13 +20,20 @@ CAUSES = "causes/causes-streams"
 HOST_FUNC_NS = 1_000_000          # tests/data/causes/causes.py: HOST_FUNC_US
 
 FIRES = [
-    Fires("cublas-warmup-bad", "module-load", "measured", severity="error"),
-    Fires("cublas-warmup-good", "launch-bound", "measured", severity="error"),
-    Fires("default-stream-good", "sync-wait", "measured", severity="warning"),
-    Fires("captures/sync-item", "sync-wait", severity="error"),
-    Fires(CAUSES, "queued-wait", "host-func-queued", severity="error"),
-    Fires(CAUSES, "sync-wait", "host-func-sync", severity="error"),
-    Fires(CAUSES, "thread-wait", "host-sleep", severity="error"),
+    Fires("cublas-warmup-bad", "module-load", "measured", severity="error",
+          share=(61.5, 100), fix="Warm up before"),
+    Fires("cublas-warmup-good", "launch-bound", "measured", severity="error",
+          share=(31, 52.3), fix="Launch fewer, larger"),
+    Fires("default-stream-good", "sync-wait", "measured", severity="warning",
+          share=(5.2, 9.3), fix="Synchronise less often"),
+    Fires("captures/sync-item", "sync-wait", severity="error",
+          share=(21.1, 35.7), fix="4 small read"),
+    Fires(CAUSES, "queued-wait", "host-func-queued", severity="error",
+          share=(49.3, 82.7), fix="Keep non-GPU work"),
+    Fires(CAUSES, "sync-wait", "host-func-sync", severity="error",
+          share=(51.5, 86.5), fix="Keep values on"),
+    Fires(CAUSES, "thread-wait", "host-sleep", severity="error",
+          share=(46.7, 78.5), fix="The GPU had"),
 ]
 
 SILENT = [
@@ -50,22 +53,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_module_load_gap_points_at_cublas_loading() -> None:

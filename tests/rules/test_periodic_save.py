@@ -4,21 +4,17 @@ read back every step (eval-pageable: not a checkpoint)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "periodic-save"
 
 FIRES = [
-    Fires("corpus:pt-checkpoint", "checkpoint", severity="error"),
+    Fires("corpus:pt-checkpoint", "checkpoint", severity="error",
+          share=(39.2, 66), fix="Checkpoint asynchronously and"),
 ]
 
 SILENT = [
@@ -27,19 +23,5 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
+from gpugap.report.builder import TraceBuilder
+from gpugap.report.trace import Trace
 from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
+    Built,
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "serialized-streams"
@@ -24,11 +24,23 @@ CAUSES = "causes/causes-streams"
 # causes-streams' ranges of independent streams, launched in several orders: they overlap.
 OVERLAPPING = ("no-sync", "depth-first", "record-after-each", "breadth-first")
 
+
+
+def one_kernel_alone() -> Trace:
+    """One kernel of one block, alone on its stream (an edge case no real run makes)."""
+    b = TraceBuilder()
+    b.kernel("alone", start_us=0, dur_us=1000, grid=(1, 1, 1))
+    return b.build()
+
+
 FIRES = [
-    Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error"),
-    Fires("moe-experts-bad", "host-launch-bound", "measured", severity="error"),
-    Fires("grid-sweep-good", "resource-saturation", "measured"),
-    Fires(CAUSES, "explicit-sync", "explicit-sync"),
+    Fires("default-stream-bad", "legacy-default-stream", "measured", severity="error",
+          share=(55.8, 93.6), fix="Keep work off"),
+    Fires("moe-experts-bad", "host-launch-bound", "measured", severity="error",
+          share=(53.6, 89.9), fix="Launch fewer, larger"),
+    Fires("grid-sweep-good", "resource-saturation", "measured", fix="Nothing to fix"),
+    Fires(CAUSES, "explicit-sync", "explicit-sync",
+          share=(33.1, 55.7), fix="Remove synchronisation between"),
 ]
 
 SILENT = [
@@ -37,25 +49,13 @@ SILENT = [
     # Undersized grids overlap: never 'serialized' (small-grid's, see its file).
     Silent("grid-sweep-bad", range_name="measured"),
     *(Silent(CAUSES, range_name=name) for name in OVERLAPPING),
+    # One kernel has nothing to be serialized with.
+    Silent(Built("one-kernel-alone", one_kernel_alone)),
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_saturated_grids_are_serialized_by_saturation_as_info() -> None:

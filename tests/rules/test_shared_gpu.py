@@ -5,22 +5,18 @@ runs alone."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import analyze_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "shared-gpu"
 
 FIRES = [
-    Fires("corpus:ext-b4-share_gpu", "time-sliced", severity="error"),
+    Fires("corpus:ext-b4-share_gpu", "time-sliced", severity="error",
+          share=(39.6, 66.5), fix="Give each process"),
 ]
 
 SILENT = [
@@ -29,22 +25,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_who_shares_how_much_and_how_much_slower():

@@ -4,23 +4,19 @@ tiny kernels (prefetch-pipeline's 'check' range)."""
 
 from __future__ import annotations
 
-import pytest
-
 from gpugap.accounting.labels import range_labels
 from tests.conftest import analyze_report, load_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "small-grid"
 
 FIRES = [
-    Fires("grid-sweep-bad", "undersized-grid", "measured", severity="error"),
+    Fires("grid-sweep-bad", "undersized-grid", "measured", severity="error",
+          share=(59.2, 99.3), fix="small grids already run on"),
 ]
 
 SILENT = [
@@ -31,22 +27,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_small_grid_weighs_by_time_share() -> None:

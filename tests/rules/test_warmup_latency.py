@@ -3,24 +3,22 @@ the measured range (cublas-warmup-bad); silent where it was warmed up before."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.conftest import analyze_report
 from tests.rules.kit import (
     Fires,
     Silent,
-    check_fires,
-    check_marks_of,
-    check_silent,
-    check_snapshot,
+    rule_tests,
 )
 
 RULE = "warmup-latency"
 
 FIRES = [
-    Fires("cublas-warmup-bad", "module-load", "measured"),
-    Fires("cublas-warmup-bad", "library-init", "measured"),
-    Fires("cublas-warmup-bad", "first-iteration", "measured"),
+    Fires("cublas-warmup-bad", "module-load", "measured",
+          share=(0, 0.5), fix="Warm up outside"),
+    Fires("cublas-warmup-bad", "library-init", "measured",
+          share=(0, 0.5), fix="Warm up outside"),
+    Fires("cublas-warmup-bad", "first-iteration", "measured",
+          share=(0.1, 0.7), fix="Warm up outside"),
 ]
 
 SILENT = [
@@ -29,22 +27,8 @@ SILENT = [
 ]
 
 
-@pytest.mark.parametrize("case", FIRES, ids=str)
-def test_fires(case: Fires) -> None:
-    check_fires(RULE, case)
-
-
-@pytest.mark.parametrize("case", SILENT, ids=str)
-def test_stays_silent(case: Silent) -> None:
-    check_silent(RULE, case)
-
-
-def test_messages_match_the_snapshot() -> None:
-    check_snapshot(RULE, FIRES)
-
-
-def test_findings_are_marked() -> None:
-    check_marks_of(RULE, FIRES)
+test_fires, test_stays_silent, test_messages_match_the_snapshot, \
+    test_findings_are_marked = rule_tests(RULE, FIRES, SILENT)
 
 
 def test_slow_first_iteration_is_the_module_load_gap_not_counted_again() -> None:
