@@ -347,13 +347,13 @@ class HostEvidenceSource:
             return False
         mark = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_MARK)
         pairs = self._domains_of(db).pairs(S.PYTHON_SAMPLE_DOMAINS)
-        # The payload tested first: a default export has none (a scan of cheap tests).
-        rows = db.rows(f"SELECT 1 FROM {quote_id(S.NVTX.name)} WHERE "
-                       f"{quote_id(S.NVTX_PAYLOAD)} IS NOT NULL AND "
+        # An export holds the payloads of all its marks or of none (nsys export
+        # --include-blobs): the first Python sample tells, without scanning the rest.
+        rows = db.rows(f"SELECT coalesce(length({quote_id(S.NVTX_PAYLOAD)}), 0) > 0 "
+                       f"FROM {quote_id(S.NVTX.name)} WHERE "
                        f"{self._nvtx(db, 'type')} = {int(mark)} AND "
-                       f"{self._pair_sql(db, pairs)} AND "
-                       f"length({quote_id(S.NVTX_PAYLOAD)}) > 0 LIMIT 1")
-        return bool(rows)
+                       f"{self._pair_sql(db, pairs)} LIMIT 1")
+        return bool(rows) and bool(rows[0][0])
 
     # --- CPU samples ------------------------------------------------------------------
     def samples(self, lo: np.ndarray, hi: np.ndarray) -> Table:
