@@ -246,11 +246,11 @@ def cpu_samples(r: HostReport, idle: np.ndarray, top_threads: int, top: int,
         return out
     n = len(hit)
     pids, pc = np.unique(pid_of(hit[:, 2]), return_counts=True)
-    order = np.argsort(-pc)
+    order = np.argsort(-pc, kind="stable")
     out["per_process"] = [{"pid": int(pids[i]), "name": pnames.get(int(pids[i]), "?"),
                            "samples": int(pc[i]), "pct": pct(pc[i], n)} for i in order]
     gts, gc = np.unique(hit[:, 2], return_counts=True)
-    order = np.argsort(-gc)
+    order = np.argsort(-gc, kind="stable")
     out["per_thread"] = [{"thread": label(int(gts[i]), tnames, pnames),
                           "globalTid": int(gts[i]), "samples": int(gc[i]),
                           "pct": pct(gc[i], n)} for i in order[:max(top, top_threads)]]
