@@ -11,7 +11,7 @@ Each is recognised by traces that only it leaves, counted as evidence:
 | Inductor | yes | torch.compile's generated kernels (``triton_poi_*``, ``triton_red_*``...) |
 | Triton | yes | Inductor's kernels, or the driver launching a Python program's own beside torch |
 | cuBLAS | library | its GEMM kernels (``*xmma_gemm*``, ``nvjet_*``, ``gemv*``, cutlass...) |
-| cuDNN | library | its convolution kernels (``*fprop*``, ``*dgrad*``, ``*wgrad*``, ``cudnn``) |
+| cuDNN | library | convolution (``*fprop*``, ``*dgrad*``, ``*wgrad*``, ``cudnn``), RNN kernels |
 | NCCL | library | its kernels (``ncclDevKernel_*``) or its NVTX domain |
 | CUDA C++ | framework | no framework above, GPU work launched from a process that is not Python |
 | CUDA Python | framework | no framework above, GPU work launched from Python |
@@ -46,8 +46,13 @@ CUPY_KERNEL = re.compile(r"^(?:void )?cupy_")
 CUBLAS_KERNEL = re.compile(r"xmma_gemm|^(?:void )?(?:nvjet_|gemv|gemmk|gemmSN|sgemm|dgemm|"
                            r"hgemm|cublas|splitKreduce)|cutlass\w*gemm|gemm\w*cutlass|"
                            r"^(?:void )?cutlass::Kernel", re.IGNORECASE)
+# Convolutions and batch norm; and the RNN API's kernels (cudnnRNNForward/Backward*:
+# per-timestep cells, the persistent kernels, their dropout masks).
 CUDNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_convolve|"
-                          r"conv2d_(?:c1_k1|grouped)|bn_fw_|bn_bw_", re.IGNORECASE)
+                          r"conv2d_(?:c1_k1|grouped)|bn_fw_|bn_bw_|"
+                          r"elemWiseRNNcell|^(?:void )?(?:LSTM|GRU|RNN|GENERIC)_elementWise_|"
+                          r"RNN_blockPersist|^(?:void )?dropout_(?:apply|generate)_mask",
+                          re.IGNORECASE)
 NCCL_KERNEL = re.compile(r"^(?:void )?nccl", re.IGNORECASE)
 XLA_DOMAINS = frozenset({"TSL", "XLA"})
 NCCL_DOMAINS = frozenset({"NCCL"})

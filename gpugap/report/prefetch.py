@@ -129,6 +129,30 @@ def _start(path: Path) -> None:
                          name=f"gpugap-prefetch-{i}").start()
 
 
+def _before_fork() -> None:
+    """Let the reads in flight finish before this process forks (a pool of report
+    workers, gpugap.forkjoin): a thread inside SQLite or the fast reader at the fork
+    leaves their locks held in the child, whose first read of a report then waits
+    forever."""
+    with _lock:
+        jobs = list(_pending.values())
+    for job in jobs:
+        job.done.wait()
+
+
+def _in_child() -> None:
+    """A forked child has none of the reading threads: it reads for itself (its copy of
+    a job would never finish), with a lock no thread of the parent can have held."""
+    global _lock
+    _lock = threading.Lock()
+    _pending.clear()
+    _started.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+
+
 def _read_rows(path: Path, sql: str, names: list[str]) -> dict:
     """The NVTX rows' text (Loader.nvtx), in a connection of its own."""
     own = Database(path, mapped=False)
