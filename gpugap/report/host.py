@@ -444,8 +444,10 @@ class HostEvidenceSource:
                 f"CASE WHEN ifnull({n['gtid']}, 0) = {int(thread)} THEN "
                 f"{named(S.GIL_WAITING, waiting)} ELSE {named(S.GIL_HOLDING, holding)} "
                 "END AND ")
-            where = (f"{n['type']} IN ({kinds}) AND {self._pair_sql(db, pairs)} AND "
-                     f"{n['end']} > {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
+            # The time bounds first: the cheapest test that most rows of a long capture
+            # fail (SQLite tests a row's terms in the order written).
+            where = (f"{n['end']} > {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
+                     f"{n['type']} IN ({kinds}) AND {self._pair_sql(db, pairs)} AND "
                      + mine + _inside_sql(n["start"], qlo, qhi, n["end"]))
             cols = [Col("start", n["start"], fill=-1), Col("end", n["end"], fill=-1),
                     Col("gtid", f"ifnull({n['gtid']}, 0)"),
@@ -508,8 +510,8 @@ class HostEvidenceSource:
             mark = enum_id(db, "ENUM_NSYS_EVENT_TYPE", S.NVTX_MARK)
             n = {c: self._nvtx(db, c) for c in ("start", "gtid", "type", "domain_id")}
             qlo, qhi = merged_windows(lo, hi)
-            where = (f"{n['type']} = {int(mark)} AND {self._pair_sql(db, pairs)} AND "
-                     f"{n['start']} >= {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
+            where = (f"{n['start']} >= {int(qlo[0])} AND {n['start']} < {int(qhi[-1])} AND "
+                     f"{n['type']} = {int(mark)} AND {self._pair_sql(db, pairs)} AND "
                      + _inside_sql(n["start"], qlo, qhi))
             cols = [Col("start", n["start"], fill=-1), Col("gtid", f"ifnull({n['gtid']}, 0)"),
                     Col("domain", n["domain_id"]), Col("rowid", "rowid")]
