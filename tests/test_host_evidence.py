@@ -183,3 +183,12 @@ def test_profile_flags_follow_what_the_nsys_takes(monkeypatch, tmp_path):
     assert "--sample=none" in cmd and "--cpuctxsw=none" in cmd
     off = nsys_mod.profile_command(nsys, tmp_path / "x", ["python3"], host_evidence=False)
     assert "--sample=none" in off and "python-gil" not in off[off.index("-t") + 1]
+
+
+def test_native_patterns_read_the_module_before_the_symbol():
+    # native_frames reads a frame's module kind before its symbol kind: that is the
+    # first match of _NATIVE only while module patterns come first and none has both.
+    from gpugap.program.host_work import _NATIVE
+    by_module = [bool(mod) for _, mod, _ in _NATIVE]
+    assert by_module == sorted(by_module, reverse=True)
+    assert not any(mod and sym for _, mod, sym in _NATIVE)

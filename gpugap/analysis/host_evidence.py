@@ -274,14 +274,19 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
         return out
     lo, hi = windows
     launching_pids = set(launching_pids) | {(main >> PID_SHIFT) & ID_MASK}
-    if inv.cpu_samples:
-        _samples(trace, source, inv, windows, idle, main, launching_pids, out)
-    if inv.python_stacks:
-        _python(trace, source, inv, windows, idle, out)
-    elif inv.python_sampling:
-        out.notes.append(NO_PAYLOADS)
-    if inv.gil:
-        out.gil = _gil(trace, source.gil(lo, hi, main), windows, idle, main)
+    # The GIL trace is read beside the samples (a scan of its own, in SQLite).
+    gil = source.gil_ahead(lo, hi, main) if inv.gil else None
+    try:
+        if inv.cpu_samples:
+            _samples(trace, source, inv, windows, idle, main, launching_pids, out)
+        if inv.python_stacks:
+            _python(trace, source, inv, windows, idle, out)
+        elif inv.python_sampling:
+            out.notes.append(NO_PAYLOADS)
+    finally:
+        ranges = gil() if gil is not None else None
+    if ranges is not None:
+        out.gil = _gil(trace, ranges, windows, idle, main)
     if inv.os_runtime:
         out.waits = _waits(source, windows, idle, main)
     _conclude(out, idle, main, trace)

@@ -143,12 +143,21 @@ def short_symbol(symbol: str, width: int = 60) -> str:
 
 _NATIVE_COMPILED = tuple((kind, re.compile(mod) if mod else None,
                           re.compile(sym) if sym else None) for kind, mod, sym in _NATIVE)
+# A frame's module is read before its symbol (native_frames): _NATIVE lists every module
+# pattern before any symbol pattern, and no entry has both (tests/test_host_evidence.py).
 
 
-def _native_kind(symbol: str, module: str) -> str | None:
+def _module_kind(module: str) -> str | None:
+    """The kind of _NATIVE a frame of *module* has whatever its symbol, if any."""
     for kind, mod, sym in _NATIVE_COMPILED:
-        if mod is not None and mod.search(module) and (sym is None or sym.search(symbol)):
+        if mod is not None and sym is None and mod.search(module):
             return kind
+    return None
+
+
+def _symbol_kind(symbol: str) -> str | None:
+    """The kind of _NATIVE a frame has by its symbol alone, if any."""
+    for kind, mod, sym in _NATIVE_COMPILED:
         if mod is None and sym is not None and sym.search(symbol):
             return kind
     return None
@@ -167,23 +176,30 @@ class NativeFrames:
 
 
 def native_frames(symbols: list[str], modules: list[str]) -> NativeFrames:
-    """Classify distinct frames (parallel lists)."""
+    """Classify distinct frames (parallel lists). What a module says (nsys's own, C
+    library plumbing, a kind named by the module) is read once per module: a few dozen
+    modules hold thousands of distinct frames."""
     kind, generic, profiler, label = [], [], [], []
+    of_module: dict[str, tuple[bool, bool, str | None, str]] = {}
     for sym, mod in zip(symbols, modules, strict=True):
         sym, mod = sym or "", mod or ""
-        prof = bool(_PROFILER.search(mod))
-        gen = bool(_GENERIC.search(mod)) or (bool(_ADDRESS.match(sym)) and not mod)
-        k = _native_kind(sym, mod) or ""
+        facts = of_module.get(mod)
+        if facts is None:
+            facts = of_module[mod] = (bool(_PROFILER.search(mod)), bool(_GENERIC.search(mod)),
+                                      _module_kind(mod), short_module(mod))
+        prof, gen, k, short = facts
+        address = bool(_ADDRESS.match(sym))
+        gen = gen or (address and not mod)
+        k = k or _symbol_kind(sym) or ""
         # A C library frame that waits or copies is telling; its other frames are not.
         if gen and k in ("wait", "memory", "io"):
             gen = False
         kind.append(k)
         generic.append(gen or prof)
         profiler.append(prof)
-        name = sym if not _ADDRESS.match(sym) else "?"
         # The interpreter's own functions are one thing to a user: Python running.
-        label.append(f"{short_module(mod)}: Python code" if k == "python"
-                     else f"{short_module(mod)}: {short_symbol(name)}")
+        label.append(f"{short}: Python code" if k == "python"
+                     else f"{short}: {short_symbol('?' if address else sym)}")
     return NativeFrames(np.asarray(kind, dtype=object), np.asarray(generic, dtype=bool),
                         np.asarray(profiler, dtype=bool), np.asarray(label, dtype=object))
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 from gpugap.report import schema as S
 from gpugap.report.database import Database, quote_id
-from gpugap.report.reader import Col
+from gpugap.report.reader import Col, row_bound
 from gpugap.report.validate import MAX_NAME
 
 # Serialized GlobalId: (hw/vm << 48) | (pid << 24) | tid. The high bits vary by version,
@@ -338,6 +339,44 @@ def nvtx_reads(db: Database) -> tuple[Read | None, tuple[str, list[str]]] | None
     sql, names = select_sql(db, S.NVTX, ("text",), where=where)
     return (Read(ints.table, (*ints.cols, Col("rowid", "rowid")), where),
             (sql.replace("SELECT ", "SELECT rowid, ", 1) + " ORDER BY rowid", ["rowid", *names]))
+
+
+# The program's NVTX rows are looked up by rowid, not scanned for again, when they are
+# at most this many and under 1/NVTX_LOOKUP_FRACTION of the table (nvtx_rows).
+NVTX_LOOKUP_MAX = 20_000
+NVTX_LOOKUP_FRACTION = 8
+
+
+def nvtx_rows(path: Path, ints: Read | None, text: tuple[str, list[str]]) -> dict:
+    """The NVTX rows of :func:`nvtx_reads`: their text, then their integer columns, row
+    for row (by rowid). The integers are looked up by rowid when the text read found a
+    small part of the table (where nsys's GIL trace and Python samples fill it, a second
+    scan costs more than the lookups), else read in one scan (by the fast reader for
+    many). Page by page, not mapped: the table is scanned whole for the program's own
+    rows, and beside a GIL trace those are a few of its pages; mapped, every page would
+    stay in memory while the report is read (36 MB of a 168 MB capture)."""
+    import numpy as np  # here: the read-ahead imports this module before numpy
+
+    from gpugap.intervals import is_sorted
+
+    db = Database(path, mapped=False)
+    try:
+        texts = db.frame(*text)
+        if ints is None:
+            return texts
+        found = np.asarray(texts["rowid"], dtype=np.int64)
+        if found.size <= NVTX_LOOKUP_MAX and \
+                found.size * NVTX_LOOKUP_FRACTION <= row_bound(db, ints.table):
+            data = db.read_rowids(ints.table, list(ints.cols), found.tolist())
+        else:
+            data = ints.run(db)
+    finally:
+        db.close()
+    rowid = data.pop("rowid")
+    if not is_sorted(rowid, strict=True):
+        order = np.argsort(rowid, kind="stable")
+        data = {name: values[order] for name, values in data.items()}
+    return data | {name: texts[name] for name in text[1] if name != "rowid"}
 
 
 def big_reads(db: Database) -> list[Read]:

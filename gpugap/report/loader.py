@@ -460,30 +460,10 @@ class Loader:
 
     def _nvtx_rows(self, ints: reads.Read | None, text: tuple[str, list[str]]
                    ) -> dict[str, np.ndarray]:
-        """The NVTX rows' integer columns and their text, row for row (both by rowid;
-        columns.nvtx_reads). Read page by page, not through the map of the report's
-        connection: the table is scanned whole for the program's own rows, and beside
-        nsys's GIL trace and Python samples (a row per GIL hand-over and per sample)
-        those are a few of its pages; mapped, every page would stay in memory while the
-        report is read (36 MB of a 168 MB capture, once per connection)."""
-        texts = prefetch.take_rows(self.db.path, text[0])
-        data = prefetch.take(self.db.path, ints) if ints is not None else None
-        if texts is None or (ints is not None and data is None):
-            db = Database(self.db.path, mapped=False)
-            try:
-                if texts is None:
-                    texts = db.frame(*text)
-                if ints is not None and data is None:
-                    data = ints.run(db)
-            finally:
-                db.close()
-        if ints is None or data is None:
-            return texts
-        rowid = data.pop("rowid")
-        if not tl.is_sorted(rowid, strict=True):
-            order = np.argsort(rowid, kind="stable")
-            data = {name: values[order] for name, values in data.items()}
-        return data | {name: texts[name] for name in text[1] if name != "rowid"}
+        """The NVTX rows' integer columns and their text, row for row
+        (columns.nvtx_rows): read ahead by gpugap.report.prefetch, else now."""
+        early = prefetch.take_nvtx(self.db.path, text[0])
+        return early if early is not None else reads.nvtx_rows(self.db.path, ints, text)
 
     def nvtx(self, end_of_time: int) -> Table:
         t = S.NVTX.name

@@ -6,9 +6,9 @@ pandas, the rules and the renderers. SQLite and the fast reader (gpugap.report.r
 release the GIL while they work, so on a machine with two or more cores the GPU activity,
 the API calls and the NVTX ranges can be read meanwhile, each table in its own threads;
 the loader then takes the arrays instead of reading them again (``take``,
-``take_rows``). Only .sqlite exports are prefetched,
-and any problem is left for the loader to find and report: prefetching never changes
-what a command does, only when the reading happens.
+``take_nvtx``). Only .sqlite exports are prefetched, and any problem is left for the
+loader to find and report: prefetching never changes what a command does, only when
+the reading happens.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpugap.report import reader
 from gpugap.report import schema as S
-from gpugap.report.columns import Read, big_reads, nvtx_reads
+from gpugap.report.columns import Read, big_reads, nvtx_reads, nvtx_rows
 from gpugap.report.database import Database, read_parts, row_parts, sniff
 
 _lock = threading.Lock()
@@ -74,27 +74,22 @@ def _start(path: Path) -> None:
         return
     db = Database(path)
     try:
+        work = []
         big = [(read, rows) for read in big_reads(db)
                if (rows := reader.row_bound(db, read.table)) >= min_rows()]
         # The fast reader's import (ADBC) only for a report with a big table to read.
-        if (not any(rows >= reader.FAST_MIN_ROWS for _, rows in big)
-                or not reader.adbc_available()):
-            return
-        work = [(_sql(read), partial(read_parts, path, read.table, list(read.cols),
-                                     read.where, row_parts(db, read.table, rows),
-                                     fast_from=min_rows()))
-                for read, rows in big]
-        # The NVTX ranges (a range per iteration or per kernel: tens of thousands): their
-        # integers by the fast reader, their text through sqlite3 (whose steps let the
-        # other threads run); page by page, not mapped (Loader.nvtx says why).
-        nvtx = nvtx_reads(db)
-        if nvtx is not None and reader.row_bound(db, S.NVTX.name) >= min_rows():
-            ints, (sql, names) = nvtx
-            work.append((sql, partial(_read_rows, path, sql, names)))
-            if ints is not None:
-                work.append((_sql(ints), partial(read_parts, path, ints.table,
-                                                 list(ints.cols), ints.where, [("", None)],
-                                                 fast_from=min_rows(), mapped=False)))
+        if any(rows >= reader.FAST_MIN_ROWS for _, rows in big) and \
+                reader.adbc_available():
+            work = [(_sql(read), partial(read_parts, path, read.table, list(read.cols),
+                                         read.where, row_parts(db, read.table, rows),
+                                         fast_from=min_rows()))
+                    for read, rows in big]
+        # The NVTX ranges (a range per iteration or per kernel: tens of thousands; a
+        # GIL trace's hand-overs: hundreds of thousands): planned and read in a thread
+        # of their own (columns.nvtx_rows; sqlite3 lets the other threads run), found
+        # there by the loader (take_nvtx) when it plans the same read.
+        if S.NVTX.name in db.tables and reader.row_bound(db, S.NVTX.name) >= min_rows():
+            work.append((_NVTX, partial(_read_nvtx, path)))
     finally:
         db.close()
     jobs = []
@@ -153,13 +148,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_child=_in_child)
 
 
-def _read_rows(path: Path, sql: str, names: list[str]) -> dict:
-    """The NVTX rows' text (Loader.nvtx), in a connection of its own."""
-    own = Database(path, mapped=False)
+# The key of the NVTX job: its SQL is planned in its thread (the plan scans the table
+# for nsys's own domains), so it is found by the table's name and checked by its SQL.
+_NVTX = f"{S.NVTX.name}|rows"
+
+
+def _read_nvtx(path: Path) -> dict | None:
+    """The NVTX rows as the loader reads them (columns.nvtx_rows), with the SQL of their
+    text read, which the loader's own plan must match; None without a usable table."""
+    db = Database(path)
     try:
-        return reader.read_rows(own, sql, names)
+        plan = nvtx_reads(db)
     finally:
-        own.close()
+        db.close()
+    if plan is None:
+        return None
+    ints, text = plan
+    return {"sql": text[0], "rows": nvtx_rows(path, ints, text)}
 
 
 def min_rows() -> int:
@@ -176,10 +181,11 @@ def take(path: Path, read: Read) -> dict | None:
     return _take(path, _sql(read))
 
 
-def take_rows(path: Path, sql: str) -> dict | None:
-    """The prefetched result of ``read_rows`` of this exact query of this file, or
-    None."""
-    return _take(path, sql)
+def take_nvtx(path: Path, sql: str) -> dict | None:
+    """The prefetched NVTX rows of this file (columns.nvtx_rows) where their text was
+    read by this exact query, or None."""
+    done = _take(path, _NVTX)
+    return done["rows"] if done is not None and done["sql"] == sql else None
 
 
 def _take(path: Path, sql: str) -> dict | None:
