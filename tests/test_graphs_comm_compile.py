@@ -221,3 +221,21 @@ def test_module_loading_without_a_jit_is_not_compilation():
     for name in ("gemm", "small-eager", "decode"):
         analysis = Analyzer(load(CAPTURES / f"{name}.sqlite")).analyze()
         assert not [f for f in analysis.findings if f.cause == "compilation"], name
+
+
+@pytest.mark.slow
+def test_a_compile_reaches_back_to_the_loops_last_launch_not_an_autotuners():
+    # pub-jax-mnist-classifier (JAX's examples/mnist_classifier.py, a public program):
+    # the evaluation after step 99 compiles un-jitted ops for 5.4 s; the thread that kept
+    # the device busiest is one of XLA's autotuning threads, whose last kernel came at
+    # start-up. The compile reached back to it and called epoch 1's steps (2..99, whose
+    # graphs the main thread launched throughout) compiling: 26.7% of the steady state.
+    # It reaches back to the main thread's last graph launch, and stays a first use.
+    from tests.conftest import corpus_capture
+
+    trace = load(corpus_capture("pub-jax-mnist-classifier"))
+    analysis = Analyzer(trace).analyze()
+    steady = [f for f in analysis.findings if f.phase == "steady"]
+    assert not [f.id for f in steady if f.cause == "compilation"]
+    first = [f for f in analysis.findings if f.rule == "first-use"]
+    assert [f.cause for f in first] == ["compilation"]

@@ -222,7 +222,13 @@ def account_device(trace: Trace, work: DeviceWork, phases: Phases,
     del h2d
     long_gap_ns = policy.host_work_gap_ns(work, main_gtid, settings, interpreted)
     if compiling[0].size:
-        driving = driver() if driver is not None else -1
+        # The thread that launches the loop: a compile extends back to its last launch
+        # (tracing), not to the last kernel of a thread that was busiest once (XLA's
+        # autotuning threads); else the thread that kept the device busy longest.
+        driving = policy.loop_thread(work, it.cpu_start) if it is not None and len(it) \
+            else -1
+        if driving < 0:
+            driving = driver() if driver is not None else -1
         compiling = compile_windows(work, driving if driving >= 0 else main_gtid, compiling)
     calls = _ThreadTime(index or AccountingIndex.of(trace), waits)
     n = gap_start.size

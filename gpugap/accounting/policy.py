@@ -354,14 +354,38 @@ def thread_launches(work: DeviceWork, gtid: int,
     return np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
+def loop_thread(work: DeviceWork, starts: np.ndarray) -> int:
+    """The thread that launched the device's iterations (the ops launched at *starts*,
+    the iterations' cpu_start): the one that launched most of them; -1 when none was
+    found."""
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    if not starts.size:
+        return -1
+    found = []
+    for o0, o1 in work.slices():
+        ops = work.order.slice(o0, o1)
+        t = work.gather_rows("api_start", ops[2], ops[3])
+        at = np.flatnonzero(~np.isnan(t))
+        hit = at[np.isin(t[at].astype(np.int64), starts)]
+        if hit.size:
+            found.append(work.threads_of(ops[2][hit], ops[3][hit]))
+    threads = np.concatenate(found) if found else np.zeros(0, np.int64)
+    threads = threads[threads >= 0]
+    if not threads.size:
+        return -1
+    ids, counts = np.unique(threads, return_counts=True)
+    return int(ids[np.argmax(counts)])
+
+
 # Launches of the driving thread during a compiler's run that show the program went on.
 WENT_ON_LAUNCHES = 2
 
 
 def compile_windows(work: DeviceWork, driver: int, compiling: tl.Intervals) -> tl.Intervals:
     """How long the device's program was compiling, from what compilers left (a union:
-    their spans): from the last launch of the thread that drives the device before each
-    span to its first launch after it. Compiling is more than the compiler processes'
+    their spans): from the last launch of the thread that drives the device (*driver*:
+    the one that launches its loop, where it has one) before each span to its first
+    launch after it. Compiling is more than the compiler processes'
     lifetimes: tracing and lowering before them, autotuning (kernels of another thread)
     and loading the result after them, until the program goes on with its work."""
     cs, ce = compiling
