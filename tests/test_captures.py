@@ -167,3 +167,19 @@ def test_iteration_option_names_the_range(capsys):
     assert main(["analyze", str(path), "--iteration", "nope", "--no-config"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no NVTX range named 'nope'" in err
+
+
+@pytest.mark.slow
+def test_copies_alone_cost_only_the_compute_they_could_hide_under():
+    # NVIDIA's simpleStreams (a public program, tests/corpus): 64 MiB copies out of the
+    # GPU are its work (91.6% of the steady state), its kernels 7.7%. Overlapping the
+    # copies with compute could save at most the compute's time: the copies are not a
+    # 91.6% bottleneck "with no overlap with compute", the GPU is busy moving data.
+    # (Truth, tests/corpus/programs/pub-cuda-simplestreams/truth.json: busy 91.81% of
+    # both loops, copies 88.49%, kernels 6.79%.)
+    from tests.conftest import corpus_capture
+
+    a = analyze(load(corpus_capture("pub-cuda-simplestreams")))
+    assert a.verdict.kind == "healthy", a.verdict.headline
+    assert "transfer-bound" in a.verdict.headline
+    assert [f.id for f in a.findings if f.rule == "periodic-save"] == []

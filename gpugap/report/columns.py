@@ -11,7 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+from gpugap.lazy import LazyNumpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyNumpy(globals())
 
 from gpugap.report import schema as S
 from gpugap.report.database import Database, quote_id
@@ -355,10 +362,6 @@ def nvtx_rows(path: Path, ints: Read | None, text: tuple[str, list[str]]) -> dic
     many). Page by page, not mapped: the table is scanned whole for the program's own
     rows, and beside a GIL trace those are a few of its pages; mapped, every page would
     stay in memory while the report is read (36 MB of a 168 MB capture)."""
-    import numpy as np  # here: the read-ahead imports this module before numpy
-
-    from gpugap.intervals import is_sorted
-
     db = Database(path, mapped=False)
     try:
         texts = db.frame(*text)
@@ -373,7 +376,7 @@ def nvtx_rows(path: Path, ints: Read | None, text: tuple[str, list[str]]) -> dic
     finally:
         db.close()
     rowid = data.pop("rowid")
-    if not is_sorted(rowid, strict=True):
+    if rowid.size > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
         order = np.argsort(rowid, kind="stable")
         data = {name: values[order] for name, values in data.items()}
     return data | {name: texts[name] for name in text[1] if name != "rowid"}

@@ -6,6 +6,10 @@ median iteration's), at least twice: the program saves a checkpoint. The files i
 wrote meanwhile (OS runtime write calls of its process, when traced) are its evidence
 too, and how regularly the saves recur (every N iterations).
 
+A save stalls the GPU: the GPU idles for at least ``min_idle_share`` of the saves' time
+(the host copying state out and writing it while nothing runs); bursts of busy copies
+with the work going on around them are the loop's own traffic.
+
 Cost (from the accounting): in each save iteration, from the first copy of the burst to
 the end of the idle stretch after its last (the host writing the file before it launches
 more work): the idle time and the copies' own time there. Settled before blocking-memcpy
@@ -132,6 +136,12 @@ def detect(trace: Trace, config: Mapping[str, float], context: Context) -> list[
             windows = tl.intersect(windows, context.scope.range_on(int(device)))
             if not windows[0].size:
                 continue
+        # A save stalls the GPU: its windows hold idle time (the host copying or
+        # writing while nothing runs). Bursts that are only busy copies, with the work
+        # going on around them, are the loop's own traffic (a copy benchmark's).
+        held = dev.totals_in(windows)
+        if sum(held[b] for b in IDLE_IDS) < config["min_idle_share"] * tl.total(windows):
+            continue
         writes, write_ns = _writes(context, [int(p) for p in dev.work.pids], windows)
         index = np.asarray(its)[saves]
         every = np.diff(index)
@@ -182,6 +192,9 @@ RULE = Rule(
         "max_share_of_iterations": Threshold(0.5, "fraction", "saves hit at most this share "
                                              "of the steady iterations (else it is the "
                                              "loop's own traffic)"),
+        "min_idle_share": Threshold(0.1, "fraction", "... and the GPU idles at least this "
+                                    "share of the saves' time (else the copies stalled "
+                                    "nothing)"),
     },
     rationale=("A checkpoint stops training while the state is copied off the GPU and "
                "written out; done synchronously every N steps it costs that much every "

@@ -1,6 +1,8 @@
 """periodic-save: checkpoints that stall the GPU. Fires on a PyTorch training loop that
 saves its weights every few steps (the corpus's pt-checkpoint); silent where results are
-read back every step (eval-pageable: not a checkpoint)."""
+read back every step (eval-pageable: not a checkpoint) and where 64 MiB copies out of
+the GPU are the work itself, busy from end to end (NVIDIA's simpleStreams, a public
+program: nothing waited for them)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ FIRES = [
 SILENT = [
     Silent("captures/eval-pageable"),
     Silent("h2d-copy-good", range_name="measured"),
+    Silent("corpus:pub-cuda-simplestreams"),
 ]
 
 
