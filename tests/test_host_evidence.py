@@ -192,3 +192,23 @@ def test_native_patterns_read_the_module_before_the_symbol():
     by_module = [bool(mod) for _, mod, _ in _NATIVE]
     assert by_module == sorted(by_module, reverse=True)
     assert not any(mod and sym for _, mod, sym in _NATIVE)
+
+
+@pytest.mark.slow
+def test_a_range_verdict_carries_the_host_evidence_of_its_windows():
+    # host-infer-server (the corpus's host split): --range request judges the requests
+    # alone, launch-bound; the host evidence is read inside those requests' idle time,
+    # where the launching thread runs (PyTorch and the driver), not in the waits for the
+    # next request between them (sem_wait: spare capacity, said apart).
+    from gpugap.analysis import analyze
+    from tests.conftest import corpus_capture
+
+    trace = load(corpus_capture("host-infer-server"))
+    whole = analyze(trace).verdict
+    ranged = analyze(trace, range_name="request").verdict
+    assert ranged.cause == "launch-bound" and ranged.host is not None
+    assert ranged.host.sampled and ranged.host.idle_ns > 0
+    launcher = ranged.host.threads[0]
+    assert launcher.role == "launching thread" and launcher.share_pct > 50
+    # Read inside the requests only: less idle time than the whole steady state's.
+    assert whole.host is None or ranged.host.idle_ns < whole.host.idle_ns

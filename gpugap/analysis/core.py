@@ -268,11 +268,11 @@ class Analyzer:
         findings = result.findings = stages.run(self._finish, context, settled)
         result.verdict, per_device_verdict = stages.run(
             decide, trace, accounting, findings, self.selected, scope)
-        if not scope.is_range:
-            # What the CPU ran while the GPU idled, for a cause on the host (read from
-            # the report's samples only inside the idle intervals the verdict explains).
-            stages.run(host_evidence.attach, trace, accounting.devices, findings,
-                       self.program, [result.verdict, *per_device_verdict.values()])
+        # What the CPU ran while the GPU idled, for a cause on the host (read from the
+        # report's samples only inside the idle intervals the verdict explains, in the
+        # windows it judged: the steady state, or the --range's).
+        stages.run(host_evidence.attach, trace, accounting.devices, findings,
+                   self.program, [result.verdict, *per_device_verdict.values()], scope)
         result.metrics = read[METRICS, None]
         result.ranges, result.ranges_omitted = read[RANGES, None]
         devices = metrics.active_devices(trace)

@@ -32,6 +32,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting import DeviceAccount
 from gpugap.accounting.buckets import HOST_SIDE_IDS
+from gpugap.accounting.scope import Scope
 from gpugap.jsonout import Record
 from gpugap.program import host_work as hw
 from gpugap.program.frameworks import PYTHON_PROCESS
@@ -175,13 +176,14 @@ def is_host_side(buckets: tuple[str, ...] | list[str]) -> bool:
     return any(b in HOST_SIDE_IDS for b in buckets)
 
 
-def idle_windows(dev: DeviceAccount, finding: Finding | None, bucket: str | None
-                 ) -> tl.Intervals:
-    """The GPU's idle intervals of the steady state that the verdict explains: the pieces
-    of its host-side buckets, inside its finding's claim where it has one."""
+def idle_windows(dev: DeviceAccount, finding: Finding | None, bucket: str | None,
+                 judged: tl.Intervals | None = None) -> tl.Intervals:
+    """The GPU's idle intervals that the verdict explains: the pieces of its host-side
+    buckets inside the windows it judged (*judged*: the scope's on this device, by
+    default the steady state's), inside its finding's claim where it has one."""
     buckets = [b for b in (finding.claim.buckets if finding is not None and finding.claim
                            else (bucket,) if bucket else ()) if b in HOST_SIDE_IDS]
-    steady = dev.phases.steady_windows()
+    steady = dev.phases.steady_windows() if judged is None else judged
     if not buckets or not len(steady[0]):
         return tl.EMPTY
     parts = [dev.pieces(int(lo), int(hi), buckets) for lo, hi in zip(*steady, strict=True)]
@@ -224,11 +226,13 @@ def _pct(part: float, whole: float) -> float:
 
 
 def explain(trace: Trace, dev: DeviceAccount, finding: Finding | None, bucket: str | None,
-            program: Program | None, launching: list[int]) -> HostEvidence | None:
+            program: Program | None, launching: list[int],
+            judged: tl.Intervals | None = None) -> HostEvidence | None:
     """The host evidence of a verdict (module doc); None when its cause is not on the
-    host, or nothing of the steady state is left to explain. *launching*: the threads
-    (gtid) that launched the device's work, the busiest first."""
-    windows = idle_windows(dev, finding, bucket)
+    host, or nothing of what it judged is left to explain. *launching*: the threads
+    (gtid) that launched the device's work, the busiest first; *judged*: the windows the
+    verdict judged (a --range's; default: the steady state)."""
+    windows = idle_windows(dev, finding, bucket, judged)
     if tl.total(windows) <= 0:
         return None
     main = _held_responsible(dev, windows) or (launching[0] if launching
@@ -613,10 +617,12 @@ def launching_threads(program: Program | None, device: int) -> list[int]:
 
 
 def attach(trace: Trace, devices: dict[int, DeviceAccount], findings: list[Finding],
-           program: Program | None, verdicts: list[Any]) -> None:
+           program: Program | None, verdicts: list[Any], scope: Scope | None = None
+           ) -> None:
     """Give each bottleneck verdict (gpugap.analysis.verdict.Verdict) of a cause on the
     host its evidence (``host``), and the fix the evidence calls for where it reads
-    one. Verdicts of one device and finding share one reading."""
+    one, from the windows the verdict judged (*scope*: the steady state, or a --range;
+    default the steady state). Verdicts of one device and finding share one reading."""
     by_id = {f.id: f for f in findings}
     done: dict[tuple[int, str | None, str | None], HostEvidence | None] = {}
     for v in verdicts:
@@ -632,7 +638,8 @@ def attach(trace: Trace, devices: dict[int, DeviceAccount], findings: list[Findi
         key = (v.device, v.finding, v.bucket)
         if key not in done:
             done[key] = explain(trace, devices[v.device], finding, v.bucket, program,
-                                launching_threads(program, v.device))
+                                launching_threads(program, v.device),
+                                None if scope is None else scope.on(v.device))
         v.host = done[key]
         if v.host is not None and v.host.fix and _refines(v.host, finding, v.pitfall):
             v.fix = v.host.fix[:1].upper() + v.host.fix[1:] + "."
