@@ -212,3 +212,26 @@ def test_a_range_verdict_carries_the_host_evidence_of_its_windows():
     assert launcher.role == "launching thread" and launcher.share_pct > 50
     # Read inside the requests only: less idle time than the whole steady state's.
     assert whole.host is None or ranged.host.idle_ns < whole.host.idle_ns
+
+
+@pytest.mark.slow
+def test_python_stacks_decode_to_the_users_file_function_and_line():
+    # host-noranges-train (the corpus's host split, nsys 2025.3 with payloads exported):
+    # numpy augmentation in a Dataset's __getitem__ on the launching thread. Its Python
+    # samples' payloads follow their data entries (schema id, size, offset) and the
+    # schema's first field has no offset: read so, the frames are the program's own.
+    # truth_host (tests/corpus/programs/host-noranges-train/truth.json) counts
+    # noranges_train.py:__getitem__:12 as the innermost frame of 76.5% of the idle
+    # Python samples, none undecodable.
+    from gpugap.analysis import analyze
+    from tests.conftest import corpus_capture
+
+    v = analyze(load(corpus_capture("host-noranges-train"))).verdict
+    assert v.host is not None and v.host.work == "numpy"
+    launcher = v.host.threads[0]
+    assert launcher.role == "launching thread"
+    top = launcher.python[0]
+    assert top.frame.endswith("noranges_train.py:__getitem__:12")
+    assert top.share_pct > 50
+    assert "under host-noranges-train/noranges_train.py:__getitem__:12" in v.host.summary
+    assert not any("do not read as Python frames" in n for n in v.host.notes)

@@ -566,13 +566,18 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
             return
     assert launcher is not None
     kind = _top_kind(launcher)
-    share = launcher.work.get(kind, 0.0) if not launcher.python else sum(
+    by_python = _python_kind(launcher) is not None
+    share = launcher.work.get(kind, 0.0) if not by_python else sum(
         f.share_pct for f in launcher.python if f.work == kind)
     out.work, out.what = kind, hw.KINDS[kind].what
-    top = [f for f in (launcher.python or launcher.frames) if f.work == kind][:1]
-    # (The interpreter's own frame names nothing more than the kind: left out.)
+    top = [f for f in (launcher.python if by_python else launcher.frames)
+           if f.work == kind][:1]
+    # (The interpreter's own frame names nothing more than the kind: left out.) Where
+    # the native stacks name the work, the user's line that ran it says where.
     named = f" ({top[0].frame})" if top and not top[0].frame.endswith(": Python code") \
         else ""
+    if not by_python and launcher.python:
+        named += f" under {launcher.python[0].frame}"
     # (The next kind of work too, when it holds a good part: Python code calling
     # Triton's launcher, a library's context calling the driver.)
     then = [(k, p) for k, p in sorted(launcher.work.items(), key=lambda kv: -kv[1])
@@ -588,14 +593,28 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
                         "nsys that exports them) to name the code")
 
 
-def _top_kind(t: HostThread) -> str:
-    """The kind of work holding most of a thread's shown time ('other' when none)."""
-    shares: Counter = Counter(t.work)
-    if t.python:
-        shares = Counter()
-        for f in t.python:
+def _python_kind(t: HostThread) -> str | None:
+    """The kind a library's Python frames name in a thread's Python stacks (Triton's
+    launcher, an optimizer's step, numpy...), the one holding most, where it holds at
+    least WORK_PCT of the idle time; None where its
+    Python stacks end in the user's own code only (that is where, not what: the native
+    samples say what the interpreter ran there)."""
+    shares: Counter = Counter()
+    for f in t.python:
+        if f.work not in ("python", "other"):
             shares[f.work] += f.share_pct
-    for k, _ in shares.most_common():
+    top = shares.most_common(1)
+    # (A library's line or two, a queue.get between requests, names nothing.)
+    return str(top[0][0]) if top and top[0][1] >= WORK_PCT else None
+
+
+def _top_kind(t: HostThread) -> str:
+    """The kind of work holding most of a thread's shown time ('other' when none): what a
+    library's Python frames name, else what its native stacks ran."""
+    named = _python_kind(t)
+    if named is not None:
+        return named
+    for k, _ in Counter(t.work).most_common():
         if k != "other":
             return str(k)
     return "other"

@@ -29,6 +29,7 @@ rows inside given windows, each table once per question, through SQLite.
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -590,6 +591,7 @@ class _Layout:
     frames_at: int
     frame_size: int
     fields: dict[str, tuple[int, int, int]]      # name -> (offset, size, type)
+    schema: int = -1                             # the sample's schema id (-1: unknown)
 
 
 def _layouts(db: Database) -> dict[int, _Layout]:
@@ -614,8 +616,19 @@ def _layouts(db: Database) -> dict[int, _Layout]:
         d, k, i, flags, kind, name, detail, offset = row
         if all(isinstance(v, int) for v in (d, k, i, flags, kind, detail, offset)):
             entries.setdefault((d, k), {})[i] = (name, flags, kind, detail, offset)
+    # An entry without an offset (NULL: nsys leaves the first one out) lies where the
+    # one before it ends, aligned to its own size (the C struct's layout).
+    for fields in entries.values():
+        end = 0
+        for i in sorted(fields):
+            name, flags, kind, detail, offset = fields[i]
+            size = 8 if kind == _STRING_HANDLE else _INT_TYPES.get(kind, 0)
+            if offset < 0:
+                offset = -(-end // size) * size if size else end
+                fields[i] = (name, flags, kind, detail, offset)
+            end = offset + size
     out: dict[int, _Layout] = {}
-    for (domain, _), fields in entries.items():
+    for (domain, schema), fields in entries.items():
         frames = next((f for f in fields.values() if f[0] == "Frames"
                        and f[1] & _ARRAY_FLAGS == _ARRAY_LENGTH_INDEX), None)
         if frames is None:
@@ -633,12 +646,35 @@ def _layouts(db: Database) -> dict[int, _Layout]:
             continue
         frame_size = sizes.get((domain, frames[2])) or max(o + z for o, z, _ in
                                                            wanted.values())
-        out[domain] = _Layout(count[4], _INT_TYPES[count[2]], frames[4], frame_size, wanted)
+        out[domain] = _Layout(count[4], _INT_TYPES[count[2]], frames[4], frame_size, wanted,
+                              schema)
     return out
 
 
 def _integer(blob: bytes, at: int, size: int, signed: bool) -> int:
     return int.from_bytes(blob[at:at + size], "little", signed=signed)
+
+
+# The payload data entries nsys writes ahead of a mark's payloads (nvtxPayloadData_t,
+# nvToolsExtPayload.h, the pointer stored as an offset into the blob): a count, then
+# per entry its schema id, size and offset, each 8 bytes.
+_DATA_ENTRY = 24
+_MAX_DATA_ENTRIES = 16
+
+
+def _payload(blob: bytes, schema: int) -> bytes:
+    """The payload of *schema* in a mark's blob: found through the data entries ahead
+    of it (nsys 2025.3 writes them: a count, then schema id, size, offset per entry);
+    a blob without such entries is the payload itself."""
+    n = _integer(blob, 0, 8, False)
+    table_end = 8 + n * _DATA_ENTRY
+    if 1 <= n <= _MAX_DATA_ENTRIES and len(blob) >= table_end:
+        for i in range(n):
+            at = 8 + i * _DATA_ENTRY
+            sid, size, offset = (_integer(blob, at + 8 * j, 8, False) for j in range(3))
+            if sid == schema and offset >= table_end and offset + size <= len(blob):
+                return blob[offset:offset + size]
+    return blob
 
 
 def _decode_frames(rowids: list[int], blobs: dict[int, tuple[int, bytes]],
@@ -655,6 +691,8 @@ def _decode_frames(rowids: list[int], blobs: dict[int, tuple[int, bytes]],
             continue
         domain, blob = found
         lay = layouts.get(domain)
+        if lay is not None:
+            blob = _payload(blob, lay.schema)
         if lay is None or len(blob) < lay.count_at + lay.count_size:
             undecoded += 1
             continue
@@ -674,6 +712,15 @@ def _decode_frames(rowids: list[int], blobs: dict[int, tuple[int, bytes]],
     if not sample:
         return Table.empty_of(PYTHON_FRAME_COLUMNS), undecoded
     return Table({"sample": np.asarray(sample, np.int64), "depth": np.asarray(depth, np.int64),
-                  "function": names(np.asarray(function, np.int64)),
-                  "file": names(np.asarray(file, np.int64)),
+                  "function": _unescaped(names(np.asarray(function, np.int64))),
+                  "file": _unescaped(names(np.asarray(file, np.int64))),
                   "line": np.asarray(line, np.int64)}), undecoded
+
+
+def _unescaped(labels: Labels) -> Labels:
+    """Python names as Python spells them: nsys stores the Python samples' strings with
+    XML entities ('&lt;module&gt;', '&lt;lambda&gt;')."""
+    plain = [html.unescape(c) if isinstance(c, str) else c for c in labels.categories]
+    if len(set(plain)) == len(plain):
+        return Labels(labels.codes, plain)
+    return Labels.of(np.asarray(plain, dtype=object)[labels.codes])

@@ -39,8 +39,9 @@ Readings, each of the idle intervals inside the window:
     state @8, uint32 frame count @12, then that many 24-byte frames: registered-string
     handles Function @0 and File @8, int32 Line @16). A default export leaves binaryData
     NULL; then only counts are reported, and the output says so. Where payloads exist,
-    they are decoded with that layout (read from the schema tables, not assumed), the
-    string handles looked up in StringIds; a payload that does not fit is counted as
+    they are decoded with that layout (read from the schema tables, not assumed), after
+    the payload data entries nsys writes ahead of it (sample_payload), the string
+    handles looked up in StringIds; a payload that does not fit is counted as
     undecodable.
 
 Times are integer nanoseconds on the session clock; shares are percentages. Missing tables
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import html
 import json
 import os
 import re
@@ -429,7 +431,8 @@ def sampling_layout(r: HostReport, dom: int) -> dict | None:
         count = next((e for e in entries if e[1] == arrays[0][5]), None)
         if not frame or count is None or count[3] not in ENTRY_FMT:
             return None
-        return {"count": (count[6], ENTRY_FMT[count[3]]), "frames_at": arrays[0][6],
+        return {"schema": entries[0][0],
+                "count": (count[6], ENTRY_FMT[count[3]]), "frames_at": arrays[0][6],
                 "frame_size": sizes.get(frame_schema) or 24,
                 "fields": {e[4]: (e[6], ENTRY_FMT.get(e[3]), e[3]) for e in frame}}
     return None
@@ -449,9 +452,27 @@ def payload_bytes(blob) -> bytes | None:
     return text.encode("latin-1", "replace")
 
 
+def sample_payload(data: bytes, schema: int) -> bytes:
+    """The sample's payload inside a mark's binaryData: nsys 2025.3 writes the mark's
+    payload data entries first (nvtxPayloadData_t of nvToolsExtPayload.h: uint64 count,
+    then per entry uint64 schema id, uint64 size, uint64 offset of the payload in the
+    blob, where the C struct holds a pointer); the entry of *schema* gives the payload.
+    A blob without such entries is taken as the payload itself."""
+    if len(data) >= 8:
+        (n,) = struct.unpack_from("<Q", data, 0)
+        if 1 <= n <= 16 and len(data) >= 8 + 24 * n:
+            for i in range(n):
+                sid, size, off = struct.unpack_from("<QQQ", data, 8 + 24 * i)
+                if sid == schema and off >= 8 + 24 * n and off + size <= len(data):
+                    return data[off:off + size]
+    return data
+
+
 def decode_sample(data: bytes, layout: dict, strings: dict) -> list[tuple] | None:
     """(function, file, line) frames of one sample, innermost first as stored; None when
-    the payload does not fit the layout."""
+    the payload does not fit the layout. Strings as Python spells them: StringIds holds
+    them with XML entities ('&lt;module&gt;')."""
+    data = sample_payload(data, layout["schema"])
     off, fmt = layout["count"]
     try:
         (count,) = struct.unpack_from(fmt, data, off)
@@ -465,7 +486,8 @@ def decode_sample(data: bytes, layout: dict, strings: dict) -> list[tuple] | Non
                 if f is None:
                     return None
                 (v,) = struct.unpack_from(f, data, base_off + i * size + o)
-                vals[name] = strings.get(v, f"<handle {v}>") if typ == 80 else v
+                vals[name] = (html.unescape(strings.get(v, f"<handle {v}>")) if typ == 80
+                              else v)
             frames.append((vals.get("Function"), vals.get("File"), vals.get("Line")))
         return frames
     except struct.error:
@@ -530,7 +552,7 @@ def python_samples(r: HostReport, idle: np.ndarray, top: int, tnames: dict,
                 bad += 1
                 continue
             first.append("{1}:{0}:{2}".format(*fr[0]))
-            frames_any += list({"{1}:{0}".format(*f) for f in fr})
+            frames_any += sorted({"{1}:{0}".format(*f) for f in fr})
     k = len(with_blob)
     out |= {"payloads_undecodable": bad,
             # the payload's frame order (innermost or outermost first) is nsys's; the

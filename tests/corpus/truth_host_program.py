@@ -10,10 +10,10 @@ The host's readings:
   ``samples_per_idle_ms`` (samples are taken only while a thread runs; at
   nsys's sampling rate, ~1 a ms per running thread, ~1.0 means the thread ran through
   the idle time).
-  The Python samples' frames are left out: their payloads do not decode to this
-  capture's frames with the layout truth_host reads (the decoded "functions" are
-  unrelated strings: thread names, kernel threads), so only their counts are kept
-  (``python_samples.frames_note``).
+  The Python samples' frames are decoded from their payloads (truth_host.sample_payload:
+  the payload data entries nsys writes ahead of the schema's layout; until 2026-12-07
+  these scripts read the layout from the blob's first byte, decoded unrelated strings
+  and left the frames out).
   The report's path is left out (the figures do not depend on where the file lies).
 """
 
@@ -67,13 +67,6 @@ def host_figures(path: str, window, top: int = 10) -> dict:
     if launcher and "samples_total" in cpu:
         cpu["launching_thread_samples"] = launcher_samples(r, idle, launcher, idle_ns, top)
     py = th.python_samples(r, idle, top, tnames, pnames)
-    dropped = [k for k in ("first_stored_python_frames",
-                           "python_functions_anywhere_on_stack") if k in py]
-    for k in dropped:
-        del py[k]
-    if dropped:
-        py["frames_note"] = ("payload frames left out: they do not decode to Python "
-                             "frames with truth_host's layout (see the docstring)")
     return {
         "window": {"how": how, "ms": ms(hi - lo)},
         "idle": {"intervals": len(idle), "ms": ms(idle_ns), "pct": pct(idle_ns, hi - lo),
