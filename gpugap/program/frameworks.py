@@ -10,7 +10,7 @@ Each is recognised by traces that only it leaves, counted as evidence:
 | CuPy | yes | its kernels (``cupy_*``), or its way of calling CUDA (below) |
 | Inductor | yes | torch.compile's generated kernels (``triton_poi_*``, ``triton_red_*``...) |
 | Triton | yes | Inductor's kernels, or the driver launching a Python program's own beside torch |
-| cuBLAS | library | its GEMM kernels (``*xmma_gemm*``, ``nvjet_*``, ``gemv*``, cutlass...) |
+| cuBLAS | library | GEMM kernels (``*xmma_gemm*``, ``nvjet_*``, cutlass...), ``cublas*Params`` |
 | cuDNN | library | convolution (``*fprop*``, ``*dgrad*``, ``*wgrad*``, ``cudnn``), RNN kernels |
 | NCCL | library | its kernels (``ncclDevKernel_*``) or its NVTX domain |
 | CUDA C++ | framework | no framework above, GPU work launched from a process that is not Python |
@@ -48,6 +48,9 @@ CUBLAS_KERNEL = re.compile(r"xmma_gemm|^(?:void )?(?:nvjet_|gemv|gemmk|gemmSN|sg
                            r"^(?:void )?cutlass::Kernel", re.IGNORECASE)
 # Convolutions and batch norm; and the RNN API's kernels (cudnnRNNForward/Backward*:
 # per-timestep cells, the persistent kernels, their dropout masks).
+# cuBLAS's level-1/2 kernels (axpy_kernel_val, dot_kernel, reduce_1Block_kernel...) have
+# plain names; their demangled signatures take cuBLAS's parameter types.
+CUBLAS_DEMANGLED = re.compile(r"\bcublas[A-Z]\w*(?:Params\w*|Tensor\w*)\b")
 CUDNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_convolve|"
                           r"conv2d_(?:c1_k1|grouped)|bn_fw_|bn_bw_|"
                           r"elemWiseRNNcell|^(?:void )?(?:LSTM|GRU|RNN|GENERIC)_elementWise_|"
@@ -223,7 +226,7 @@ def detect(trace: Trace) -> list[Component]:
         else:
             shown = names.get(pids[0], f"pid {pids[0]}")
             out.append(Component("CUDA C++", True, f"GPU work launched by {shown}"))
-    cublas = kernels.hits(CUBLAS_KERNEL)
+    cublas = max(kernels.hits(CUBLAS_KERNEL), demangled.hits(CUBLAS_DEMANGLED))
     if cublas:
         out.append(Component("cuBLAS", False, f"{cublas} cuBLAS kernels"))
     cudnn = kernels.hits(CUDNN_KERNEL)
