@@ -196,11 +196,9 @@ def decide_device(trace: Trace, dev: DeviceAccount, findings: list[Finding],
     # Copies that ran alone cost what overlapping them could save: at most the compute
     # they could have run under (a copy benchmark, all copies, loses nothing by it).
     computing = sum(totals[b] for b in WORK_IDS)
-    unexplained = [(min(v, computing) if b in COPY_IDS else v, b)
-                   for b, v in totals.items() if b not in WORK_IDS
-                   and (looped or b not in COPY_IDS)
-                   and b not in explained and _pct(v, wall) >= UNEXPLAINED_PCT]
-    unexplained = [(v, b) for v, b in unexplained if _pct(v, wall) >= UNEXPLAINED_PCT]
+    lost = {b: min(v, computing) if b in COPY_IDS else v for b, v in totals.items()
+            if b not in WORK_IDS and (looped or b not in COPY_IDS) and b not in explained}
+    unexplained = [(v, b) for b, v in lost.items() if _pct(v, wall) >= UNEXPLAINED_PCT]
     steady = _representative(dev, None) if not scope.is_range else None
     # Every problem by the time it takes out of the scope (module doc).
     candidates = [(f.cost_ns, f, None) for f in mine] + [(v, None, b) for v, b in unexplained]

@@ -46,11 +46,11 @@ CUPY_KERNEL = re.compile(r"^(?:void )?cupy_")
 CUBLAS_KERNEL = re.compile(r"xmma_gemm|^(?:void )?(?:nvjet_|gemv|gemmk|gemmSN|sgemm|dgemm|"
                            r"hgemm|cublas|splitKreduce)|cutlass\w*gemm|gemm\w*cutlass|"
                            r"^(?:void )?cutlass::Kernel", re.IGNORECASE)
-# Convolutions and batch norm; and the RNN API's kernels (cudnnRNNForward/Backward*:
-# per-timestep cells, the persistent kernels, their dropout masks).
 # cuBLAS's level-1/2 kernels (axpy_kernel_val, dot_kernel, reduce_1Block_kernel...) have
 # plain names; their demangled signatures take cuBLAS's parameter types.
 CUBLAS_DEMANGLED = re.compile(r"\bcublas[A-Z]\w*(?:Params\w*|Tensor\w*)\b")
+# Convolutions and batch norm; and the RNN API's kernels (cudnnRNNForward/Backward*:
+# per-timestep cells, the persistent kernels, their dropout masks).
 CUDNN_KERNEL = re.compile(r"cudnn|fprop|dgrad|wgrad|implicit_convolve|"
                           r"conv2d_(?:c1_k1|grouped)|bn_fw_|bn_bw_|"
                           r"elemWiseRNNcell|^(?:void )?(?:LSTM|GRU|RNN|GENERIC)_elementWise_|"

@@ -200,7 +200,8 @@ def native_frames(symbols: list[str], modules: list[str]) -> NativeFrames:
         # The interpreter's own functions are one thing to a user: Python running.
         # (A frame without a symbol is its module's: 'libcuda.so.1', not 'libcuda.so.1: ?'.)
         label.append(f"{short}: Python code" if k == "python"
-                     else short if address or not sym else f"{short}: {short_symbol(sym)}")
+                     else (short or "?") if address or not sym
+                     else f"{short}: {short_symbol(sym)}")
     return NativeFrames(np.asarray(kind, dtype=object), np.asarray(generic, dtype=bool),
                         np.asarray(profiler, dtype=bool), np.asarray(label, dtype=object))
 
