@@ -182,3 +182,23 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
+
+
+def worker_pool(max_workers: int, preload: Sequence[str] = ()) -> Any:
+    """A concurrent.futures pool of *max_workers* worker processes for independent jobs
+    (one report each: gpugap.analysis.job). Where the platform has one, its workers fork
+    from a server process started clean for them (multiprocessing's 'forkserver', the
+    modules *preload* imported there once), never from this one: a thread of this
+    process inside SQLite or a C library when it forked (a Dask worker thread, a read
+    ahead) would leave that library's lock held in the child, whose first read of its
+    report then waits forever. ``run`` above forks this process itself: its pieces only
+    compute on what the parent has read."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return ProcessPoolExecutor(max_workers=max_workers)
+    context = multiprocessing.get_context("forkserver")
+    if preload:
+        context.set_forkserver_preload(list(preload))
+    return ProcessPoolExecutor(max_workers=max_workers, mp_context=context)

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from gpugap import forkjoin
 from gpugap import intervals as tl
 from gpugap.accounting import metrics
 from gpugap.accounting.buckets import BUSY_IDS, CODE
@@ -308,9 +309,9 @@ def summarize_all(paths: Sequence[str | os.PathLike[str]], *, workers: int | Non
             for i, p in enumerate(files):
                 arrived(summarize_report(p, i, **{"processes": None, **options}))
         else:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
+            from concurrent.futures import as_completed
 
-            with ProcessPoolExecutor(max_workers=n) as pool:
+            with forkjoin.worker_pool(n, preload=[__name__]) as pool:
                 futures = [pool.submit(summarize_report, p, i, **options)
                            for i, p in enumerate(files)]
                 for future in as_completed(futures):
