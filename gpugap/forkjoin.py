@@ -27,8 +27,9 @@ import os
 import pickle
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from gpugap.memory import give_back
 
@@ -202,3 +203,32 @@ def worker_pool(max_workers: int, preload: Sequence[str] = ()) -> Any:
     if preload:
         context.set_forkserver_preload(list(preload))
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=context)
+
+
+T = TypeVar("T")
+
+
+def beside(work: Callable[..., T], *args: Any, name: str = "gpugap-beside"
+           ) -> Callable[[], T]:
+    """Run ``work(*args)`` in a thread beside this one (a read in SQLite, which lets
+    this thread go on meanwhile) and return what waits for it: its result, or what it
+    raised. The caller takes the result before it forks or returns, so no such thread
+    is alive (inside SQLite) when the analysis forks."""
+    done: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            done.append((True, work(*args)))
+        except BaseException as exc:          # noqa: BLE001 - raised where taken
+            done.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True, name=name)
+    thread.start()
+
+    def take() -> T:
+        thread.join()
+        ok, value = done[0]
+        if not ok:
+            raise value
+        return value
+    return take

@@ -9,14 +9,12 @@ the Python API, so that a wrong verdict can be traced to a wrong understanding.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
+from gpugap import forkjoin
 from gpugap.jsonout import Record
 from gpugap.program import compilation, frameworks, iterations, oscalls, threads
 from gpugap.program.compilation import CompileSpans
@@ -209,30 +207,6 @@ def _links(trace: Trace) -> list[DeviceLink]:
     return out
 
 
-class _Reading:
-    """``work(*args)`` in a thread of its own; ``result()`` waits for it and returns
-    what it returned, or raises what it raised."""
-
-    def __init__(self, work: Callable[..., Any], *args: Any) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self._result = work(*args)
-            except BaseException as exc:     # noqa: BLE001 - raised by result()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, daemon=True, name="gpugap-os-calls")
-        self._thread.start()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-
 def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     """The program model of *trace*; *iteration*: the NVTX range that marks one iteration
     ('none': no iterations; None: found, gpugap.program.iterations)."""
@@ -240,7 +214,8 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
     # The OS calls are read from the export by SQLite, which lets the other threads run:
     # read them while the devices' iterations are found (a plain thread: no import of
     # concurrent.futures and logging for it).
-    reading = _Reading(oscalls.read, trace, frameworks.gpu_pids(trace))
+    reading = forkjoin.beside(oscalls.read, trace, frameworks.gpu_pids(trace),
+                              name="gpugap-os-calls")
     devices = {}
     known = trace.table("devices")
     for device in trace.op_index.devices:
@@ -252,7 +227,7 @@ def understand(trace: Trace, *, iteration: str | None = None) -> Program:
             iterations.find(trace, ops, window, iteration=iteration),
             [int(p) for p in np.asarray(ops.pids).tolist()])
     components = frameworks.detect(trace)
-    os_calls = reading.result()
+    os_calls = reading()
     processes, waits = threads.roles(trace, names, os_calls)
     return Program(components, processes, devices, _links(trace), library_domains(trace),
                    compilation.spans(trace, names, os_calls), waits, os_calls,

@@ -30,7 +30,6 @@ rows inside given windows, each table once per question, through SQLite.
 from __future__ import annotations
 
 import html
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from gpugap import forkjoin
 from gpugap import intervals as tl
 from gpugap.jsonout import Record
 from gpugap.report import schema as S
@@ -420,29 +420,10 @@ class HostEvidenceSource:
     # --- the GIL ------------------------------------------------------------------------
     def gil_ahead(self, lo: np.ndarray, hi: np.ndarray, thread: int | None = None
                   ) -> Callable[[], Table]:
-        """Begin ``gil(lo, hi, thread)`` in a thread of its own and return what waits
-        for its result (raising what it raised). The GIL trace is read by a scan of all
-        of NVTX_EVENTS, in SQLite, which lets the caller's thread read the CPU samples
-        meanwhile. The caller takes the result before it goes on (no reading thread
-        outlives it, so none is inside SQLite when the analysis forks)."""
-        done: list[Any] = []
-
-        def read() -> None:
-            try:
-                done.append((True, self.gil(lo, hi, thread)))
-            except BaseException as exc:      # noqa: BLE001 - raised where taken
-                done.append((False, exc))
-
-        reader = threading.Thread(target=read, daemon=True, name="gpugap-gil")
-        reader.start()
-
-        def take() -> Table:
-            reader.join()
-            ok, value = done[0]
-            if not ok:
-                raise value
-            return value
-        return take
+        """Begin ``gil(lo, hi, thread)`` beside the caller (gpugap.forkjoin.beside) and
+        return what waits for its result: the GIL trace is read by a scan of all of
+        NVTX_EVENTS, in SQLite, while the caller reads the CPU samples."""
+        return forkjoin.beside(self.gil, lo, hi, thread, name="gpugap-gil")
 
     def gil(self, lo: np.ndarray, hi: np.ndarray, thread: int | None = None) -> Table:
         """The GIL trace's ranges overlapping the windows [lo, hi): start, end, gtid,
