@@ -55,3 +55,28 @@ def test_a_fork_waits_for_the_reads_in_flight_and_the_child_reads_for_itself(
     assert _exit_code(pid, within_s=120) == 0
     # and its own prefetched reads are still there for its loader.
     assert len(load(path).kernels) > 0
+
+
+def test_nvtx_rows_looked_up_by_rowid_equal_a_scan(monkeypatch):
+    # columns.nvtx_rows reads the program's NVTX text by a scan, then their integers by
+    # rowid lookups where they are a small part of the table (a GIL trace fills it), in
+    # chunks of ROWID_CHUNK: the same arrays as the scan of every row.
+    from gpugap.report import columns, database
+    from gpugap.report.database import Database
+
+    path = CAPTURE.parent / "sync-item.sqlite"
+    db = Database(path)
+    try:
+        ints, text = columns.nvtx_reads(db)
+    finally:
+        db.close()
+    monkeypatch.setattr(columns, "NVTX_LOOKUP_MAX", -1)              # always scan
+    scanned = columns.nvtx_rows(path, ints, text)
+    monkeypatch.setattr(columns, "NVTX_LOOKUP_MAX", 10**9)           # always look up
+    monkeypatch.setattr(columns, "NVTX_LOOKUP_FRACTION", 0)
+    monkeypatch.setattr(database, "ROWID_CHUNK", 7)                  # many chunks
+    looked_up = columns.nvtx_rows(path, ints, text)
+    assert len(scanned["start"]) > 100
+    assert scanned.keys() == looked_up.keys()
+    for name in scanned:
+        assert list(scanned[name]) == list(looked_up[name]), name
