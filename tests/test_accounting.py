@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import gpugap
 from gpugap import intervals as tl
 from gpugap.accounting import account, policy
 from gpugap.accounting import host as hostmod
@@ -104,13 +105,14 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
             k = int(np.flatnonzero(mine == nxt)[0])
             is_input = k == 0 or work.bucket[mine[k - 1]] not in h2d
         # Did the gap begin as a batch's results came back (a big device-to-host copy the
-        # last op before it)?
+        # last op before it), or between two reads back (a loop over read-back values)?
         before = np.flatnonzero(work.start < gap_start)
         prev = int(before[-1]) if before.size else -1
         d2h = (CODE["copy-d2h-pageable"], CODE["copy-d2h-pinned"])
         is_results = bool(prev >= 0 and work.bucket[prev] in d2h
                           and work.end[prev] >= gap_start - 1_000
-                          and work.gather("bytes", [prev])[0] >= settings.input_min_bytes)
+                          and (work.gather("bytes", [prev])[0] >= settings.input_min_bytes
+                               or (nxt >= 0 and work.bucket[nxt] in d2h)))
         # The next op a kernel Triton generated (torch.compile)?
         is_jit = bool(nxt >= 0 and work.source[nxt] == 0 and str(
             trace.kernels["name"].iloc[work.row[nxt]]).startswith("triton_"))
@@ -430,3 +432,25 @@ def test_idle_runs_are_the_runs_of_idle_buckets():
         assert list(zip(gs.tolist(), ge.tolist(), strict=True)) == want
     assert np.array_equal(partition._codes_present(c), np.unique(c))
     assert partition._codes_present(c[:0]).size == 0
+
+
+def test_values_read_back_one_at_a_time_are_results_work():
+    """JAX's differentially-private SGD example reads 99 device scalars back one at a
+    time (list(jnp.linspace(...)) in compute_epsilon) and works on each with numpy
+    between the reads: that host time is results work, and the catalogue names the loop.
+    A scalar read each step followed by the next step's launches (.item(): sync-item,
+    decode_eos_sync's .tolist() per token) is not."""
+    trace = load(corpus_capture("pub-jax-dpsgd"))
+    dev = account(trace).devices[0]
+    lo, hi = dev.window
+    held, _, _ = dev.held_gaps("results", tl.as_intervals([lo], [hi]))
+    # The 99 reads' gaps, 40 ms and more of host work between them.
+    assert held.size >= 99 and dev.totals_in()["results"] > 40e6
+    analysis = gpugap.analyze(trace)
+    top = analysis.findings_of("launch-gap", "results-work")
+    assert top and top[0].evidence["between_reads_pct"] >= 95
+    assert top[0].evidence["pitfall"] == "results-read-by-value"
+    assert "np.asarray(x)" in top[0].fix and "99 values" in top[0].fix
+    for quiet in (load(CAPTURES / "sync-item.sqlite"),
+                  load(corpus_capture("ext-b4-decode_eos_sync"))):
+        assert account(quiet).devices[0].totals_in()["results"] == 0

@@ -294,11 +294,14 @@ def _gap_facts(trace: Trace, work: DeviceWork, near: tuple[Ops, int], gs: np.nda
                      & (np.nan_to_num(launched, nan=-1) >= iterations_from))
     is_jit = np.zeros(gs.size, dtype=bool)
     is_jit[has] = policy.jit_rows(trace, following.source, following.row)
+    reads_next = np.zeros(gs.size, dtype=bool)
+    reads_next[has] = np.isin(following.bucket, policy.D2H)
     del following, launched
     return policy.GapFacts(
         start=gs, end=ge, has_next=nxt >= 0, api_end=api_end, gtid=gap_gtid,
         is_input=is_input, is_jit=is_jit,
-        is_results=policy.after_results(work, gs, settings.input_min_bytes, near),
+        is_results=policy.after_results(work, gs, settings.input_min_bytes, near,
+                                        reads_next),
         compile_end=policy.compiled_until(compiling, gs, ge))
 
 

@@ -32,7 +32,9 @@ the gap (the trailing gap: the device's main launching thread):
       ``data_loader``) and the gap ends in a batch upload (d), the wait is for the
       loader's next batch: input;
    c. results, in a long gap that began as a batch's results came back (a
-      device-to-host copy of at least ``input_min_bytes`` ended just before it);
+      device-to-host copy of at least ``input_min_bytes`` ended just before it), or
+      between two reads back of any size (the host reading values one at a time and
+      working on each);
    d. input, when the next operation uploads a batch inside the iterations: the first of
       a run of host-to-device copies, at least ``input_min_bytes`` together (the host was
       loading data);
@@ -442,12 +444,16 @@ def batch_uploads(work: DeviceWork, h2d: np.ndarray, min_bytes: int) -> np.ndarr
 
 
 def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int,
-                  near: tuple[Ops, int] | None = None) -> np.ndarray:
+                  near: tuple[Ops, int] | None = None,
+                  reads_next: np.ndarray | None = None) -> np.ndarray:
     """Per gap: did it begin as a batch's results came back (5c), the op that ended just
     before it a device-to-host copy of at least *min_bytes* (a scalar read back by
-    .item() is a synchronisation, not results to work on)? *near*: (ops, o0), the ops
-    from position o0 on, every op that starts from the first gap's start up to the last
-    one's among them (a slice of the device's ops): looked in, not the device's order."""
+    .item() is a synchronisation, not results to work on), or of any size where the gap
+    ends in another device-to-host copy (*reads_next*, per gap): the host reading values
+    back one at a time and working on each in between (a Python loop over a device
+    array)? *near*: (ops, o0), the ops from position o0 on, every op that starts from the
+    first gap's start up to the last one's among them (a slice of the device's ops):
+    looked in, not the device's order."""
     if near is None:
         before = work.searchsorted(gap_start, side="left") - 1
     else:
@@ -462,6 +468,8 @@ def after_results(work: DeviceWork, gap_start: np.ndarray, min_bytes: int,
         rows = np.flatnonzero(known)[d2h]
         nbytes = work.gather_rows("bytes", ops.source[d2h], ops.row[d2h])
         out[rows] = np.nan_to_num(nbytes) >= min_bytes
+        if reads_next is not None:
+            out[rows] |= reads_next[rows]
     return out
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from gpugap.report.trace import Trace
 from gpugap.rules.base import Context, Finding
+from gpugap.rules.launch_gap import BY_VALUE_PCT
 from gpugap.rules.signals import Signals
 from gpugap.units import fmt_bytes
 
@@ -144,6 +145,12 @@ def _graph_then_sync(s: Signals, f: Finding) -> Facts | None:
 def _small_reads(s: Signals, f: Finding) -> Facts | None:
     if s.small_reads >= 1 and s.syncs >= 1:
         return {"reads": _n(s.small_reads), "syncs": _n(s.syncs)}
+    return None
+
+
+def _read_by_value(s: Signals, f: Finding) -> Facts | None:
+    if f.evidence.get("between_reads_pct", 0) >= BY_VALUE_PCT:
+        return {"reads": _n(f.evidence.get("reads_between", 0))}
     return None
 
 
@@ -599,6 +606,31 @@ CATALOGUE: tuple[Pitfall, ...] = (
         PT_TUNING + "; " + HTA,
         None,
         None, capture="cpp-host-work"),
+    Pitfall(
+        "results-read-by-value", "Results read back one value at a time",
+        (("launch-gap", "results-work"),),
+        "host work between device-to-host copies, most of it ending in the next read: a "
+        "host loop over values read back one by one, the GPU idle throughout",
+        PT_CUDA + "; " + JAX_DOCS + "; " + CUPY_PERF,
+        {"PyTorch": "Read the tensor back once (values = t.tolist(), or t.cpu().numpy()), "
+                    "then loop over it on the host: element by element (t[i].item(), "
+                    "float(t[i]), iterating over a CUDA tensor) each of the {reads} values "
+                    "is a copy and a synchronization, and the GPU idles while the host "
+                    "works between them.",
+         "JAX": "Read the array back once (np.asarray(x) or jax.device_get(x)), then loop "
+                "over it on the host, and build host-side constants with numpy, not "
+                "jax.numpy: iterating over a jax array in Python (list(x), float(x[i])) "
+                "copies the {reads} values one at a time, and the GPU idles while the host "
+                "works between the copies.",
+         "CuPy": "Read the array back once (x.get() or cupy.asnumpy(x)), then loop over it "
+                 "on the host: element by element (float(x[i]), x[i].item()) each of the "
+                 "{reads} values is a copy and a synchronization, and the GPU idles while "
+                 "the host works between them.",
+         "*": "Copy the results back in one transfer (one cudaMemcpy, or cudaMemcpyAsync "
+              "into pinned memory), then loop over them on the host, not {reads} copies "
+              "of one value each with host work between them while the GPU idles."},
+        _read_by_value, capture="pub-jax-dpsgd",
+        headline="Results read back one value at a time ({reads} reads)"),
     Pitfall(
         "host-work-on-results", "Host post-processing of results",
         (("launch-gap", "results-work"),),

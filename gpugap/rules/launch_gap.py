@@ -19,7 +19,8 @@ a thousand gaps of 20 us cost as much as one of 20 ms. Causes (the bucket in bra
 - ``host-launch-latency`` (host-work): outside CUDA for stretches of ``min_gap_us`` or
   more between launches: Python or CPU work, I/O.
 - ``results-work`` (results): outside CUDA after a batch's output came back (a
-  device-to-host copy of 64 KiB or more just before the gap): work on the results.
+  device-to-host copy of 64 KiB or more just before the gap, or one of any size when
+  the gap ends in the next read back: values read one at a time): work on the results.
 - ``thread-wait`` (thread-wait): blocked in an OS wait on another thread (a queue, a
   lock, a condition variable, a semaphore, poll) or asleep, while no launching thread
   of the process had work: the GPU had nothing to do (a server waiting for requests).
@@ -51,7 +52,7 @@ import numpy as np
 from gpugap import intervals as tl
 from gpugap.accounting.buckets import BUCKETS, BY_ID, IDS, UNKNOWN, Bucket
 from gpugap.accounting.labels import ranges_of
-from gpugap.accounting.policy import MIN_GAP_US, jit_ops
+from gpugap.accounting.policy import D2H, MIN_GAP_US, jit_ops
 from gpugap.accounting.work import SOURCES
 from gpugap.report.table import Table, as_labels
 from gpugap.report.trace import Trace, demangled_name
@@ -103,6 +104,10 @@ LIBRARY_CHURN = Cause(
 CAUSES = (*(_cause(b) for b in IDLE_BUCKETS if b.id != UNKNOWN), LIBRARY_CHURN,
           _cause(BY_ID[UNKNOWN]))
 # launch-bound, where the work already is compiled or runs as a CUDA graph.
+# Results read back one value at a time, host work between the reads: this share of the
+# results gaps' time ends in the next device-to-host copy (the catalogue's
+# results-read-by-value names it).
+BY_VALUE_PCT = 50.0
 FIX_LAUNCH_BOUND_COMPILED = (
     "The kernels are already compiled (torch.compile's Triton kernels) and still "
     "arrive one at a time: compile with mode='reduce-overhead' (or 'max-autotune') so "
@@ -333,6 +338,14 @@ def _finding(trace, config, dev, phase, span, bucket, cause, ns, wall,
             fix = FIX_LAUNCH_BOUND_OPTIMIZER
         elif jit_pct >= 50.0 and framework == "PyTorch":
             fix = FIX_LAUNCH_BOUND_COMPILED
+    if cause == "results-work" and held.size:
+        # Read back value by value: the gaps end in the next read, not in new work.
+        nxt = dev.gaps.next_after(ends)
+        reads = np.zeros(held.size, dtype=bool)
+        reads[nxt >= 0] = np.isin(dev.work.take(nxt[nxt >= 0]).bucket, D2H)
+        by_value = 100.0 * float(per_gap[reads].sum()) / max(float(per_gap.sum()), 1.0)
+        evidence |= {"between_reads_pct": round(by_value, 1),
+                     "reads_between": int(reads.sum())}
     spare = False
     if cause == "thread-wait" and held.size and phase == "steady":
         evidence["between_iterations_pct"] = _between_iterations(dev, held, ends)
@@ -467,6 +480,10 @@ def message(cause: str, *, device: int | None, phase: str | None, idle_ns: int,
         text += (" The launching thread had put "
                  + ", ".join(f"{d['name']} x{d['calls']}" for d in top["stream_dependencies"])
                  + " into streams before it.")
+    by_value = (evidence or {}).get("between_reads_pct")
+    if cause == "results-work" and by_value is not None and by_value >= BY_VALUE_PCT:
+        text += (f" {by_value:.0f}% of it lay between one read back and the next: the "
+                 "host read the results value by value.")
     lead = ""
     if cause == "compilation" and phase == "steady":
         # Compiling after the loop has settled: new shapes or guards made it recompile.

@@ -123,6 +123,17 @@ def main(path: str) -> dict:
         "batch_bytes": int(np.median(bytes_)), "h2d_src": sorted(srcs),
         "d2h_in_steps": d2h_steps, "host_calls": tj.host_calls_in(r, pid, lo, hi),
     }
+    # The loop over all three epochs (the count's other reading, steps_all_epochs): from
+    # epoch 1's 3rd step to the last step, less the first evaluation's period (its
+    # compilation: first use, as [phases] says). The same evaluation idle falls in it.
+    st1 = [e["start"] for e in execs if e["graph"] == g1]
+    first_eval = st[0] - st1[-1]
+    win_all = (hi - st1[2]) - first_eval
+    out["steady_all_epochs"] = {
+        "window_ms": ms(win_all), "first_eval_ms": ms(first_eval),
+        "gpu_idle_pct": pct((hi - st1[2]) - r.busy_ns(st1[2], hi)
+                            - (first_eval - r.busy_ns(st1[-1], st[0])), win_all),
+        "results_work_pct": pct(res, win_all), "eval_idle_pct": pct(eval_idle, win_all)}
     out["compilation"] = tj.compile_report(r, pid, st, lo, hi)
     return out
 
