@@ -454,3 +454,37 @@ def test_values_read_back_one_at_a_time_are_results_work():
     for quiet in (load(CAPTURES / "sync-item.sqlite"),
                   load(corpus_capture("ext-b4-decode_eos_sync"))):
         assert account(quiet).devices[0].totals_in()["results"] == 0
+
+
+def test_the_last_repetition_ends_with_the_loop():
+    """A loop found from its repeating GPU work ends where the last repetition's ops stop
+    matching the one before: cuda-samples' conjugateGradient copies its 4 MiB solution
+    back after the loop (a synchronous cudaMemcpy to pageable memory, 4.5 ms), which is
+    the program's tail, not a 30x longer last iteration; the verdict is the loop's own
+    launch overhead."""
+    trace = load(corpus_capture("pub-cuda-conjugategradient"))
+    ph = account(trace).devices[0].phases
+    lasted = np.diff(ph.iterations.bounds)
+    assert lasted[-1] <= 2 * np.median(lasted)
+    copies = trace.memcpys
+    result = copies[(copies["bytes"] >= 4 << 20)
+                    & (copies["start"] > ph.iterations.bounds[0])]      # not the set-up's
+    assert len(result) == 1
+    assert ph.phase_codes(result["start"].to_numpy()).tolist() == [3]     # the tail
+    assert gpugap.analyze(trace).verdict.cause == "launch-bound"
+
+
+def test_loops_run_in_turn_are_one_steady_state():
+    """Triton's layer-norm tutorial times its backward kernel, then torch's (a do_bench
+    of 651 calls, then one of 890): two loops of about the same weight, run in turn on
+    autograd's thread. The steady state holds both, and the first loop's launch
+    overhead (its GPU 57% busy, the second's 96%) is the verdict, not a healthy second
+    loop with the first one taken for start-up. A training loop's few evaluation
+    steps after it weigh far less and stay out."""
+    trace = load(corpus_capture("pub-triton-layer-norm"))
+    it = acc_program(trace).devices[0].iterations
+    assert it.loops == [651, 890] and len(it) == 1541
+    assert "2 loops in turn" in it.how
+    assert gpugap.analyze(trace).verdict.cause == "launch-bound"
+    alone = acc_program(load(corpus_capture("pub-jax-mnist-classifier"))).devices[0]
+    assert alone.iterations.loops == [] and len(alone.iterations) == 300

@@ -19,7 +19,9 @@ In order of preference:
    the host (a loop's natural boundary). Repetitions may drift: one with a few more or
    other operations (a longer KV cache, a checkpoint) still starts like the others.
    Inside a single outer NVTX range (``generate``, ``infer``) this finds the loop the
-   range holds.
+   range holds. Loops of about the winner's weight that run right before or after it
+   on its thread (a benchmark timing one variant, then the next) join it: the program
+   runs its loops in turn, and its steady state holds them all.
 4. None: start-up lasts until the end of the last module-load call before regular work
    (gpugap.accounting.phases), the rest is one steady window.
 
@@ -90,6 +92,9 @@ class Iterations(Record):
     inner: dict | None = None
     processes: int = 1             # processes that repeat the same NVTX range
     runner_up: str | None = None   # the structure that came close, for people
+    # Loops run in turn that the iterations join (a benchmark of one kernel, then of
+    # the next): each loop's iteration count, in order; empty for one loop.
+    loops: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return self.cpu_start.size
@@ -102,7 +107,7 @@ class Iterations(Record):
         return {"source": self.source, "name": self.name, "count": len(self),
                 "how": self.how, "period": self.period, "within": self.within,
                 "inner": self.inner, "processes": self.processes,
-                "runner_up": self.runner_up}
+                "runner_up": self.runner_up, "loops": self.loops}
 
 
 def _user_ranges(trace: Trace, pids: np.ndarray) -> Table:
@@ -294,6 +299,9 @@ class Repetition:
     exact: bool
     anchor: int                    # the anchor's code
     graph: bool = False            # the anchor is a CUDA graph launch
+    # Loops run in turn that the repetitions join (_in_turn), in order: (count, period,
+    # the index of the first one's start); empty for one loop.
+    loops: tuple[tuple[int, int, int], ...] = ()
 
 
 def _pair_alike(codes: np.ndarray, starts: np.ndarray, stop: int) -> np.ndarray:
@@ -366,6 +374,25 @@ def _alike_runs(share: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.
     return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
 
 
+def _last_stop(codes: np.ndarray, positions: np.ndarray, period: int) -> int:
+    """The index after the last repetition (at positions[-1]): a period's length on, but
+    no further than its last op that matches the repetition before it at the same
+    offset. The loop ends inside that length (the last iteration is the shorter one);
+    what follows is the program's tail (the result copied back, the buffers freed), not
+    part of an iteration."""
+    a = int(positions[-1])
+    stop = min(a + period, codes.size)
+    if positions.size < 2:
+        return stop
+    prev = int(positions[-2])
+    n = min(stop - a, a - prev)
+    same = np.flatnonzero(codes[a:a + n] == codes[prev:prev + n])
+    # (Beyond the previous repetition's length there is nothing to compare: kept.)
+    if not same.size or (n < stop - a and same.size == n):
+        return stop
+    return a + int(same[-1]) + 1
+
+
 def _anchor_run(codes: np.ndarray, positions: np.ndarray
                 ) -> tuple[np.ndarray, int, float] | None:
     """The repetitions of one loop that start at the occurrences *positions* of one
@@ -377,8 +404,7 @@ def _anchor_run(codes: np.ndarray, positions: np.ndarray
     if positions.size < MIN_ITERATIONS:
         return None
     spacing = np.diff(positions)
-    stop = int(positions[-1] + np.median(spacing))
-    stop = min(stop, codes.size)
+    stop = _last_stop(codes, positions, int(np.median(spacing)))
     share, _, weight = _pair_alike(codes, positions, stop)
     lengths = np.diff(np.r_[positions, stop])
     firsts, lasts = _alike_runs(share, lengths)
@@ -679,6 +705,63 @@ def _covers_device(main: _MainOps, rep: Repetition) -> float:
     return float(main.device_covered[b] - main.device_covered[a])
 
 
+# Loops run in turn (_in_turn): a loop of at least IN_TURN_SHARE of the winner's
+# operations that spans as much of its time joins it, when at most IN_TURN_GAP of
+# either's periods of other ops lie between them (an evaluation of a few steps after
+# training, a set-up's few uploads: far fewer operations, they stay out).
+IN_TURN_SHARE = 0.5
+IN_TURN_GAP = 2
+MAX_IN_TURN = 16
+
+
+def _in_turn(main: _MainOps, rep: Repetition) -> Repetition:
+    """*rep* joined by the loops of about its size (IN_TURN_SHARE of its operations and
+    of the time it spans) that run right before or after it on the same thread, one
+    after another: a program that runs its loops in turn (a benchmark of one kernel,
+    then of another), whose steady state holds them all. Their repetitions become one
+    list of iterations."""
+    size, span = rep.stop - int(rep.starts[0]), _spanned(main, rep)
+
+    def weighs(r: Repetition) -> bool:
+        return (r.stop - int(r.starts[0]) >= IN_TURN_SHARE * size
+                and _spanned(main, r) >= IN_TURN_SHARE * span)
+
+    parts = [rep]
+    for _ in range(MAX_IN_TURN):
+        first, last = parts[0], parts[-1]
+        joined = False
+        a = int(first.starts[0])
+        if a >= 2 * MIN_ITERATIONS:
+            before = repetition(main.codes[:a], main.pause[:a], main.is_graph[:a],
+                                main.weight[:a])
+            if (before is not None and a - before.stop <= IN_TURN_GAP * max(
+                    before.period, first.period) and weighs(before)):
+                parts.insert(0, before)
+                joined = True
+        b = last.stop
+        if main.codes.size - b >= 2 * MIN_ITERATIONS:
+            after = repetition(main.codes[b:], main.pause[b:], main.is_graph[b:],
+                               main.weight[b:])
+            if after is not None:
+                after = Repetition(after.starts + b, after.period, after.stop + b,
+                                   after.alike, after.exact, after.anchor, after.graph)
+                if (int(after.starts[0]) - b <= IN_TURN_GAP * max(after.period, last.period)
+                        and weighs(after)):
+                    parts.append(after)
+                    joined = True
+        if not joined:
+            break
+    if len(parts) == 1:
+        return rep
+    starts = np.concatenate([p.starts for p in parts])
+    counts = np.array([p.starts.size for p in parts], dtype=np.float64)
+    return Repetition(starts, int(np.median(np.diff(np.r_[starts, parts[-1].stop]))),
+                      parts[-1].stop,
+                      float((np.array([p.alike for p in parts]) * counts).sum() / counts.sum()),
+                      False, rep.anchor, rep.graph,
+                      tuple((p.starts.size, p.period, int(p.starts[0])) for p in parts))
+
+
 def map_to_gpu(ops: DeviceOps, cpu_start: np.ndarray, cpu_end_last: int,
                window: tuple[int, int], reach: np.ndarray | None = None) -> np.ndarray:
     """GPU-side boundaries of iterations that began on the host at cpu_start; *reach*:
@@ -747,6 +830,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     if alike != best and loops[alike][1].starts.size > loops[best][1].starts.size:
         best = alike
     main, rep = loops[best]
+    rep = _in_turn(main, rep)
     repeated = _from_repetition(trace, ops, window, main, rep)
     if marked is None:
         chosen, other = repeated, None
@@ -815,11 +899,18 @@ def _from_repetition(trace: Trace, ops: DeviceOps, window: tuple[int, int],
     what = (f"{len(cpu_start)} launches of {_short(name)}" if is_graph and rep.period == 1
             else f"{len(cpu_start)} repetitions of {rep.period} operations"
             + ("" if rep.exact else " (approximately)") + f" starting at '{_short(name)}'")
+    if rep.loops:
+        firsts = ops.names(trace, seq[[at for _, _, at in rep.loops]])
+        what = (f"{len(rep.loops)} loops in turn, "
+                + ", then ".join(f"{n} repetitions of {period} operations starting at "
+                                 f"'{_short(first)}'" for (n, period, _), first
+                                 in zip(rep.loops, firsts, strict=True)))
     how = (("CUDA graph replays: " if is_graph else "repeating GPU work: ") + what
            + (f", inside NVTX range '{within}'" if within else "")
            + " (no NVTX range marks the iterations; name one with --iteration)")
     cpu_end = np.r_[cpu_start[1:], end_last]
-    return Iterations(source, name, cpu_start, cpu_end, bounds, [], how, rep.period, within)
+    return Iterations(source, name, cpu_start, cpu_end, bounds, [], how, rep.period, within,
+                      loops=[n for n, _, _ in rep.loops])
 
 
 def _phrase(it: Iterations) -> str:

@@ -181,6 +181,8 @@ def _iterations_phrase(it: Iterations | None) -> str:
     if it.processes > 1:
         out += f" in each of {it.processes} processes"
     out += f" inside '{it.within}'" if it.within else ""
+    if it.loops:
+        out += f", {len(it.loops)} loops in turn (" + " + ".join(map(str, it.loops)) + ")"
     if it.inner:
         out += (f", each {it.inner['count']} repetitions of {it.inner['period']} "
                 f"operation{'s' if it.inner['period'] != 1 else ''}")
