@@ -103,11 +103,11 @@ LIBRARY_CHURN = Cause(
     "loop", call_category="module-load", priority=0, fixes={"CuPy": FIX_CHURN_CUPY})
 CAUSES = (*(_cause(b) for b in IDLE_BUCKETS if b.id != UNKNOWN), LIBRARY_CHURN,
           _cause(BY_ID[UNKNOWN]))
-# launch-bound, where the work already is compiled or runs as a CUDA graph.
 # Results read back one value at a time, host work between the reads: this share of the
 # results gaps' time ends in the next device-to-host copy (the catalogue's
 # results-read-by-value names it).
 BY_VALUE_PCT = 50.0
+# launch-bound, where the work already is compiled or runs as a CUDA graph.
 FIX_LAUNCH_BOUND_COMPILED = (
     "The kernels are already compiled (torch.compile's Triton kernels) and still "
     "arrive one at a time: compile with mode='reduce-overhead' (or 'max-autotune') so "
