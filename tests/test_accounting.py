@@ -113,9 +113,14 @@ def brute_force(trace, dev, lo: int, hi: int) -> dict[str, int]:
                           and work.end[prev] >= gap_start - 1_000
                           and (work.gather("bytes", [prev])[0] >= settings.input_min_bytes
                                or (nxt >= 0 and work.bucket[nxt] in d2h)))
-        # The next op a kernel Triton generated (torch.compile)?
-        is_jit = bool(nxt >= 0 and work.source[nxt] == 0 and str(
-            trace.kernels["name"].iloc[work.row[nxt]]).startswith("triton_"))
+        # The next op a kernel Triton generated (torch.compile) or cuDNN built for the
+        # shape, or a memset (its workspace) right before one?
+        def built(i: int) -> bool:
+            return bool(work.source[i] == 0 and str(trace.kernels["name"].iloc[
+                work.row[i]]).startswith(("triton_", "cudnn_generated_")))
+        is_jit = nxt >= 0 and (built(nxt) or (
+            work.bucket[nxt] == CODE["memset"] and nxt + 1 < work.start.size
+            and built(nxt + 1)))
         # The thread's state: the highest-priority category of the calls covering a ns.
         rows = np.flatnonzero(api["gtid"].to_numpy() == gtid)
         s_all, e_all = api["start"].to_numpy()[rows], api["end"].to_numpy()[rows]
@@ -488,3 +493,16 @@ def test_loops_run_in_turn_are_one_steady_state():
     assert gpugap.analyze(trace).verdict.cause == "launch-bound"
     alone = acc_program(load(corpus_capture("pub-jax-mnist-classifier"))).devices[0]
     assert alone.iterations.loops == [] and len(alone.iterations) == 300
+
+
+def test_a_kernel_cudnn_builds_for_each_new_shape_is_compiled_there():
+    """nanoGPT's sample.py on cuDNN's SDPA: each new sequence length of the first sample
+    makes cuDNN build its attention kernel (about 42 ms with no CUDA call, then
+    cuLibraryLoadData, a workspace memset, then 'cudnn_generated_fort_native_sdpa_...'):
+    compilation on first use, 62 times in the warm-up, and none once the lengths repeat
+    in the second sample."""
+    analysis = gpugap.analyze(load(corpus_capture("pub-nanogpt-sample")))
+    built = analysis.findings_of("launch-gap", "compilation")
+    warm = [f for f in built if f.phase == "warm-up"]
+    assert warm and warm[0].cost_ns > 2.5e9 and warm[0].count >= 60
+    assert not [f for f in built if f.phase == "steady"]

@@ -293,7 +293,17 @@ def _gap_facts(trace: Trace, work: DeviceWork, near: tuple[Ops, int], gs: np.nda
     is_input[has] = (_among(nxt[has], uploads)
                      & (np.nan_to_num(launched, nan=-1) >= iterations_from))
     is_jit = np.zeros(gs.size, dtype=bool)
-    is_jit[has] = policy.jit_rows(trace, following.source, following.row)
+    is_jit[has] = policy.jit_rows(trace, following.source, following.row,
+                                  policy.BUILT_KERNEL)
+    # A library zeroes the built kernel's workspace first (cuDNN, Inductor's buffers):
+    # a gap ended by a memset is the kernel's that follows it.
+    zeroing = np.flatnonzero(following.bucket == CODE["memset"])
+    then = nxt[has][zeroing] + 1
+    zeroing, then = zeroing[then < len(work)], then[then < len(work)]
+    if then.size:
+        after = work.take(then)
+        is_jit[has[zeroing]] = policy.jit_rows(trace, after.source, after.row,
+                                               policy.BUILT_KERNEL)
     reads_next = np.zeros(gs.size, dtype=bool)
     reads_next[has] = np.isin(following.bucket, policy.D2H)
     del following, launched
