@@ -235,3 +235,23 @@ def test_python_stacks_decode_to_the_users_file_function_and_line():
     assert top.share_pct > 50
     assert "under host-noranges-train/noranges_train.py:__getitem__:12" in v.host.summary
     assert not any("do not read as Python frames" in n for n in v.host.notes)
+
+
+def test_python_samples_without_cpu_samples_say_where_the_python_thread_was():
+    # host-pub-jax-mnist-classifier (the corpus's host split): Python samples, the GIL
+    # and OS calls, no CPU samples. The thread gpugap follows for the idle gaps is XLA's
+    # runtime thread, which launches what the Python thread dispatches and waits in a
+    # futex meanwhile; the Python thread's samples put it on the training loop's call of
+    # the jitted update (truth_host: mnist_classifier.py:<module>:89 innermost in 71.9%
+    # of the idle Python samples). Said so, with no running time claimed for either
+    # thread (there are no CPU samples), and no 'spare capacity' fix.
+    from gpugap.analysis import analyze
+    from tests.conftest import corpus_capture
+
+    v = analyze(load(corpus_capture("host-pub-jax-mnist-classifier"))).verdict
+    assert v.host is not None and not v.host.sampled
+    assert "ran 0%" not in v.host.summary
+    assert "mnist_classifier.py:<module>:89" in v.host.summary
+    python = [t for t in v.host.threads if t.python]
+    assert python and python[0].role == "launching process" and python[0].ns == 0
+    assert v.host.fix is None or "spare capacity" not in v.host.fix

@@ -284,7 +284,7 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
         if inv.cpu_samples:
             _samples(trace, source, inv, windows, idle, main, launching_pids, out)
         if inv.python_stacks:
-            _python(trace, source, inv, windows, idle, out)
+            _python(trace, source, inv, windows, idle, out, main)
         elif inv.python_sampling:
             out.notes.append(NO_PAYLOADS)
     finally:
@@ -390,8 +390,9 @@ def _loader_workers(trace: Trace) -> dict[int, int]:
 
 
 def _python(trace: Trace, source: Any, inv: HostInventory, windows: tl.Intervals,
-            idle: int, out: HostEvidence) -> None:
-    """Python stacks of the samples inside *windows*: per thread shown, its lines."""
+            idle: int, out: HostEvidence, main: int) -> None:
+    """Python stacks of the samples inside *windows*: per thread shown, its lines (the
+    launching thread's even without CPU samples: where it was, if not what it ran)."""
     found = source.python_samples(*windows)
     if found.note:
         out.notes.append(found.note)
@@ -422,6 +423,19 @@ def _python(trace: Trace, source: Any, inv: HostInventory, windows: tl.Intervals
         if periodic[s]:
             per_thread[int(gtid[s])][hw.python_stack(f, fn, ln)] += 1
     by_tid = {t.tid: t for t in out.threads}
+    if not out.sampled:
+        # No CPU samples: the Python stacks still say where the threads were (their CPU
+        # time unknown, none claimed): the launching thread's, else the Python thread of
+        # its process with most samples (a runtime's worker launches what the Python
+        # thread dispatches to it: JAX's).
+        pid = (main >> PID_SHIFT) & ID_MASK
+        mine = [g for g in per_thread if (g >> PID_SHIFT) & ID_MASK == pid]
+        for g in ([main] if main in per_thread else
+                  sorted(mine, key=lambda g: -sum(per_thread[g].values()))[:1]):
+            t = HostThread(pid=pid, tid=g & ID_MASK, name=trace.thread_names.get(g),
+                           role=_role(g, main, {pid}, set()), ns=0, share_pct=0.0)
+            out.threads.insert(0 if g == main else len(out.threads), t)
+            by_tid[t.tid] = t
     for g, count in per_thread.items():
         t = by_tid.get(g & ID_MASK)
         if t is None:
@@ -547,10 +561,17 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
             out.work, out.what = "wait", hw.KINDS["wait"].what
             producer = (f"; the busiest other thread: {busiest.who}, "
                         f"{busiest.share_pct:.0f}% running {_top_what(busiest) or 'code'}"
-                        if busiest else "")
-            out.summary = (f"while the GPU idled ({where}), the launching thread ran "
-                           f"{running:.0f}% of the time and waited{in_what}"
-                           f" {waiting:.0f}%{producer}")
+                        if busiest and out.sampled else
+                        f"; {busiest.who} was in {busiest.python[0].frame} "
+                        f"{busiest.python[0].share_pct:.0f}% of the time"
+                        if busiest and busiest.python else "")
+            # (Without CPU samples its running time is unknown: none claimed; its
+            # Python stacks say where it waited.)
+            ran = f"ran {running:.0f}% of the time and " if out.sampled else ""
+            under = (f" under {launcher.python[0].frame}"
+                     if launcher is not None and launcher.python else "")
+            out.summary = (f"while the GPU idled ({where}), the launching thread {ran}"
+                           f"waited{in_what} {waiting:.0f}%{under}{producer}")
             if busiest is not None and busiest.role == "worker process" \
                     and busiest.share_pct >= WORK_PCT:
                 kind = _top_kind(busiest)
@@ -559,10 +580,12 @@ def _conclude(out: HostEvidence, idle: int, main: int, trace: Trace) -> None:
                            f"which ran {hw.KINDS[kind].what}: make __getitem__ cheaper "
                            "(that work on the GPU, or once, before training) or raise "
                            "num_workers")
-            else:
+            elif not under and not (busiest and busiest.python and not out.sampled):
                 out.fix = ("the launching thread had nothing to do: this is spare "
                            "capacity, not a GPU bottleneck; look at the producer that "
                            "feeds it" + (f" ({busiest.who})" if busiest else ""))
+            # (Waiting under the user's own line is waiting inside a call the loop
+            # made, not for work: no spare-capacity fix.)
             return
     assert launcher is not None
     kind = _top_kind(launcher)
