@@ -118,15 +118,16 @@ def test_readme_counts_the_corpus_programs():
     readme = " ".join((ROOT / "README.md").read_text().split())
     total = len(list((ROOT / "tests" / "corpus" / "programs").glob("*/expected.toml")))
     names = ("dev", "held-out", score.SEALED, "external", "public", score.PUBLIC_HELD_OUT,
-             "host")
+             score.PUBLIC_BLIND, "host")
     splits = [len(score.programs(s)) for s in names]
     assert sum(splits) == total
     assert (f"a corpus of {total} programs" in readme
             and f"{splits[0]} dev, {splits[1]} held-out, {splits[2]} sealed" in readme
             and f"{splits[3]} external" in readme
-            and f"{splits[4] + splits[5]} public programs" in readme
-            and f"{splits[4]} public, {splits[5]} public-held-out" in readme
-            and f"{splits[6]} host programs" in readme)
+            and f"{splits[4] + splits[5] + splits[6]} public programs" in readme
+            and f"{splits[4]} public, {splits[5]} public-held-out, {splits[6]} "
+                "public-blind" in readme
+            and f"{splits[7]} host programs" in readme)
 
 
 def test_troubleshooting_a_script_beside_a_clone(tmp_path):

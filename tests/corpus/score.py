@@ -320,7 +320,11 @@ SEALED = "sealed"
 # The third of the public split held out until the end of the issue that made it (issue
 # 38): scored only by name or with --split public-held-out (README.md, "public").
 PUBLIC_HELD_OUT = "public-held-out"
-UNOPENED = (SEALED, PUBLIC_HELD_OUT)
+# Public programs captured and pre-registered after the public split was worked on
+# (issue 38, a later session): blind until that session's end, scored only by name or
+# with --split public-blind (README.md, "public").
+PUBLIC_BLIND = "public-blind"
+UNOPENED = (SEALED, PUBLIC_HELD_OUT, PUBLIC_BLIND)
 
 
 def split_of(name: str) -> str:
@@ -364,7 +368,8 @@ def main() -> int:
     which.add_argument("--sealed", action="store_true",
                        help="the sealed split: gpugap's first look at it (README.md)")
     which.add_argument("--split", help="one split by name: dev, held-out, external, "
-                       "public, public-held-out (its first look: README.md)")
+                       "public, public-held-out, public-blind (their first looks: "
+                       "README.md), host")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
