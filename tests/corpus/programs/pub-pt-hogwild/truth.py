@@ -100,7 +100,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from truthlib import Report, THREAD_MASK, clipped_ns, ms, overlap_ns, pct, union  # noqa: E402
+from truthlib import THREAD_MASK, Report, clipped_ns, ms, overlap_ns, pct, union  # noqa: E402
 
 BATCH = 200_704                  # 64 x 1 x 28 x 28 float32
 LAST_TEST = 50_176               # 16 x 1 x 28 x 28 float32
