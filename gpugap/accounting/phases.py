@@ -312,8 +312,11 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     start = taken.start[launched]
     codes = op_codes(trace, work, every[launched])
     grid = _grids(trace, taken.source[launched], taken.row[launched])
-    _, first, kind = np.unique(np.column_stack([codes, grid]), axis=0, return_index=True,
-                               return_inverse=True)
+    # Each (kernel, grid) pair as one integer: a row-wise unique (axis=0) of a million
+    # launches sorts them as opaque records, several times slower.
+    _, grid_code = np.unique(grid, return_inverse=True)
+    key = grid_code.ravel().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
+    _, first, kind = np.unique(key, return_index=True, return_inverse=True)
     kind = kind.ravel()
     ops = _count_in(start, lo, hi)
     new = _count_in(start[first], lo, hi)
