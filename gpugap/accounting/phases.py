@@ -22,7 +22,7 @@ from gpugap.accounting.work import DeviceWork
 from gpugap.memory import isin
 from gpugap.program import DeviceProgram
 from gpugap.program.compilation import CompileSpans
-from gpugap.program.iterations import Iterations, op_codes
+from gpugap.program.iterations import Iterations, codes_of
 from gpugap.report.trace import Trace
 
 PHASES = ("start-up", "warm-up", "steady", "tail")
@@ -306,20 +306,14 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
         return
     lo, hi = ph.iteration_windows(its)
     dur = hi - lo
-    every = np.arange(len(work))
-    taken = work.take(every)
+    median_dur = float(np.median(dur))
+    slow = dur >= FIRST_USE_SLOW * median_dur
+    if not slow.any():              # no slow iteration: nothing below can mark one
+        return
+    taken = work.slice(0, len(work))
     launched = (taken.source == 0) | (taken.source == 3)       # kernels, graph launches
     start = taken.start[launched]
-    codes = op_codes(trace, work, every[launched])
-    grid = _grids(trace, taken.source[launched], taken.row[launched])
-    # Each (kernel, grid) pair as one integer: a row-wise unique (axis=0) of a million
-    # launches sorts them as opaque records, several times slower.
-    _, grid_code = np.unique(grid, return_inverse=True)
-    key = grid_code.ravel().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
-    _, first, kind = np.unique(key, return_index=True, return_inverse=True)
-    kind = kind.ravel()
     ops = _count_in(start, lo, hi)
-    new = _count_in(start[first], lo, hi)
     cpu_lo, cpu_hi = it.cpu_start[its], it.cpu_end[its]
     api = trace.table("api")
     syncs = loads = np.zeros(its.size, dtype=np.int64)
@@ -332,22 +326,34 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     if compile_spans is not None and len(compile_spans):
         compiled = tl.overlap_each(cpu_lo, cpu_hi,
                                    tl.union(compile_spans.start, compile_spans.end))
-    median_dur, median_ops = float(np.median(dur)), max(float(np.median(ops)), 1.0)
+    median_ops = max(float(np.median(ops)), 1.0)
     median_syncs = float(np.median(syncs))
     extra = np.maximum(dur - median_dur, 0)
     more = ops >= FIRST_USE_MORE * median_ops
-    novel = (new >= FIRST_USE_NEW) & (more | (loads > 0)
-                                      | (syncs >= median_syncs + FIRST_USE_SYNCS))
+    many_syncs = syncs >= median_syncs + FIRST_USE_SYNCS
+    compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (np.median(compiled) == 0)
+    # Every mark below needs a slow iteration with more launches, module loads, more
+    # syncs or a compiler in it: without one, the new work is not looked for (a sort of
+    # every launch).
+    if not (slow & (more | (loads > 0) | many_syncs | compiling)).any():
+        return
+    codes = codes_of(trace, taken.source[launched], taken.row[launched])
+    grid = _grids(trace, taken.source[launched], taken.row[launched])
+    # Each (kernel, grid) pair as one integer: a row-wise unique (axis=0) of a million
+    # launches sorts them as opaque records, several times slower.
+    _, grid_code = np.unique(grid, return_inverse=True)
+    key = grid_code.ravel().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
+    _, first, kind = np.unique(key, return_index=True, return_inverse=True)
+    kind = kind.ravel()
+    new = _count_in(start[first], lo, hi)
+    novel = (new >= FIRST_USE_NEW) & (more | (loads > 0) | many_syncs)
     # Without new work, an autotuner's signature (far more launches, more syncs) is a
     # first use only once: seen again (an evaluation every N steps, however many more
     # operations it launches) it is a recurring cost of that work.
-    alike = ~novel & ((more & (syncs >= median_syncs + FIRST_USE_SYNCS))
-                      | (ops >= 3 * FIRST_USE_MORE * median_ops)) \
-        & (dur >= FIRST_USE_SLOW * median_dur)
+    alike = ~novel & ((more & many_syncs) | (ops >= 3 * FIRST_USE_MORE * median_ops)) & slow
     if int(alike.sum()) == 1:
         novel = novel | alike
-    compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (np.median(compiled) == 0)
-    hit = np.flatnonzero((dur >= FIRST_USE_SLOW * median_dur) & (novel | compiling))
+    hit = np.flatnonzero(slow & (novel | compiling))
     if not hit.size or hit.size > FIRST_USE_MAX_SHARE * its.size:
         return
     ph.first_use = its[hit]

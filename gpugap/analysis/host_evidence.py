@@ -495,17 +495,25 @@ def _waits(source: Any, windows: tl.Intervals, idle: int, main: int
     if not len(calls):
         return []
     inside = tl.overlap_each(calls["start"], calls["end"], windows)
-    names = calls["name"].strings()
+    labels = calls["name"]
     chains = calls["callchain"].astype(np.int64)
+    # By the names' codes (thousands of calls, a few names): no string compared per
+    # call. The distinct names in order, each of its codes mapped to it.
+    distinct, of_code = np.unique(labels.categories.astype(str), return_inverse=True)
+    codes = labels.codes.astype(np.int64)
+    named = np.flatnonzero(codes >= 0)
+    name_of = of_code.reshape(-1)[codes[named]]
+    per_name = np.bincount(name_of, weights=inside[named], minlength=distinct.size)
+    counts = np.bincount(name_of, minlength=distinct.size)
     out = []
-    for name in np.unique(names).tolist():
-        on = names == name
-        ns = int(inside[on].sum())
+    for k in np.flatnonzero(counts).tolist():
+        ns = int(per_name[k])
         if _pct(ns, idle) < SHOWN_PCT:
             continue
-        longest = int(np.flatnonzero(on)[np.argmax(inside[on])])
-        out.append({"name": str(name), "ns": ns, "share_pct": _pct(ns, idle),
-                    "calls": int(on.sum()), "chain": int(chains[longest])})
+        on = named[name_of == k]
+        longest = int(on[np.argmax(inside[on])])
+        out.append({"name": str(distinct[k]), "ns": ns, "share_pct": _pct(ns, idle),
+                    "calls": int(counts[k]), "chain": int(chains[longest])})
     out.sort(key=lambda w: -w["ns"])
     out = out[:3]
     frames = source.osrt_frames(np.asarray([w["chain"] for w in out], dtype=np.int64))

@@ -267,13 +267,17 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
 def op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
     """A code per op naming what it is (the kernel, by its full demangled name: template
     instances apart; copy kind; memset; CUDA graph)."""
+    rows = ops.take(positions)
+    return codes_of(trace, rows.source, rows.row)
+
+
+def codes_of(trace: Trace, src: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """op_codes of the ops given by (source, row), as taken already."""
     kernels = trace.table("kernels")
     kernel = kernels.labels("demangled" if "demangled" in kernels else "name")
     width = kernel.categories.size + 1
     m_codes = trace.table("memcpys").labels("kind").codes.astype(np.int64)
-    rows = ops.take(positions)
-    src, row = rows.source, rows.row
-    out = np.full(positions.size, -1, dtype=np.int64)
+    out = np.full(src.size, -1, dtype=np.int64)
     sel = src == 0
     out[sel] = kernel.codes[row[sel]]
     sel = src == 1
@@ -393,6 +397,25 @@ def _last_stop(codes: np.ndarray, positions: np.ndarray, period: int) -> int:
     return a + int(same[-1]) + 1
 
 
+def _ranges(firsts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """np.concatenate of np.arange(first, stop) for each pair, without a call each."""
+    sizes = np.maximum(stops - firsts, 0)
+    offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+    return np.arange(int(sizes.sum())) - np.repeat(offsets - firsts, sizes)
+
+
+def _segment_medians(values: np.ndarray, firsts: np.ndarray, stops: np.ndarray
+                     ) -> np.ndarray:
+    """np.median of each values[first:stop] (none empty), in one sort: a loop's anchor
+    can have thousands of runs, and a median each is a Python call each."""
+    sizes = stops - firsts
+    offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+    seg = np.repeat(np.arange(sizes.size), sizes)
+    taken = values[_ranges(firsts, stops)]
+    ordered = taken[np.lexsort((taken, seg))].astype(np.float64)
+    return (ordered[offsets + (sizes - 1) // 2] + ordered[offsets + sizes // 2]) / 2
+
+
 def _anchor_run(codes: np.ndarray, positions: np.ndarray
                 ) -> tuple[np.ndarray, int, float] | None:
     """The repetitions of one loop that start at the occurrences *positions* of one
@@ -413,15 +436,14 @@ def _anchor_run(codes: np.ndarray, positions: np.ndarray
     if not firsts.size:
         return None
     k = int(np.argmax(lasts - firsts))
-    period = float(np.median(lengths[firsts[k]:lasts[k] + 2]))
-    runs = np.array([float(np.median(lengths[a:b + 2]))
-                     for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)])
+    runs = _segment_medians(lengths, firsts, lasts + 2)
+    period = float(runs[k])
     same = (runs <= 1.5 * period) & (period <= 1.5 * runs)
     chosen = np.flatnonzero(same)
-    starts = np.concatenate([positions[firsts[i]:lasts[i] + 2] for i in chosen.tolist()])
+    starts = positions[_ranges(firsts[chosen], lasts[chosen] + 2)]
     last = int(lasts[chosen[-1]])
     end = int(positions[last + 2]) if last + 2 < positions.size else stop
-    pairs = np.concatenate([np.arange(firsts[i], lasts[i] + 1) for i in chosen.tolist()])
+    pairs = _ranges(firsts[chosen], lasts[chosen] + 1)
     w = weight[pairs]
     alike = float((share[pairs] * w).sum() / max(int(w.sum()), 1))
     return starts, end, alike
@@ -589,20 +611,17 @@ class _MainOps:
 # the one that launched most, and the one that launched most CUDA graphs (XLA runs a
 # jitted step as a graph from the Python thread, while its compile threads run
 # autotuning kernels that can keep the GPU busier).
-def _launching_threads(ops: DeviceOps, order: np.ndarray) -> tuple[list[int], np.ndarray,
-                                                                    np.ndarray]:
-    """The candidate threads (module comment), the launching thread of each op of
-    *order*, and each op's GPU duration."""
-    rows = ops.take(order)
-    gtid = ops.threads_of(rows.source, rows.row)
-    dur = np.maximum(rows.end - rows.start, 0)
+def _launching_threads(gtid: np.ndarray, dur: np.ndarray, source: np.ndarray
+                       ) -> list[int]:
+    """The candidate threads (module comment), from the launching thread, the GPU
+    duration and the kind of each op."""
     (threads,), busy = group_sums([gtid], dur)
     (_,), launched = group_sums([gtid])
-    graphs = np.array([int(((gtid == g) & (rows.source == 3)).sum()) for g in threads])
+    graphs = np.array([int(((gtid == g) & (source == 3)).sum()) for g in threads])
     picks = [int(threads[int(np.argmax(busy))]), int(threads[int(np.argmax(launched))])]
     if graphs.max(initial=0) >= MIN_ITERATIONS:
         picks.append(int(threads[int(np.argmax(graphs))]))
-    return list(dict.fromkeys(p for p in picks if p >= 0)), gtid, dur
+    return list(dict.fromkeys(p for p in picks if p >= 0))
 
 
 # An autotuner's own kernels (XLA times candidate kernels between a delay kernel and
@@ -620,41 +639,41 @@ def _main_ops(trace: Trace, ops: DeviceOps) -> list[_MainOps]:
     its ops: the threads' loops compare)."""
     if len(ops) < 2 * MIN_ITERATIONS:
         return []
-    order = ops.launch_order()
+    order, rows, every_launch = ops.in_launch_order()
     if order.size < 2 * MIN_ITERATIONS:
         return []
-    threads, gtid, dur = _launching_threads(ops, order)
+    gtid = ops.threads_of(rows.source, rows.row)
+    dur = np.maximum(rows.end - rows.start, 0)
+    threads = _launching_threads(gtid, dur, rows.source)
     total_ops, total_ns = float(order.size), max(float(dur.sum()), 1.0)
-    every_launch = np.nan_to_num(ops.gather("api_start", order))
     covered = np.r_[0.0, np.cumsum(1.0 / total_ops + np.nan_to_num(dur) / total_ns)]
     out = []
     for main in threads:
-        mine = gtid == main
-        seq = order[mine]
-        if seq.size < 2 * MIN_ITERATIONS:
+        mine = np.flatnonzero(gtid == main)
+        if mine.size < 2 * MIN_ITERATIONS:
             continue
-        rows = ops.take(seq)
+        source, row = rows.source[mine], rows.row[mine]
         # (A thread that replays CUDA graphs runs the program's steps: never a tuner's.)
-        if len(threads) > 1 and not (rows.source == 3).any() and _autotuner(trace, ops, seq):
+        if len(threads) > 1 and not (source == 3).any() and _autotuner(trace, source, row):
             continue
-        codes = op_codes(trace, ops, seq)
-        launch = np.nan_to_num(ops.gather("api_start", seq))
+        launch = every_launch[mine]
         weight = 1.0 / total_ops + np.nan_to_num(dur[mine]) / total_ns
-        out.append(_MainOps(seq, codes, launch, np.r_[0.0, np.diff(launch)],
-                            rows.source == 3, weight, rows.start, every_launch, covered))
+        out.append(_MainOps(order[mine], codes_of(trace, source, row), launch,
+                            np.r_[0.0, np.diff(launch)], source == 3, weight,
+                            rows.start[mine], every_launch, covered))
     return out
 
 
-def _autotuner(trace: Trace, ops: DeviceOps, seq: np.ndarray) -> bool:
-    """Are AUTOTUNER_SHARE of the ops at *seq* an autotuner's own kernels?"""
-    rows = ops.take(seq)
+def _autotuner(trace: Trace, source: np.ndarray, row: np.ndarray) -> bool:
+    """Are AUTOTUNER_SHARE of the ops given by (*source*, *row*) an autotuner's own
+    kernels?"""
     kernels = trace.table("kernels")
     if not len(kernels):
         return False
     names = kernels.labels("name")
     tuned = names.matching(AUTOTUNER_KERNEL)
-    mine = rows.row[rows.source == 0]
-    return bool(tuned[mine].sum() >= AUTOTUNER_SHARE * seq.size)
+    mine = row[source == 0]
+    return bool(tuned[mine].sum() >= AUTOTUNER_SHARE * source.size)
 
 
 def _ops_repetition(main: _MainOps) -> Repetition | None:
