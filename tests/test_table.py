@@ -9,7 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpugap.report.table import Labels, Table, concat, distinct, factorize, unique_in_order
+from gpugap.report.table import (
+    Labels,
+    Table,
+    concat,
+    distinct,
+    factorize,
+    first_rows,
+    sorted_codes,
+    unique_in_order,
+)
 from gpugap.report.trace import TABLE_NAMES
 from tests.conftest import load_report
 
@@ -96,3 +105,22 @@ def test_distinct_is_numpy_unique() -> None:
                    np.array([2.5, 1.0, 2.5])):
         got, want = distinct(values), np.unique(values)
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", ["captures/gemm", "captures/ddp-overlap"])
+def test_sorted_codes_are_numpy_unique(name: str) -> None:
+    """sorted_codes and first_rows give np.unique's answers: on a real report's
+    columns (dense thread ids and correlation ids, sparse start times) and on values
+    spread wider than their count (a grid key, 64-bit times)."""
+    api = load_report(name).api
+    rng = np.random.default_rng(7)
+    columns = [api[c].to_numpy() for c in ("gtid", "corr", "start")] + [
+        rng.integers(0, 5, 300) * 1_000_003 ** 2, rng.integers(-3, 9, 40).astype(np.int8),
+        np.zeros(0, np.int64), np.array([2.5, 1.0, 2.5])]
+    for values in columns:
+        uniq, inverse = sorted_codes(values)
+        want, want_first, want_inverse = np.unique(values, return_index=True,
+                                                   return_inverse=True)
+        assert uniq.dtype == want.dtype and uniq.tolist() == want.tolist()
+        assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+        assert first_rows(inverse, uniq.size).tolist() == want_first.tolist()

@@ -23,6 +23,7 @@ from gpugap.memory import isin
 from gpugap.program import DeviceProgram
 from gpugap.program.compilation import CompileSpans
 from gpugap.program.iterations import Iterations, codes_of
+from gpugap.report.table import first_rows, sorted_codes
 from gpugap.report.trace import Trace
 
 PHASES = ("start-up", "warm-up", "steady", "tail")
@@ -271,17 +272,21 @@ def _count_in(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.bincount(k[inside], minlength=lo.size)
 
 
-def _grids(trace: Trace, source: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Each kernel's grid as one number (0 for other ops)."""
-    out = np.zeros(source.size, dtype=np.int64)
+def _op_kinds(trace: Trace, codes: np.ndarray, source: np.ndarray, row: np.ndarray
+              ) -> np.ndarray:
+    """Per op, a code of what it runs: its op code (gpugap.program.iterations.op_codes)
+    and, for a kernel, its grid (a new shape is new work); dense, from 0."""
+    _, kind = sorted_codes(codes)
     k = trace.table("kernels")
     if len(k) and all(c in k for c in ("grid_x", "grid_y", "grid_z")):
         sel = source == 0
         r = row[sel]
-        out[sel] = (k["grid_x"][r].astype(np.int64) * 1_000_003
-                    + k["grid_y"][r].astype(np.int64)) * 1_000_003 \
-            + k["grid_z"][r].astype(np.int64)
-    return out
+        for c in ("grid_x", "grid_y", "grid_z"):
+            part = np.zeros(source.size, dtype=np.int64)
+            part[sel] = k[c][r]
+            _, dim = sorted_codes(part)
+            _, kind = sorted_codes(kind * (int(dim.max(initial=0)) + 1) + dim)
+    return kind
 
 
 def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
@@ -337,14 +342,9 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     # every launch).
     if not (slow & (more | (loads > 0) | many_syncs | compiling)).any():
         return
-    codes = codes_of(trace, taken.source[launched], taken.row[launched])
-    grid = _grids(trace, taken.source[launched], taken.row[launched])
-    # Each (kernel, grid) pair as one integer: a row-wise unique (axis=0) of a million
-    # launches sorts them as opaque records, several times slower.
-    _, grid_code = np.unique(grid, return_inverse=True)
-    key = grid_code.ravel().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
-    _, first, kind = np.unique(key, return_index=True, return_inverse=True)
-    kind = kind.ravel()
+    source, row = taken.source[launched], taken.row[launched]
+    kind = _op_kinds(trace, codes_of(trace, source, row), source, row)
+    first = first_rows(kind, int(kind.max(initial=-1)) + 1)
     new = _count_in(start[first], lo, hi)
     novel = (new >= FIRST_USE_NEW) & (more | (loads > 0) | many_syncs)
     # Without new work, an autotuner's signature (far more launches, more syncs) is a

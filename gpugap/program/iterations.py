@@ -41,7 +41,7 @@ from gpugap.errors import UsageError, option
 from gpugap.jsonout import Record
 from gpugap.program.nvtx import base_name, program_ranges, shown_name
 from gpugap.program.ops import DeviceOps, group_sums
-from gpugap.report.table import Labels, Table, factorize
+from gpugap.report.table import Labels, Table, factorize, sorted_codes
 from gpugap.report.trace import Trace
 
 MIN_ITERATIONS = 3
@@ -468,7 +468,8 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
     window = codes[lo:lo + CHOOSE_ON]
     covered = (np.arange(window.size + 1, dtype=np.float64) if weight is None
                else np.r_[0.0, np.cumsum(weight[lo:lo + CHOOSE_ON], dtype=np.float64)])
-    values, inverse, counts = np.unique(window, return_inverse=True, return_counts=True)
+    values, inverse = sorted_codes(window)
+    counts = np.bincount(inverse, minlength=values.size)
     by_code = np.argsort(inverse, kind="stable")
     first_of = np.r_[0, np.cumsum(counts)[:-1]]
     scored = []

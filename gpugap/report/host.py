@@ -54,7 +54,7 @@ from gpugap.report.columns import (
 )
 from gpugap.report.database import Database, quote_id
 from gpugap.report.reader import Col, read_columns
-from gpugap.report.table import Labels, Table
+from gpugap.report.table import Labels, Table, sorted_codes
 from gpugap.report.validate import MAX_TIME_NS, Problems, time_mask
 
 # Frames read per stack: what names a sample's work is near its innermost frames (an
@@ -253,7 +253,7 @@ class HostEvidenceSource:
         """StringIds ids -> Labels (an id without a string: '<id>'), each distinct id
         looked up once."""
         table, values = self._strings(db)
-        present, codes = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        present, codes = sorted_codes(np.asarray(ids, dtype=np.int64))
         found = np.full(present.size, None, dtype=object)
         if table.size and present.size:
             pos = np.minimum(np.searchsorted(table, present), table.size - 1)

@@ -359,6 +359,38 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return np.unique(values)
 
 
+def sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values sorted, each value's index among them, int64): what
+    ``np.unique(values, return_inverse=True)`` gives for 1-D values, without sorting
+    them all. Integers of a range no longer than their count (or DENSE_RANGE) are
+    counted over it; others hashed (numpy's ``unique_values``), only the distinct ones
+    sorted, each value then found among them. (A report's keys, kernels by name and
+    grid, string ids, take a few hundred values among a million.)"""
+    x = np.asarray(values).reshape(-1)
+    if not x.size:
+        return x.copy(), np.zeros(0, dtype=np.int64)
+    if x.dtype.kind not in "iu":
+        uniq, inverse = np.unique(x, return_inverse=True)
+        return uniq, inverse.reshape(-1).astype(np.int64)
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo < max(x.size, DENSE_RANGE):
+        offset = np.subtract(x, lo, dtype=np.int64)
+        present = np.bincount(offset, minlength=hi - lo + 1) > 0
+        return ((np.flatnonzero(present) + lo).astype(x.dtype),
+                (np.cumsum(present) - 1)[offset])
+    unique_values = getattr(np, "unique_values", np.unique)     # numpy < 2: sorted
+    uniq = np.sort(unique_values(x))
+    return uniq, np.searchsorted(uniq, x).astype(np.int64)
+
+
+def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
+    """For each of *count* codes (each occurring in *codes*), the index of its first
+    row: ``np.unique``'s ``return_index`` of the values the codes stand for."""
+    first = np.full(count, codes.size, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(codes.size, dtype=np.int64))
+    return first
+
+
 def descending(values: np.ndarray) -> np.ndarray:
     """The order that sorts *values* (numbers or bools, no NaN) largest first, as pandas'
     ``sort_values(ascending=False)`` gives it, ties included (its nargsort: a quicksort
