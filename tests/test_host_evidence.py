@@ -255,3 +255,43 @@ def test_python_samples_without_cpu_samples_say_where_the_python_thread_was():
     python = [t for t in v.host.threads if t.python]
     assert python and python[0].role == "launching process" and python[0].ns == 0
     assert v.host.fix is None or "spare capacity" not in v.host.fix
+
+
+def test_os_waits_past_the_budget_are_a_sample_drawn_by_length():
+    """A launching thread of more OS calls than the budget (the MoE scenario's H200
+    capture: 16,455 calls on its main thread) is read as a sample drawn by length: every
+    call of D (their total length over the budget) or longer, a shorter one with a chance
+    of its length over D or at least half the budget over their count, standing for one
+    over its chance: each name's time as the whole read gives it, within the sample's
+    error (the square root of D times it), counts within a sample's error, and a long
+    wait never sampled away."""
+    trace = load(DATA / "scenarios" / "moe-experts-bad.sqlite")
+    osrt = trace.table("osrt")
+    threads, calls = np.unique(osrt["gtid"], return_counts=True)
+    main = int(threads[np.argmax(calls)])
+    lo, hi = int(osrt["start"].min()), int(osrt["end"].max())
+    windows = {main: (np.array([lo]), np.array([hi]))}
+    whole, sample_ns = trace.host_source.os_waits(windows)
+    assert sample_ns == 0 and len(whole) == calls.max() and (whole["weight"] == 1).all()
+    length = whole["end"] - whole["start"]
+    budget = 2000
+    sample, sample_ns = trace.host_source.os_waits(windows, at_most=budget)
+    assert sample_ns == -(-2 * int(np.maximum(length, 0).sum()) // budget)
+    # About as many calls as their chances add up to (at most the budget).
+    floor = 1_000_003 * budget // (2 * len(whole)) / 1_000_003
+    expected = float(np.minimum(np.maximum(length / sample_ns, floor), 1.0).sum())
+    assert expected <= budget and abs(len(sample) - expected) <= 4 * np.sqrt(expected)
+    assert int((length >= sample_ns).sum()) == int((sample["weight"] == 1).sum()) > 0
+
+    def by_name(calls):
+        names = calls["name"].strings()
+        w = calls["weight"]
+        return {n: (float(((calls["end"] - calls["start"]) * w)[names == n].sum()),
+                    float(w[names == n].sum())) for n in set(names.tolist())}
+
+    truth, estimate = by_name(whole), by_name(sample)
+    for name, (ns, count) in truth.items():
+        got_ns, got_count = estimate.get(name, (0.0, 0.0))
+        assert abs(got_ns - ns) <= 4 * np.sqrt(sample_ns * ns), name
+        if count >= 1000:            # a plain sample of 60 calls or more
+            assert abs(got_count - count) <= 4 * np.sqrt(count / floor), name

@@ -48,6 +48,10 @@ TOP_THREADS = 4
 TOP_FRAMES = 3
 # A thread or frame holding less than this share of the idle time is not shown.
 SHOWN_PCT = 2.0
+# OS calls of the launching thread read for its waits: past this many, an even sample
+# of them (a million-kernel report's launching thread makes millions: read whole, they
+# took longer than the rest of its analysis). A wait's share is shown to the percent.
+MAX_WAIT_CALLS = 200_000
 # The launching thread running one kind of work for this share of the idle time: that
 # work is what holds the GPU idle (its fix is the verdict's).
 WORK_PCT = 20.0
@@ -117,7 +121,11 @@ class HostEvidence(Record):
     holders; ``waits``: what the launching thread waited in (OS calls: name, where,
     ns); ``work`` / ``what``: the work that holds the GPU idle, read from all of it;
     ``fix``: the fix it calls for; ``advice``: the capture flags that would show what the
-    host was doing (a report without the evidence); ``notes``: what is missing."""
+    host was doing (a report without the evidence); ``notes``: what is missing;
+    ``waits_sample_ns``: 0 where the waits were read from every OS call; past
+    MAX_WAIT_CALLS calls of the launching thread, from a sample: each call shorter than
+    this drawn with a chance of its length over it (report.host.os_waits), so the times
+    and counts are estimates."""
 
     idle_ns: int
     stretches: int
@@ -133,6 +141,7 @@ class HostEvidence(Record):
     fix: str | None = None
     advice: str | None = None
     notes: list[str] = field(default_factory=list)
+    waits_sample_ns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,7 +177,9 @@ class HostEvidence(Record):
         if self.waits:
             out.append("the launching thread waited in " + ", ".join(
                 f"{w['name']}" + (f" ({w['where']})" if w.get("where") else "")
-                + f" {w['share_pct']:.0f}%" for w in self.waits[:3]))
+                + f" {w['share_pct']:.0f}%" for w in self.waits[:3])
+                + (" (estimated from a sample of its OS calls)"
+                   if self.waits_sample_ns else ""))
         return out + [n for n in self.notes if n == UNREADABLE_PAYLOADS]
 
 
@@ -292,7 +303,7 @@ def evidence(trace: Trace, windows: tl.Intervals, main: int, launching_pids: set
     if ranges is not None:
         out.gil = _gil(trace, ranges, windows, idle, main)
     if inv.os_runtime:
-        out.waits = _waits(source, windows, idle, main)
+        out.waits, out.waits_sample_ns = _waits(source, windows, idle, main)
     _conclude(out, idle, main, trace)
     return out
 
@@ -488,13 +499,16 @@ def _gil(trace: Trace, gil: Any, windows: tl.Intervals, idle: int, main: int
 
 
 def _waits(source: Any, windows: tl.Intervals, idle: int, main: int
-           ) -> list[dict[str, Any]]:
+           ) -> tuple[list[dict[str, Any]], int]:
     """What the launching thread waited in inside *windows*: its OS runtime calls by
-    name, where (the telling frame of the longest call's stack), time inside."""
-    calls = source.os_waits({main: windows})
+    name, where (the telling frame of the longest call's stack), time inside. Past
+    MAX_WAIT_CALLS calls, from a sample of them drawn by length (report.host): also
+    returns its length D (0: every call read)."""
+    calls, sample_ns = source.os_waits({main: windows}, at_most=MAX_WAIT_CALLS)
     if not len(calls):
-        return []
+        return [], sample_ns
     inside = tl.overlap_each(calls["start"], calls["end"], windows)
+    weight = calls["weight"]
     labels = calls["name"]
     chains = calls["callchain"].astype(np.int64)
     # By the names' codes (thousands of calls, a few names): no string compared per
@@ -503,8 +517,9 @@ def _waits(source: Any, windows: tl.Intervals, idle: int, main: int
     codes = labels.codes.astype(np.int64)
     named = np.flatnonzero(codes >= 0)
     name_of = of_code.reshape(-1)[codes[named]]
-    per_name = np.bincount(name_of, weights=inside[named], minlength=distinct.size)
-    counts = np.bincount(name_of, minlength=distinct.size)
+    per_name = np.bincount(name_of, weights=(inside * weight)[named],
+                           minlength=distinct.size)
+    counts = np.bincount(name_of, weights=weight[named], minlength=distinct.size)
     out = []
     for k in np.flatnonzero(counts).tolist():
         ns = int(per_name[k])
@@ -513,14 +528,14 @@ def _waits(source: Any, windows: tl.Intervals, idle: int, main: int
         on = named[name_of == k]
         longest = int(on[np.argmax(inside[on])])
         out.append({"name": str(distinct[k]), "ns": ns, "share_pct": _pct(ns, idle),
-                    "calls": int(counts[k]), "chain": int(chains[longest])})
+                    "calls": int(round(counts[k])), "chain": int(chains[longest])})
     out.sort(key=lambda w: -w["ns"])
     out = out[:3]
     frames = source.osrt_frames(np.asarray([w["chain"] for w in out], dtype=np.int64))
     where = _callers(frames)
     for w in out:
         w["where"] = where.get(w.pop("chain"))
-    return out
+    return out, sample_ns
 
 
 def _callers(frames: Any) -> dict[int, str]:

@@ -53,7 +53,7 @@ from gpugap.report.columns import (
     table_read,
 )
 from gpugap.report.database import Database, quote_id
-from gpugap.report.reader import Col, read_columns
+from gpugap.report.reader import Col, read_columns, row_bound
 from gpugap.report.table import Labels, Table, sorted_codes
 from gpugap.report.validate import MAX_TIME_NS, Problems, time_mask
 
@@ -69,13 +69,21 @@ _ID_CHUNK = 20_000
 # Windows a query tests in SQL (the closest ones merged beyond): the rows are then
 # tested exactly in numpy.
 _SQL_WINDOWS = 256
+# A sample of rows (os_waits): rowid times Knuth's multiplicative hash factor modulo a
+# prime, a chance in a million (in SQLite's 64-bit integers for rowids up to three
+# billion and calls up to a thousand seconds).
+_HASH_FACTOR = 2654435761
+# The rows counted to size that sample: this many blocks of this many rowids each.
+ESTIMATE_BLOCKS = 64
+ESTIMATE_ROWS = 1024
+_HASH_PRIME = 1_000_003
 
 SAMPLE_COLUMNS = {"id": "int64", "start": "int64", "gtid": "int64", "cpu": "int64",
                   "state": "str"}
 FRAME_COLUMNS = {"id": "int64", "depth": "int64", "symbol": "str", "module": "str"}
 GIL_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "holding": "bool"}
 WAIT_COLUMNS = {"start": "int64", "end": "int64", "gtid": "int64", "name": "str",
-                "callchain": "int64"}
+                "callchain": "int64", "weight": "float64"}
 PYTHON_FRAME_COLUMNS = {"sample": "int64", "depth": "int64", "function": "str",
                         "file": "str", "line": "int64"}
 
@@ -198,6 +206,28 @@ def _valid(start: np.ndarray, end: np.ndarray, limit: int, what: str) -> np.ndar
     not counted: the report's warnings were given out when it was loaded)."""
     mask = time_mask(start, end, limit, what, Problems())
     return np.ones(start.size, dtype=bool) if mask is None else mask
+
+
+def _estimate(db: Database, table: str, where: str, length_sql: str) -> tuple[int, int]:
+    """About how many rows of *table* match *where*, and the total of *length_sql* over
+    them: counted in ESTIMATE_BLOCKS blocks of rowids evenly spread (each a seek in the
+    table's tree, not a scan of it), scaled to all its rows; counted whole in a table of
+    fewer rows. The sample it sizes stays unbiased however far off the estimate is."""
+    # Two queries: SQLite answers a lone min() or max() of the rowid from the tree.
+    ((lo,),) = db.rows(f"SELECT min(rowid) FROM {quote_id(table)}")
+    ((hi,),) = db.rows(f"SELECT max(rowid) FROM {quote_id(table)}")
+    lo, hi = int(lo or 0), int(hi or 0)
+    rows = hi - lo + 1
+    if rows <= ESTIMATE_BLOCKS * ESTIMATE_ROWS:
+        blocks = [(lo, hi)]
+    else:
+        firsts = np.linspace(lo, hi - ESTIMATE_ROWS + 1, ESTIMATE_BLOCKS).astype(np.int64)
+        blocks = [(a, a + ESTIMATE_ROWS - 1) for a in firsts.tolist()]
+    among = " OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in blocks)
+    ((count, total),) = db.rows(f"SELECT count(*), total({length_sql}) FROM "
+                                f"{quote_id(table)} WHERE ({among}) AND {where}")
+    seen = sum(b - a + 1 for a, b in blocks)
+    return int(round(count * rows / seen)), int(round(float(total) * rows / seen))
 
 
 def evenly(ids: np.ndarray, at_most: int = MAX_STACKS) -> np.ndarray:
@@ -474,23 +504,48 @@ class HostEvidenceSource:
                       "holding": data["kind"][order] == 1})
 
     # --- what threads waited in ---------------------------------------------------------
-    def os_waits(self, windows: dict[int, tuple[np.ndarray, np.ndarray]]) -> Table:
+    def os_waits(self, windows: dict[int, tuple[np.ndarray, np.ndarray]],
+                 at_most: int | None = None) -> tuple[Table, int]:
         """The OS runtime calls of each thread (gtid) overlapping its windows: start,
-        end, gtid, name, callchain (OSRT_CALLCHAINS id; -1: none), by start."""
+        end, gtid, name, callchain (OSRT_CALLCHAINS id; -1: none), weight (how many calls
+        the row stands for: 1 where every call is read), by start; and the D below (0:
+        every call read).
+
+        With *at_most*, where the threads made more calls than that between the windows'
+        first start and last end (a million-kernel report's launching thread makes
+        millions), a sample of about *at_most* of them: each call drawn with a chance of
+        its length over D (twice their total length over *at_most*), or of half
+        *at_most* over their count if more, every call of D or longer always, each
+        weighing one over its chance. A name's time errs by about the square root of D
+        times it, its count as a plain sample of that many; and a few long waits among
+        millions of short calls are never sampled away.
+        """
         t = S.OSRT
         windows = {int(g): tl.union(np.asarray(lo, np.int64), np.asarray(hi, np.int64))
                    for g, (lo, hi) in windows.items() if len(lo)}
         with self._db() as db:
             if not (windows and t.name in db.tables and db.has(t.name, *t.required)):
-                return Table.empty_of(WAIT_COLUMNS)
+                return Table.empty_of(WAIT_COLUMNS), 0
             read = table_read(db, t, ("start", "end", "gtid", "name", "callchain"))
             start, end, gtid = (c.sql for c in read.cols[:3])
             everything = tl.union(np.concatenate([w[0] for w in windows.values()]),
                                   np.concatenate([w[1] for w in windows.values()]))
             qlo, qhi = merged_windows(*everything)
-            where = (f"{gtid} IN ({', '.join(map(str, sorted(windows)))}) AND "
-                     f"{end} > {int(qlo[0])} AND {start} < {int(qhi[-1])} AND "
-                     + _inside_sql(start, qlo, qhi, end))
+            span = (f"{gtid} IN ({', '.join(map(str, sorted(windows)))}) AND "
+                    f"{end} > {int(qlo[0])} AND {start} < {int(qhi[-1])}")
+            sample_ns, sample = 0, ""
+            if (at_most is not None and db.has_rowid(t.name)
+                    and row_bound(db, t.name) > at_most):
+                calls, length = _estimate(db, t.name, span, f"max({end} - {start}, 0)")
+                if calls > at_most:
+                    sample_ns = max(1, int(-(-2 * length // at_most)))
+                    floor = _HASH_PRIME * at_most // (2 * calls)
+                    # The chance from a hash of the rowid (a loop's calls repeat in one
+                    # order: every Nth row could be one call of it each time).
+                    h = f"((rowid * {_HASH_FACTOR}) % {_HASH_PRIME})"
+                    sample = (f"({h} * {sample_ns} < ({end} - {start}) * {_HASH_PRIME} "
+                              f"OR {h} < {floor}) AND ")
+            where = sample + span + " AND " + _inside_sql(start, qlo, qhi, end)
             data = read_columns(db, t.name, list(read.cols), where)
             keep = _valid(data["start"], data["end"], self.limit, t.what)
             for g, (lo, hi) in windows.items():
@@ -498,11 +553,16 @@ class HostEvidenceSource:
                 keep[on] &= _overlapping(data["start"][on], data["end"][on], lo, hi)
             keep &= np.isin(data["gtid"], list(windows))
             order = np.flatnonzero(keep)[np.argsort(data["start"][keep], kind="stable")]
-            return Table({"start": data["start"][order].astype(np.int64),
-                          "end": data["end"][order].astype(np.int64),
+            s, e = data["start"][order].astype(np.int64), data["end"][order].astype(np.int64)
+            weight = np.ones(order.size)
+            if sample_ns:
+                chance = np.maximum((e - s) / sample_ns, floor / _HASH_PRIME)
+                weight = 1.0 / np.minimum(chance, 1.0)
+            return Table({"start": s, "end": e,
                           "gtid": data["gtid"][order].astype(np.int64),
                           "name": self._names(db, data["name_id"][order]),
-                          "callchain": data["callchain"][order].astype(np.int64)})
+                          "callchain": data["callchain"][order].astype(np.int64),
+                          "weight": weight}), sample_ns
 
     # --- Python samples -----------------------------------------------------------------
     def python_samples(self, lo: np.ndarray, hi: np.ndarray) -> PythonSamples:
