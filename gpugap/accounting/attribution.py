@@ -40,6 +40,7 @@ from gpugap.accounting.phases import Phases
 from gpugap.accounting.policy import Settings, compile_windows
 from gpugap.accounting.work import DeviceWork, Ops
 from gpugap.memory import give_back
+from gpugap.quantiles import column_quantiles
 from gpugap.report.table import factorize
 from gpugap.report.trace import Trace
 
@@ -168,7 +169,7 @@ class DeviceAccount:
             ilo, ihi = ph.iteration_windows(its)
             # The buckets' columns at once (a call per column costs more than the work).
             table = self.steady_iteration_sums()[:, [IDS.index(b) for b in steady["buckets"]]]
-            medians, p90s = np.median(table, axis=0), np.percentile(table, 90, axis=0)
+            medians, p90s = column_quantiles(table, 90)    # numpy's, without partitions
             for item, median, p90 in zip(steady["buckets"].values(), medians.tolist(),
                                          p90s.tolist(), strict=True):
                 item["per_iteration_median_ns"] = int(median)
