@@ -1,5 +1,5 @@
 """np.median and np.percentile (its default, linear method) of an array's columns, by
-one sort of them.
+one sort of them; np.median of integers of a small range, by counting them.
 
 numpy finds a quantile by partitioning, and its partition is slow on a column of a few
 distinct values (an iteration's time in each bucket: mostly zeros): 5 ms for 45,000
@@ -11,6 +11,25 @@ them to it).
 from __future__ import annotations
 
 import numpy as np
+
+# Integers whose range is no wider than their count, or than this, are counted.
+COUNTED_RANGE = 1 << 16
+
+
+def median(values: np.ndarray) -> np.float64:
+    """np.median of 1-D values: integers of a range no wider than their count (or
+    COUNTED_RANGE) by a count of each value, which no pattern in them slows (numpy's
+    partition took 4 ms on 45,000 iterations' counts of a few values in a pattern)."""
+    x = np.asarray(values).reshape(-1)
+    if x.size and x.dtype.kind in "iu":
+        lo, hi = int(x.min()), int(x.max())
+        if hi - lo < max(x.size, COUNTED_RANGE):
+            below = np.cumsum(np.bincount(np.subtract(x, lo, dtype=np.int64)))
+            n = x.size
+            a = int(np.searchsorted(below, (n - 1) // 2, side="right")) + lo
+            b = int(np.searchsorted(below, n // 2, side="right")) + lo
+            return np.float64((float(a) + float(b)) / 2.0)
+    return np.float64(np.median(x))
 
 
 def column_quantiles(table: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,7 @@ from gpugap.memory import isin
 from gpugap.program import DeviceProgram
 from gpugap.program.compilation import CompileSpans
 from gpugap.program.iterations import Iterations, codes_of
+from gpugap.quantiles import median as median_of
 from gpugap.report.table import first_rows, sorted_codes
 from gpugap.report.trace import Trace
 
@@ -311,7 +312,7 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
         return
     lo, hi = ph.iteration_windows(its)
     dur = hi - lo
-    median_dur = float(np.median(dur))
+    median_dur = float(median_of(dur))
     slow = dur >= FIRST_USE_SLOW * median_dur
     if not slow.any():              # no slow iteration: nothing below can mark one
         return
@@ -331,12 +332,12 @@ def first_uses(trace: Trace, work: DeviceWork, ph: Phases,
     if compile_spans is not None and len(compile_spans):
         compiled = tl.overlap_each(cpu_lo, cpu_hi,
                                    tl.union(compile_spans.start, compile_spans.end))
-    median_ops = max(float(np.median(ops)), 1.0)
-    median_syncs = float(np.median(syncs))
+    median_ops = max(float(median_of(ops)), 1.0)
+    median_syncs = float(median_of(syncs))
     extra = np.maximum(dur - median_dur, 0)
     more = ops >= FIRST_USE_MORE * median_ops
     many_syncs = syncs >= median_syncs + FIRST_USE_SYNCS
-    compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (np.median(compiled) == 0)
+    compiling = (compiled >= np.maximum(extra / 3, 1e6)) & (median_of(compiled) == 0)
     # Every mark below needs a slow iteration with more launches, module loads, more
     # syncs or a compiler in it: without one, the new work is not looked for (a sort of
     # every launch).

@@ -637,31 +637,41 @@ AUTOTUNER_SHARE = 0.005
 def _main_ops(trace: Trace, ops: DeviceOps) -> list[_MainOps]:
     """The candidate launching threads' ops (_launching_threads), the device's busiest
     thread first; each op weighed against the whole device (coverage_weights over all
-    its ops: the threads' loops compare)."""
+    its ops: the threads' loops compare). The device's ops are read once, in position
+    order, and only what every op needs is laid out in launch order (a million ops: each
+    column 8 MB that a fresh process pays for in page faults)."""
     if len(ops) < 2 * MIN_ITERATIONS:
         return []
-    order, rows, every_launch = ops.in_launch_order()
+    every = ops.slice(0, len(ops))
+    launched = ops.gather_rows("api_start", every.source, every.row)
+    order = ops.launch_sorted(launched)
     if order.size < 2 * MIN_ITERATIONS:
         return []
-    gtid = ops.threads_of(rows.source, rows.row)
-    dur = np.maximum(rows.end - rows.start, 0)
-    threads = _launching_threads(gtid, dur, rows.source)
+    every_launch = launched[order]
+    del launched
+    gtid = ops.threads_of(every.source, every.row)[order]
+    dur = np.maximum(every.end - every.start, 0)[order]
+    source = every.source[order]
+    threads = _launching_threads(gtid, dur, source)
     total_ops, total_ns = float(order.size), max(float(dur.sum()), 1.0)
-    covered = np.r_[0.0, np.cumsum(1.0 / total_ops + np.nan_to_num(dur) / total_ns)]
+    # The running weight of every op (for _covers_device), where threads' loops compare.
+    covered = (np.r_[0.0, np.cumsum(1.0 / total_ops + dur / total_ns)]
+               if len(threads) > 1 else None)
     out = []
     for main in threads:
         mine = np.flatnonzero(gtid == main)
         if mine.size < 2 * MIN_ITERATIONS:
             continue
-        source, row = rows.source[mine], rows.row[mine]
+        at = order[mine]
+        src, row = source[mine], every.row[at]
         # (A thread that replays CUDA graphs runs the program's steps: never a tuner's.)
-        if len(threads) > 1 and not (source == 3).any() and _autotuner(trace, source, row):
+        if len(threads) > 1 and not (src == 3).any() and _autotuner(trace, src, row):
             continue
         launch = every_launch[mine]
-        weight = 1.0 / total_ops + np.nan_to_num(dur[mine]) / total_ns
-        out.append(_MainOps(order[mine], codes_of(trace, source, row), launch,
-                            np.r_[0.0, np.diff(launch)], source == 3, weight,
-                            rows.start[mine], every_launch, covered))
+        weight = 1.0 / total_ops + dur[mine] / total_ns
+        out.append(_MainOps(at, codes_of(trace, src, row), launch,
+                            np.r_[0.0, np.diff(launch)], src == 3, weight,
+                            every.start[at], every_launch, covered))
     return out
 
 
@@ -843,7 +853,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     # Loops whose spans cover about as much of the device's work are the same program
     # seen from different threads: the one whose iterations repeat most alike marks it
     # (150 identical steps of graphs, not 5 'epochs' of another thread's kernels).
-    spread = [_covers_device(c, found) for c, found in loops]
+    spread = [_covers_device(c, found) for c, found in loops] if len(loops) > 1 else [1.0]
     near = [i for i, v in enumerate(spread) if v >= NEAR_COVERAGE * max(spread)]
     best = max(range(len(loops)), key=lambda i: scores[i])
     alike = max(near, key=lambda i: (round(loops[i][1].alike / ALIKE_STEP), scores[i]))

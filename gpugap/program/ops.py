@@ -133,16 +133,16 @@ class DeviceOps:
     def launch_order(self) -> np.ndarray:
         """Positions of the ops with a known launch, sorted by launch time (ties: in
         position order). Built for every op: where the whole order is needed."""
-        return self.in_launch_order()[0]
+        return self.launch_sorted(self.api_start)
 
-    def in_launch_order(self) -> tuple[np.ndarray, OpRows, np.ndarray]:
-        """launch_order, the ops at those positions and their launch times (float64):
-        the whole device read once, not found again position by position."""
-        ops = self.slice(0, len(self))
-        launched = self.gather_rows("api_start", ops.source, ops.row)
-        known = np.flatnonzero(~np.isnan(launched))
-        order = known[np.argsort(launched[known], kind="stable")]
-        return order, OpRows(*(column[order] for column in ops[:4])), launched[order]
+    @staticmethod
+    def launch_sorted(launched: np.ndarray) -> np.ndarray:
+        """launch_order from every op's launch time (NaN: unknown)."""
+        unknown = np.isnan(launched)
+        if not unknown.any():
+            return np.argsort(launched, kind="stable")
+        known = np.flatnonzero(~unknown)
+        return known[np.argsort(launched[known], kind="stable")]
 
     def launched_by(self, t) -> tuple[np.ndarray, np.ndarray]:
         """For each time t: how many ops were launched before t, and the latest end of
