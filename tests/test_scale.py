@@ -439,6 +439,9 @@ def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
         assert np.array_equal(work.ends_launched_before(t), want)
         count, reach = work.launched_by(t)
         assert np.array_equal(count, k) and np.array_equal(reach, want)
+        # The program model's launches read once (ops.Launches): the same answers.
+        count, reach = work_module.Launches(work).launched_by(t)
+        assert np.array_equal(count, k) and np.array_equal(reach, want)
 
 
 @pytest.mark.slow

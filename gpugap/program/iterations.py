@@ -40,7 +40,7 @@ import numpy as np
 from gpugap.errors import UsageError, option
 from gpugap.jsonout import Record
 from gpugap.program.nvtx import base_name, program_ranges, shown_name
-from gpugap.program.ops import DeviceOps, group_sums
+from gpugap.program.ops import DeviceOps, Launches, group_sums
 from gpugap.report.table import Labels, Table, factorize, sorted_codes
 from gpugap.report.trace import Trace
 
@@ -191,9 +191,11 @@ def _check_named(trace: Trace, wanted: str) -> None:
                      "one of those, or leave the option out to find the iterations")
 
 
-def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_Level]:
+def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None,
+                     seen: Launches | None = None) -> list[_Level]:
     """Groups of repeated ranges: one per (thread, domain, base name, depth), the
-    likeliest iterations first (shallowest, then most instances, then earliest)."""
+    likeliest iterations first (shallowest, then most instances, then earliest);
+    *seen*: the device's launches read already."""
     nv = _user_ranges(trace, ops.pids)
     if nv.empty:
         if wanted is not None:
@@ -240,7 +242,7 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None) -> list[_
         # latest end of the work launched before each (map_to_gpu), in one walk over
         # the ops.
         times = np.concatenate([np.r_[s, e] for _, s, e in groups] + [[np.inf]])
-        launched, reach = ops.launched_by(times)
+        launched, reach = (seen or ops).launched_by(times)
         at = 0
         for mine, s, e in groups:
             n = s.size
@@ -634,44 +636,50 @@ AUTOTUNER_KERNEL = re.compile(r"RedzoneAllocator|^DelayKernel|xla_fp_comparison|
 AUTOTUNER_SHARE = 0.005
 
 
-def _main_ops(trace: Trace, ops: DeviceOps) -> list[_MainOps]:
+def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
+              ) -> list[_MainOps]:
     """The candidate launching threads' ops (_launching_threads), the device's busiest
     thread first; each op weighed against the whole device (coverage_weights over all
     its ops: the threads' loops compare). The device's ops are read once, in position
-    order, and only what every op needs is laid out in launch order (a million ops: each
-    column 8 MB that a fresh process pays for in page faults)."""
+    order; only each candidate thread's are put in launch order, and the whole device's
+    only where threads' loops compare (a million ops: each column 8 MB that a fresh
+    process pays for in page faults)."""
     if len(ops) < 2 * MIN_ITERATIONS:
         return []
-    every = ops.slice(0, len(ops))
-    launched = ops.gather_rows("api_start", every.source, every.row)
-    order = ops.launch_sorted(launched)
-    if order.size < 2 * MIN_ITERATIONS:
+    seen = seen or Launches(ops)
+    every, launched = seen.every, seen.launched
+    known = ~np.isnan(launched)
+    n_known = int(known.sum())
+    if n_known < 2 * MIN_ITERATIONS:
         return []
-    every_launch = launched[order]
-    del launched
-    gtid = ops.threads_of(every.source, every.row)[order]
-    dur = np.maximum(every.end - every.start, 0)[order]
-    source = every.source[order]
-    threads = _launching_threads(gtid, dur, source)
-    total_ops, total_ns = float(order.size), max(float(dur.sum()), 1.0)
-    # The running weight of every op (for _covers_device), where threads' loops compare.
-    covered = (np.r_[0.0, np.cumsum(1.0 / total_ops + dur / total_ns)]
-               if len(threads) > 1 else None)
+    gtid = np.where(known, ops.threads_of(every.source, every.row), -2)
+    dur = np.maximum(every.end - every.start, 0)
+    threads = _launching_threads(gtid[known] if n_known < gtid.size else gtid,
+                                 dur[known] if n_known < dur.size else dur,
+                                 every.source[known] if n_known < dur.size else every.source)
+    total_ops, total_ns = float(n_known), max(float(dur[known].sum()), 1.0)
+    device_launch = covered = None
+    if len(threads) > 1:
+        # The running weight of every op in launch order (_covers_device).
+        order = ops.launch_sorted(launched)
+        device_launch = launched[order]
+        covered = np.r_[0.0, np.cumsum(1.0 / total_ops + dur[order] / total_ns)]
+        del order
     out = []
     for main in threads:
         mine = np.flatnonzero(gtid == main)
         if mine.size < 2 * MIN_ITERATIONS:
             continue
-        at = order[mine]
-        src, row = source[mine], every.row[at]
+        at = mine[np.argsort(launched[mine], kind="stable")]      # in launch order
+        src, row = every.source[at], every.row[at]
         # (A thread that replays CUDA graphs runs the program's steps: never a tuner's.)
         if len(threads) > 1 and not (src == 3).any() and _autotuner(trace, src, row):
             continue
-        launch = every_launch[mine]
-        weight = 1.0 / total_ops + dur[mine] / total_ns
+        launch = launched[at]
+        weight = 1.0 / total_ops + dur[at] / total_ns
         out.append(_MainOps(at, codes_of(trace, src, row), launch,
                             np.r_[0.0, np.diff(launch)], src == 3, weight,
-                            every.start[at], every_launch, covered))
+                            every.start[at], device_launch, covered))
     return out
 
 
@@ -832,7 +840,9 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     A loop inside each iteration (tokens inside requests) is named too (``inner``)."""
     if iteration == "none":
         return None
-    cands = _nvtx_candidates(trace, ops, iteration)
+    # The device's launches, read once for every candidate below.
+    seen = Launches(ops) if len(ops) else None
+    cands = _nvtx_candidates(trace, ops, iteration, seen)
     marked = _from_level(cands[0], cands, ops, window) if cands else None
     if iteration is not None:
         return marked
@@ -841,7 +851,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     # autotuning burst, an evaluation's eager work, covers much work in little time; the
     # training loop spans the run). A loop of CUDA graph replays covers its graphs'
     # whole steps: its share counts twice (XLA runs a jitted step as one graph).
-    loops = [(c, found) for c in _main_ops(trace, ops)
+    loops = [(c, found) for c in _main_ops(trace, ops, seen)
              if (found := _ops_repetition(c)) is not None]
     if not loops:
         return marked
@@ -861,7 +871,7 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
         best = alike
     main, rep = loops[best]
     rep = _in_turn(main, rep)
-    repeated = _from_repetition(trace, ops, window, main, rep)
+    repeated = _from_repetition(trace, ops, window, main, rep, seen)
     if marked is None:
         chosen, other = repeated, None
     else:
@@ -914,13 +924,15 @@ def _from_level(c: _Level, cands: list[_Level], ops: DeviceOps, window: tuple[in
 
 
 def _from_repetition(trace: Trace, ops: DeviceOps, window: tuple[int, int],
-                     main: _MainOps, rep: Repetition) -> Iterations:
+                     main: _MainOps, rep: Repetition, seen: Launches | None = None
+                     ) -> Iterations:
     seq, launch = main.seq, main.launch
     starts = seq[rep.starts]
     cpu_start = launch[rep.starts].astype(np.int64)
     last_op = seq[rep.stop - 1]
     end_last = int(np.nan_to_num(ops.gather("api_end", [last_op])[0]))
-    bounds = map_to_gpu(ops, cpu_start, end_last, window)
+    reach = seen.launched_by(np.r_[cpu_start, end_last])[1] if seen is not None else None
+    bounds = map_to_gpu(ops, cpu_start, end_last, window, reach)
     name = ops.names(trace, np.array([starts[0]]))[0]
     is_graph = rep.graph
     source = "graph" if is_graph else ("kernels" if rep.exact else "approximate")

@@ -268,6 +268,34 @@ def by_kind(parts: Sequence[np.ndarray | None], source: np.ndarray, row: np.ndar
     return out
 
 
+class Launches:
+    """A device's ops read once for the program model's search for its loop: every op
+    in position order (``every``), its launch time (``launched``, float64, NaN where no
+    call matched), and, built on first use, the launch times sorted with the latest end
+    of the ops launched up to each: DeviceOps.launched_by for any times, by a search
+    (not a walk over the ops for each set of times)."""
+
+    def __init__(self, ops: DeviceOps) -> None:
+        self.every = ops.slice(0, len(ops))
+        self.launched = ops.gather_rows("api_start", self.every.source, self.every.row)
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def launched_by(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """DeviceOps.launched_by: for each time t, how many ops were launched before t,
+        and the latest end of them (-1 if none)."""
+        if self._sorted is None:
+            known = np.flatnonzero(~np.isnan(self.launched))
+            by = known[np.argsort(self.launched[known], kind="stable")]
+            self._sorted = (self.launched[by], np.maximum.accumulate(self.every.end[by]))
+        times, latest = self._sorted
+        t = np.asarray(t, dtype=np.float64)
+        count = np.searchsorted(times, t, side="left").astype(np.int64)
+        if not times.size:
+            return count, np.full(t.size, -1, dtype=np.int64)
+        reach = np.where(count > 0, latest[np.maximum(count - 1, 0)], -1).astype(np.int64)
+        return count, reach
+
+
 class OpRows(NamedTuple):
     """Some ops of a device: start, end (never below start), source (index in
     report.trace.OP_KINDS) and row (in its frame)."""
