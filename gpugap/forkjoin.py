@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from gpugap.memory import give_back
+from gpugap.memory import give_back_before_fork
 
 # Numbers on the queue: two bytes each, and a read of two bytes from a pipe (less than
 # PIPE_BUF) takes two whole bytes, so every piece is taken exactly once.
@@ -77,9 +77,9 @@ def run(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = (),
                 s.flush()
             except (OSError, ValueError, AttributeError):
                 pass
-        # The heap's free pages go before the fork: what either process allocates then is
-        # a fresh page, not a copy of one the other still maps.
-        give_back()
+        # The heap's free pages go before the fork, held or not: what either process
+        # allocates then is a fresh page, not a copy of one the other still maps.
+        give_back_before_fork()
         gc.freeze()         # a child's collections touch no object of this one's
         try:
             for _ in range(n - 1):
