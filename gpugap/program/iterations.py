@@ -41,6 +41,7 @@ from gpugap.errors import UsageError, option
 from gpugap.jsonout import Record
 from gpugap.program.nvtx import base_name, program_ranges, shown_name
 from gpugap.program.ops import DeviceOps, Launches, group_sums
+from gpugap.quantiles import median as median_of
 from gpugap.report.table import Labels, Table, factorize, sorted_codes
 from gpugap.report.trace import Trace
 
@@ -429,7 +430,7 @@ def _anchor_run(codes: np.ndarray, positions: np.ndarray
     if positions.size < MIN_ITERATIONS:
         return None
     spacing = np.diff(positions)
-    stop = _last_stop(codes, positions, int(np.median(spacing)))
+    stop = _last_stop(codes, positions, int(median_of(spacing)))
     share, _, weight = _pair_alike(codes, positions, stop)
     lengths = np.diff(np.r_[positions, stop])
     firsts, lasts = _alike_runs(share, lengths)
@@ -526,7 +527,7 @@ def repetition(codes: np.ndarray, pause_before: np.ndarray | None = None,
     exact = bool(identical.mean() >= EXACT and not changes) if identical.size else True
     graph = bool(is_graph[np.flatnonzero(codes == anchor)[:1]].any()) \
         if is_graph is not None else False
-    return Repetition(starts, int(np.median(np.diff(np.r_[starts, stop]))), stop, alike,
+    return Repetition(starts, int(median_of(np.diff(np.r_[starts, stop]))), stop, alike,
                       exact, anchor, graph)
 
 
@@ -793,7 +794,7 @@ def _in_turn(main: _MainOps, rep: Repetition) -> Repetition:
         return rep
     starts = np.concatenate([p.starts for p in parts])
     counts = np.array([p.starts.size for p in parts], dtype=np.float64)
-    return Repetition(starts, int(np.median(np.diff(np.r_[starts, parts[-1].stop]))),
+    return Repetition(starts, int(median_of(np.diff(np.r_[starts, parts[-1].stop]))),
                       parts[-1].stop,
                       float((np.array([p.alike for p in parts]) * counts).sum() / counts.sum()),
                       False, rep.anchor, rep.graph,
