@@ -49,8 +49,11 @@ S = TypeVar("S")
 ROWS = 1 << 18
 # Rows a batch where the batches' float sums are part of an answer (small-grid sums
 # each kernel's share of wall time per batch, then batch by batch): another size could
-# change the last digits of a result, so it stays the size the answers were made with.
-SUM_ROWS = 1 << 20
+# change the last digits of a result past it. 2**18 since issue 38 (2**20 before: a
+# million-kernel batch's arrays, 70 MB, were fresh pages to a forked process, a fifth of
+# its time; the tiles of a million kernels answer the same, byte for byte, and no report
+# of fewer kernels than this sees a change).
+SUM_ROWS = 1 << 18
 # Runs of a spread range per process (spread): a few each, so that a process done
 # early takes another.
 RUNS_PER_PROCESS = 4
