@@ -115,6 +115,73 @@ def run(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = (),
     return [results[i] if i in results else pieces[i]() for i in range(len(pieces))]
 
 
+class Ahead:
+    """Pieces started in one forked process beside this one (``ahead``); ``take()``
+    returns their results in order, once. A child never taken is killed with this
+    object."""
+
+    def __init__(self, pieces: Sequence[Callable[[], Any]], shared: Sequence[object],
+                 pid: int | None, out_r: int | None) -> None:
+        self.pieces, self.shared, self.pid, self.out_r = pieces, shared, pid, out_r
+        self._results: list[Any] | None = None
+
+    def take(self) -> list[Any]:
+        if self._results is None:
+            done: dict[int, Any] = {}
+            if self.pid is not None and self.out_r is not None:
+                pid, out_r, self.pid, self.out_r = self.pid, self.out_r, None, None
+                done = _collect(out_r, pid, self.shared)
+            self._results = [done[i] if i in done else piece()
+                             for i, piece in enumerate(self.pieces)]
+        return self._results
+
+    def __del__(self) -> None:
+        if self.pid is not None:
+            _kill(self.pid)
+        if self.out_r is not None:
+            try:
+                os.close(self.out_r)
+            except OSError:
+                pass
+
+
+def ahead(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = ()) -> Ahead:
+    """Start *pieces* now, in order, in one forked process beside this one, which goes
+    on meanwhile: pieces that need nothing this process computes next (the whole
+    report's metrics and range table, while it builds the program model and the
+    accounting on one core). ``take()`` on the result gives their results; where
+    nothing can be forked, or the child fails, the pieces run here when taken."""
+    if processes() <= 1 or not pieces or len(pieces) > MAX_PIECES:
+        return Ahead(pieces, shared, None, None)
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, b"".join(i.to_bytes(_WIDTH, "little") for i in range(len(pieces))))
+    os.close(queue_w)
+    names = {id(obj): i for i, obj in enumerate(shared)}
+    for s in (sys.stdout, sys.stderr):       # nothing buffered is written twice
+        try:
+            s.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    give_back_before_fork()
+    gc.freeze()
+    out_r, out_w = os.pipe()
+    try:
+        pid = os.fork()
+    except Exception:   # noqa: BLE001 - no process to spare: the pieces run when taken
+        os.close(out_r)
+        os.close(out_w)
+        os.close(queue_r)
+        gc.unfreeze()
+        return Ahead(pieces, shared, None, None)
+    if pid == 0:                                     # the child
+        os.close(out_r)
+        _child(pieces, queue_r, out_w, names)        # never returns
+    gc.unfreeze()
+    os.close(out_w)
+    os.close(queue_r)
+    return Ahead(pieces, shared, pid, out_r)
+
+
 def _take(queue_r: int) -> int | None:
     data = os.read(queue_r, _WIDTH)
     return int.from_bytes(data, "little") if len(data) == _WIDTH else None

@@ -132,3 +132,36 @@ def test_no_process_to_spare_runs_everything_here(monkeypatch):
         raise BlockingIOError(11, "Resource temporarily unavailable")
     monkeypatch.setattr(os, "fork", no_fork)
     assert forkjoin.run([lambda: _pid_after(0.01) for _ in range(4)]) == [HERE] * 4
+
+
+def test_pieces_ahead_run_beside_this_process_and_are_taken_later():
+    """forkjoin.ahead starts its pieces in a child at once; this process goes on, and
+    take() gives their results in order (a child's), once; a child that fails has its
+    pieces run here; one never taken is killed with its handle."""
+    started = time.perf_counter()
+    early = forkjoin.ahead([lambda i=i: (i, _pid_after(0.2)) for i in range(2)])
+    assert time.perf_counter() - started < 0.2          # this process did not wait
+    out = early.take()
+    assert [i for i, _ in out] == [0, 1] and {pid for _, pid in out} - {HERE}
+    assert early.take() is out and _no_children_left()
+    failed = forkjoin.ahead([_fails_in_a_child("exit") for _ in range(3)])
+    assert failed.take() == ["done here"] * 3 and _no_children_left()
+    dropped = forkjoin.ahead([lambda: _pid_after(5.0)])
+    del dropped
+    assert _no_children_left()
+
+
+def test_whole_report_readings_ahead_give_the_same_answers(monkeypatch):
+    """The whole report's metrics and range table computed ahead, in a child beside the
+    accounting (core.Analyzer on a report past FORK_MIN_OPS): the JSON equals the
+    one-process analysis byte for byte, and a --range analysis computes its own."""
+    trace = load("tests/data/captures/ddp-overlap.sqlite")
+    monkeypatch.setattr(core, "FORK_MIN_OPS", 1 << 62)
+    alone = dumps(analyze(trace).to_dict())
+    ranged = dumps(analyze(trace, range_name="step N").to_dict())
+    monkeypatch.setattr(core, "FORK_MIN_OPS", 0)
+    analyzer = core.Analyzer(trace)
+    assert analyzer._early is not None
+    assert dumps(analyzer.analyze(range_name="step N").to_dict()) == ranged
+    assert dumps(analyzer.analyze().to_dict()) == alone
+    assert _no_children_left()

@@ -216,6 +216,13 @@ class Analyzer:
         self.accounting: Accounting | None = None
         self.program: Program | None = None
         self.processes = processes_for(trace, processes)
+        # The whole report's metrics and range table need neither the program model nor
+        # the accounting: on a big report they are computed beside them, in a process of
+        # their own, while this one builds those on one core.
+        self._early: Callable[[], dict[tuple[str, str | int | None], Any]] | None = None
+        if trace.has_gpu_activity and self.processes != 1:
+            self._early = Stages(self.processes, shared=(trace,)).ahead(
+                self._whole_report_readings())
         if trace.has_gpu_activity:
             self.program = understand(trace, iteration=iteration)
             settings = rule_thresholds.accounting_settings(self.selected, self.effective)
@@ -262,7 +269,13 @@ class Analyzer:
             result.instances = range_instances(trace, range_name, instances, context)
         stages = Stages(self.processes, shared=(trace, accounting, context, self.program,
                                                 *accounting.devices.values()))
-        read = stages.fork(self._readings(context, instances))
+        pieces = self._readings(context, instances)
+        early: dict[tuple[str, str | int | None], Any] = {}
+        if self._early is not None and range_name is None:
+            # The whole report's, computed beside the accounting (__init__).
+            early = self._early()
+            pieces = {k: v for k, v in pieces.items() if k not in early}
+        read = stages.fork(pieces) | early
         settled = stages.run(settle, [f for r in self.selected for f in read[RULE, r.id]],
                              self.selected, context, self.processes)
         findings = result.findings = stages.run(self._finish, context, settled)
@@ -291,6 +304,20 @@ class Analyzer:
         # does, the analysis says so rather than printing it unremarked.
         result.warnings += [f"contradiction: {c}" for c in contradictions(result)]
         return result
+
+    def _whole_report_readings(self) -> dict[tuple[str, str | int | None],
+                                             Callable[[], Any]]:
+        """The readings of _readings that the whole report's scope has whatever the
+        accounting says: its metrics (and each device's) and its range table."""
+        trace = self.trace
+        devices = [int(d) for d in metrics.active_devices(trace)]
+        pieces: dict[tuple[str, str | int | None], Callable[[], Any]] = {
+            (METRICS, None): partial(metrics.compute, trace, None)}
+        if len(devices) > 1:
+            pieces |= {(METRICS, d): partial(metrics.compute, trace, None, [d])
+                       for d in devices}
+        pieces[RANGES, None] = partial(self._range_rows, None)
+        return pieces
 
     def _readings(self, context: Context, instances: Table | None
                   ) -> dict[tuple[str, str | int | None], Callable[[], Any]]:

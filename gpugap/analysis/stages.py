@@ -39,6 +39,25 @@ class Stages:
         give_back()
         return dict(zip(names, done, strict=True))
 
+    def ahead(self, pieces: Mapping[K, Callable[[], Any]]) -> Callable[[], dict[K, Any]]:
+        """Start named pieces now, beside what this process does next, in a process of
+        their own where the analysis may use more than one; what it returns gives their
+        results by name (where nothing could be forked, computed then, here)."""
+        names = list(pieces)
+        if self.processes == 1:
+            started = None
+        else:
+            started = forkjoin.ahead([pieces[n] for n in names], shared=self.shared)
+        taken: list[dict[K, Any]] = []
+
+        def take() -> dict[K, Any]:
+            if not taken:
+                done = (started.take() if started is not None
+                        else [pieces[n]() for n in names])
+                taken.append(dict(zip(names, done, strict=True)))
+            return taken[0]
+        return take
+
     def run(self, stage: Callable[..., T], *args: Any) -> T:
         """*stage*(*args*), here and now."""
         out = stage(*args)
