@@ -596,7 +596,6 @@ class _MainOps:
     seq: np.ndarray
     codes: np.ndarray
     launch: np.ndarray
-    pause: np.ndarray
     is_graph: np.ndarray
     weight: np.ndarray
     start: np.ndarray | None = None      # when each ran on the GPU
@@ -604,6 +603,12 @@ class _MainOps:
     # sum of their weights, for what a loop's time span covers of the device's work.
     device_launch: np.ndarray | None = None
     device_covered: np.ndarray | None = None
+
+    @property
+    def pause(self) -> np.ndarray:
+        """The host's pause before each op (its launch minus the previous one's): made
+        when asked, not held (80 MB at ten million ops)."""
+        return np.r_[0.0, np.diff(self.launch)]
 
     def launched(self, lo: float, hi: float) -> int:
         """How many of the ops were launched in [lo, hi)."""
@@ -647,8 +652,11 @@ def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
     process pays for in page faults)."""
     if len(ops) < 2 * MIN_ITERATIONS:
         return []
-    seen = seen or Launches(ops)
+    if seen is None or seen.every is None or seen.launched is None:
+        seen = Launches(ops)
     every, launched = seen.every, seen.launched
+    if every is None or launched is None:
+        return []
     known = ~np.isnan(launched)
     n_known = int(known.sum())
     if n_known < 2 * MIN_ITERATIONS:
@@ -678,8 +686,7 @@ def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
             continue
         launch = launched[at]
         weight = 1.0 / total_ops + dur[at] / total_ns
-        out.append(_MainOps(at, codes_of(trace, src, row), launch,
-                            np.r_[0.0, np.diff(launch)], src == 3, weight,
+        out.append(_MainOps(at, codes_of(trace, src, row), launch, src == 3, weight,
                             every.start[at], device_launch, covered))
     return out
 
@@ -765,13 +772,13 @@ def _in_turn(main: _MainOps, rep: Repetition) -> Repetition:
         return (r.stop - int(r.starts[0]) >= IN_TURN_SHARE * size
                 and _spanned(main, r) >= IN_TURN_SHARE * span)
 
-    parts = [rep]
+    parts, pause = [rep], main.pause
     for _ in range(MAX_IN_TURN):
         first, last = parts[0], parts[-1]
         joined = False
         a = int(first.starts[0])
         if a >= 2 * MIN_ITERATIONS:
-            before = repetition(main.codes[:a], main.pause[:a], main.is_graph[:a],
+            before = repetition(main.codes[:a], pause[:a], main.is_graph[:a],
                                 main.weight[:a])
             if (before is not None and a - before.stop <= IN_TURN_GAP * max(
                     before.period, first.period) and weighs(before)):
@@ -779,7 +786,7 @@ def _in_turn(main: _MainOps, rep: Repetition) -> Repetition:
                 joined = True
         b = last.stop
         if main.codes.size - b >= 2 * MIN_ITERATIONS:
-            after = repetition(main.codes[b:], main.pause[b:], main.is_graph[b:],
+            after = repetition(main.codes[b:], pause[b:], main.is_graph[b:],
                                main.weight[b:])
             if after is not None:
                 after = Repetition(after.starts + b, after.period, after.stop + b,
@@ -847,12 +854,15 @@ def find(trace: Trace, ops: DeviceOps, window: tuple[int, int], *,
     marked = _from_level(cands[0], cands, ops, window) if cands else None
     if iteration is not None:
         return marked
+    mains = _main_ops(trace, ops, seen)
+    if seen is not None:
+        seen.release()          # what remains asked of it: launched_by
     # Each candidate thread's loop, scored by what it covers of the device's operations
     # and GPU time, and of the time the candidates' loops span (a compile thread's
     # autotuning burst, an evaluation's eager work, covers much work in little time; the
     # training loop spans the run). A loop of CUDA graph replays covers its graphs'
     # whole steps: its share counts twice (XLA runs a jitted step as one graph).
-    loops = [(c, found) for c in _main_ops(trace, ops, seen)
+    loops = [(c, found) for c in mains
              if (found := _ops_repetition(c)) is not None]
     if not loops:
         return marked

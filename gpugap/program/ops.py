@@ -276,18 +276,31 @@ class Launches:
     (not a walk over the ops for each set of times)."""
 
     def __init__(self, ops: DeviceOps) -> None:
-        self.every = ops.slice(0, len(ops))
-        self.launched = ops.gather_rows("api_start", self.every.source, self.every.row)
+        self.every: OpRows | None = ops.slice(0, len(ops))
+        self.launched: np.ndarray | None = ops.gather_rows("api_start", self.every.source,
+                                                           self.every.row)
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def release(self) -> None:
+        """Drop every op's columns once only launched_by is asked (the sorted launches
+        kept): a few hundred megabytes at ten million ops."""
+        self._sort()
+        self.every = self.launched = None
+
+    def _sort(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._sorted is None:
+            every, launched = self.every, self.launched
+            if every is None or launched is None:       # (release sorts first)
+                raise RuntimeError("Launches released before they were sorted")
+            known = np.flatnonzero(~np.isnan(launched))
+            by = known[np.argsort(launched[known], kind="stable")]
+            self._sorted = (launched[by], np.maximum.accumulate(every.end[by]))
+        return self._sorted
 
     def launched_by(self, t) -> tuple[np.ndarray, np.ndarray]:
         """DeviceOps.launched_by: for each time t, how many ops were launched before t,
         and the latest end of them (-1 if none)."""
-        if self._sorted is None:
-            known = np.flatnonzero(~np.isnan(self.launched))
-            by = known[np.argsort(self.launched[known], kind="stable")]
-            self._sorted = (self.launched[by], np.maximum.accumulate(self.every.end[by]))
-        times, latest = self._sorted
+        times, latest = self._sort()
         t = np.asarray(t, dtype=np.float64)
         count = np.searchsorted(times, t, side="left").astype(np.int64)
         if not times.size:
