@@ -439,8 +439,15 @@ def test_launch_walks_equal_the_whole_launch_order(name, monkeypatch):
         assert np.array_equal(work.ends_launched_before(t), want)
         count, reach = work.launched_by(t)
         assert np.array_equal(count, k) and np.array_equal(reach, want)
-        # The program model's launches read once (ops.Launches): the same answers.
+        # The program model's launches read once (ops.Launches): the same answers, from
+        # the sorted launches and, past SORTED_MAX ops, from the walk.
         count, reach = work_module.Launches(work).launched_by(t)
+        assert np.array_equal(count, k) and np.array_equal(reach, want)
+        with monkeypatch.context() as m:
+            m.setattr(work_module, "SORTED_MAX", 0)
+            launches = work_module.Launches(work)
+            launches.release()
+            count, reach = launches.launched_by(t)
         assert np.array_equal(count, k) and np.array_equal(reach, want)
 
 

@@ -683,6 +683,7 @@ def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
         if mine.size < 2 * MIN_ITERATIONS:
             continue
         at = mine[np.argsort(launched[mine], kind="stable")]      # in launch order
+        del mine
         src, row = every.source[at], every.row[at]
         # (A thread that replays CUDA graphs runs the program's steps: never a tuner's.)
         if len(threads) > 1 and not (src == 3).any() and _autotuner(trace, src, row):

@@ -268,14 +268,22 @@ def by_kind(parts: Sequence[np.ndarray | None], source: np.ndarray, row: np.ndar
     return out
 
 
+# Ops of a device up to which Launches answers launched_by from every op's launch
+# sorted (two columns held while the program model looks for its loop: 160 MB at ten
+# million ops); past it, by DeviceOps' walk over the ops a slice at a time.
+SORTED_MAX = 1 << 22
+
+
 class Launches:
     """A device's ops read once for the program model's search for its loop: every op
     in position order (``every``), its launch time (``launched``, float64, NaN where no
     call matched), and, built on first use, the launch times sorted with the latest end
     of the ops launched up to each: DeviceOps.launched_by for any times, by a search
-    (not a walk over the ops for each set of times)."""
+    (not a walk over the ops for each set of times), on a device of up to SORTED_MAX
+    ops."""
 
     def __init__(self, ops: DeviceOps) -> None:
+        self.ops = ops
         self.every: OpRows | None = ops.slice(0, len(ops))
         self.launched: np.ndarray | None = ops.gather_rows("api_start", self.every.source,
                                                            self.every.row)
@@ -284,7 +292,8 @@ class Launches:
     def release(self) -> None:
         """Drop every op's columns once only launched_by is asked (the sorted launches
         kept): a few hundred megabytes at ten million ops."""
-        self._sort()
+        if len(self.ops) <= SORTED_MAX:
+            self._sort()
         self.every = self.launched = None
 
     def _sort(self) -> tuple[np.ndarray, np.ndarray]:
@@ -300,6 +309,8 @@ class Launches:
     def launched_by(self, t) -> tuple[np.ndarray, np.ndarray]:
         """DeviceOps.launched_by: for each time t, how many ops were launched before t,
         and the latest end of them (-1 if none)."""
+        if len(self.ops) > SORTED_MAX:
+            return self.ops.launched_by(t)
         times, latest = self._sort()
         t = np.asarray(t, dtype=np.float64)
         count = np.searchsorted(times, t, side="left").astype(np.int64)
