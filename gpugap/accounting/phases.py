@@ -275,7 +275,7 @@ def _count_in(times: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def _op_kinds(trace: Trace, codes: np.ndarray, source: np.ndarray, row: np.ndarray
               ) -> np.ndarray:
-    """Per op, a code of what it runs: its op code (gpugap.program.iterations.op_codes)
+    """Per op, a code of what it runs: its op code (gpugap.program.iterations.codes_of)
     and, for a kernel, its grid (a new shape is new work); dense, from 0."""
     _, kind = sorted_codes(codes)
     k = trace.table("kernels")

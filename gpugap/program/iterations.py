@@ -267,15 +267,9 @@ def _nvtx_candidates(trace: Trace, ops: DeviceOps, wanted: str | None,
     return sorted(levels, key=lambda c: (c.depth, -c.count, int(c.start[0])))
 
 
-def op_codes(trace: Trace, ops: DeviceOps, positions: np.ndarray) -> np.ndarray:
-    """A code per op naming what it is (the kernel, by its full demangled name: template
-    instances apart; copy kind; memset; CUDA graph)."""
-    rows = ops.take(positions)
-    return codes_of(trace, rows.source, rows.row)
-
-
 def codes_of(trace: Trace, src: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """op_codes of the ops given by (source, row), as taken already."""
+    """A code per op given by (source, row) naming what it is (the kernel, by its full
+    demangled name: template instances apart; copy kind; memset; CUDA graph)."""
     kernels = trace.table("kernels")
     kernel = kernels.labels("demangled" if "demangled" in kernels else "name")
     width = kernel.categories.size + 1

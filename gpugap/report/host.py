@@ -73,10 +73,10 @@ _SQL_WINDOWS = 256
 # prime, a chance in a million (in SQLite's 64-bit integers for rowids up to three
 # billion and calls up to a thousand seconds).
 _HASH_FACTOR = 2654435761
+_HASH_PRIME = 1_000_003
 # The rows counted to size that sample: this many blocks of this many rowids each.
 ESTIMATE_BLOCKS = 64
 ESTIMATE_ROWS = 1024
-_HASH_PRIME = 1_000_003
 
 SAMPLE_COLUMNS = {"id": "int64", "start": "int64", "gtid": "int64", "cpu": "int64",
                   "state": "str"}
