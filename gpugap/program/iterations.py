@@ -592,11 +592,19 @@ class _MainOps:
     launch: np.ndarray
     is_graph: np.ndarray
     weight: np.ndarray
-    start: np.ndarray | None = None      # when each ran on the GPU
+    ops: DeviceOps | None = None        # the device's, for when some of them ran (started)
     # Every op of the device (all threads) in launch order: launch times and the running
     # sum of their weights, for what a loop's time span covers of the device's work.
     device_launch: np.ndarray | None = None
     device_covered: np.ndarray | None = None
+
+    def started(self, at: np.ndarray) -> np.ndarray:
+        """When the ops at *at* (indexes into seq) ran on the GPU, as float64 (their
+        launches where the device's ops are not at hand): read when asked, not held
+        for every op."""
+        if self.ops is None:
+            return self.launch[at]
+        return self.ops.take(self.seq[at]).start.astype(np.float64)
 
     @property
     def pause(self) -> np.ndarray:
@@ -671,9 +679,12 @@ def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
         device_launch = launched[order]
         covered = np.r_[0.0, np.cumsum(1.0 / total_ops + dur[order] / total_ns)]
         del order
+    # Each candidate thread's positions, then no thread column (80 MB at ten million).
+    positions = [np.flatnonzero(gtid == main) for main in threads]
+    del gtid
     out = []
-    for main in threads:
-        mine = np.flatnonzero(gtid == main)
+    while positions:
+        mine = positions.pop(0)
         if mine.size < 2 * MIN_ITERATIONS:
             continue
         at = mine[np.argsort(launched[mine], kind="stable")]      # in launch order
@@ -685,8 +696,8 @@ def _main_ops(trace: Trace, ops: DeviceOps, seen: Launches | None = None
         launch = launched[at]
         weight = np.divide(dur[at], total_ns)
         weight += 1.0 / total_ops
-        out.append(_MainOps(at, codes_of(trace, src, row), launch, src == 3, weight,
-                            every.start[at], device_launch, covered))
+        out.append(_MainOps(at, codes_of(trace, src, row), launch, src == 3, weight, ops,
+                            device_launch, covered))
     return out
 
 
@@ -725,9 +736,8 @@ def _spanned(main: _MainOps, rep: Repetition) -> float:
     the next one's: the host may queue them all at once), each counted up to 3x the
     median one: a loop resumed after other work (an evaluation between epochs) does not
     span that work."""
-    times = main.launch if main.start is None else main.start.astype(np.float64)
-    at = np.r_[rep.starts, min(rep.stop, times.size - 1)]
-    each = np.diff(times[at])
+    at = np.r_[rep.starts, min(rep.stop, main.seq.size - 1)]
+    each = np.diff(main.started(at))
     if not each.size:
         return 0.0
     return float(np.minimum(each, 3 * np.median(each)).sum())
