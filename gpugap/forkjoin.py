@@ -72,11 +72,7 @@ def run(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = (),
     children: dict[int, int] = {}        # pid -> the read end of its results
     results: dict[int, Any] = {}
     try:
-        for s in (sys.stdout, sys.stderr):   # nothing buffered is written twice
-            try:
-                s.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
+        _flush_streams()
         # The heap's free pages go before the fork, held or not: what either process
         # allocates then is a fresh page, not a copy of one the other still maps.
         give_back_before_fork()
@@ -157,11 +153,7 @@ def ahead(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = ()) ->
     os.write(queue_w, b"".join(i.to_bytes(_WIDTH, "little") for i in range(len(pieces))))
     os.close(queue_w)
     names = {id(obj): i for i, obj in enumerate(shared)}
-    for s in (sys.stdout, sys.stderr):       # nothing buffered is written twice
-        try:
-            s.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    _flush_streams()
     give_back_before_fork()
     gc.freeze()
     out_r, out_w = os.pipe()
@@ -180,6 +172,15 @@ def ahead(pieces: Sequence[Callable[[], Any]], shared: Sequence[object] = ()) ->
     os.close(out_w)
     os.close(queue_r)
     return Ahead(pieces, shared, pid, out_r)
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr before a fork: nothing buffered is written twice."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _take(queue_r: int) -> int | None:
